@@ -1,0 +1,44 @@
+# Magnetar: the two set-up commands are `make run` and `make test`.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+# A symlink tree that shows the package-dir mapping to mypy (it cannot follow
+# setuptools' editable import hook).
+TYPECHECK := build/typecheck
+
+.PHONY: run test lint proto proto-check bench clean venv
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/magnetar-broker standalone
+
+$(TYPECHECK):
+	mkdir -p $(TYPECHECK)/magnetar
+	for d in proto broker client spark_connector; do ln -sfn ../../../$$d $(TYPECHECK)/magnetar/$$d; done
+
+lint: $(STAMP) $(TYPECHECK)
+	$(BIN)/ruff check proto broker client spark_connector tests bench
+	$(BIN)/ruff format --check proto broker client spark_connector tests bench
+	cd $(TYPECHECK) && ../../$(BIN)/mypy -p magnetar.proto -p magnetar.broker -p magnetar.client -p magnetar.spark_connector
+	$(BIN)/mypy tests bench
+
+test: $(STAMP) lint
+	$(BIN)/pytest
+
+proto: $(STAMP)
+	$(BIN)/python -m grpc_tools.protoc -Iproto --python_out=proto \
+		--plugin=protoc-gen-mypy=$(BIN)/protoc-gen-mypy --mypy_out=proto proto/pulsar_api.proto
+
+bench: $(STAMP)
+	$(BIN)/python -m bench
+
+clean:
+	rm -rf build .mypy_cache .pytest_cache .ruff_cache
