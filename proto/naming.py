@@ -1,0 +1,107 @@
+"""Topic names: `my-topic` -> `persistent://public/default/my-topic`.
+
+A full name is `{domain}://{tenant}/{namespace}/{local}`; partitions of a
+partitioned topic are `{name}-partition-{i}`. Parsing raises InvalidTopicName
+with the reason, which brokers map to ServerError.InvalidTopicName.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from magnetar.proto.errors import UsageError
+
+PERSISTENT = "persistent"
+NON_PERSISTENT = "non-persistent"
+DEFAULT_TENANT = "public"
+DEFAULT_NAMESPACE = "default"
+PARTITION_SUFFIX = "-partition-"
+
+_NAME_PART = re.compile(r"^[-=:.\w]+$")
+_PARTITION = re.compile(r"^(?P<base>.+)-partition-(?P<index>\d+)$")
+
+
+class InvalidTopicName(UsageError, ValueError):
+    """A topic name that does not parse; the message says why."""
+
+
+@dataclass(frozen=True, slots=True)
+class TopicName:
+    domain: str
+    tenant: str
+    namespace: str
+    local_name: str
+
+    @classmethod
+    def parse(cls, name: str) -> TopicName:
+        if not name or not name.strip():
+            raise InvalidTopicName("topic name is empty")
+        if "://" in name:
+            domain, _, rest = name.partition("://")
+            if domain not in (PERSISTENT, NON_PERSISTENT):
+                raise InvalidTopicName(f"{name!r}: domain must be persistent or non-persistent")
+            parts = rest.split("/")
+            if len(parts) != 3:
+                raise InvalidTopicName(f"{name!r}: expected {domain}://tenant/namespace/topic")
+            tenant, namespace, local = parts
+        else:
+            domain = PERSISTENT
+            parts = name.split("/")
+            if len(parts) == 1:
+                tenant, namespace, local = DEFAULT_TENANT, DEFAULT_NAMESPACE, parts[0]
+            elif len(parts) == 3:
+                tenant, namespace, local = parts
+            else:
+                raise InvalidTopicName(
+                    f"{name!r}: a short name is 'topic' or 'tenant/namespace/topic'"
+                )
+        for label, value in (("tenant", tenant), ("namespace", namespace), ("topic", local)):
+            if not value:
+                raise InvalidTopicName(f"{name!r}: {label} is empty")
+            if not _NAME_PART.match(value):
+                raise InvalidTopicName(f"{name!r}: {label} {value!r} has characters not allowed")
+        return cls(domain, tenant, namespace, local)
+
+    @property
+    def persistent(self) -> bool:
+        return self.domain == PERSISTENT
+
+    @property
+    def namespace_name(self) -> str:
+        """`tenant/namespace`, as GET_TOPICS_OF_NAMESPACE names it."""
+        return f"{self.tenant}/{self.namespace}"
+
+    @property
+    def partition_index(self) -> int:
+        """The partition number, or -1 when this is not a partition's name."""
+        match = _PARTITION.match(self.local_name)
+        return int(match.group("index")) if match else -1
+
+    @property
+    def partitioned_base(self) -> TopicName:
+        """The partitioned topic this partition belongs to (itself when not a partition)."""
+        match = _PARTITION.match(self.local_name)
+        if not match:
+            return self
+        return TopicName(self.domain, self.tenant, self.namespace, match.group("base"))
+
+    def partition(self, index: int) -> TopicName:
+        if index < 0:
+            raise InvalidTopicName(f"partition index {index} is negative")
+        return TopicName(
+            self.domain, self.tenant, self.namespace, f"{self.local_name}{PARTITION_SUFFIX}{index}"
+        )
+
+    @property
+    def rest_path(self) -> str:
+        """`{domain}/{tenant}/{namespace}/{topic}` as the admin and lookup HTTP paths use."""
+        return f"{self.domain}/{self.tenant}/{self.namespace}/{self.local_name}"
+
+    def __str__(self) -> str:
+        return f"{self.domain}://{self.tenant}/{self.namespace}/{self.local_name}"
+
+
+def full_topic_name(name: str) -> str:
+    """Normalise a user-given topic name to its full form."""
+    return str(TopicName.parse(name))
