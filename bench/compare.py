@@ -1,0 +1,340 @@
+"""Magnetar vs pulsar-lite, driven by the official client (`make bench`).
+
+Each workload runs against each broker in one process run, alternating, and
+the table shows each figure and the ratio magnetar / pulsar-lite (for
+latencies, lower is better, so the ratio is pulsar-lite / magnetar: above 1
+means Magnetar is better in every row).
+
+Like with like: pulsar-lite (RocksDB underneath) does not fsync before it
+acknowledges a send (strace: a handful of fsyncs for thousands of receipts), so
+the ratio compares it with Magnetar under sync policy `none`. Magnetar under
+`fsync` (its default: a receipt means the entry is on disk) is shown too.
+
+Both brokers are started here as subprocesses on free loopback ports with
+fresh data directories and stopped at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pulsar
+
+PAYLOAD_100B = b"x" * 100
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _wait_for_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"broker exited with {proc.returncode} before listening")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"broker did not listen on {port} within {timeout} s")
+
+
+@dataclass
+class Broker:
+    name: str
+    url: str
+    proc: subprocess.Popen[bytes]
+
+
+def _lite_binary() -> str:
+    import pulsar_lite
+
+    return str(Path(pulsar_lite.__file__).parent / "bin" / "pulsar-lite")
+
+
+@contextlib.contextmanager
+def start_broker(kind: str, workdir: Path) -> Iterator[Broker]:
+    port = _free_port()
+    data = workdir / kind
+    data.mkdir(parents=True, exist_ok=True)
+    log = (workdir / f"{kind}.log").open("wb")
+    if kind.startswith("magnetar"):
+        sync_policy = kind.partition("-")[2]
+        cmd = [
+            sys.executable,
+            "-m",
+            "magnetar.broker",
+            "standalone",
+            "--port",
+            str(port),
+            "--http-port",
+            str(_free_port()),
+            "--data-dir",
+            str(data),
+        ]
+        env = {**os.environ, "MAGNETAR_SYNC_POLICY": sync_policy, "MAGNETAR_LOG_LEVEL": "warning"}
+    else:
+        cmd = [_lite_binary(), "--addr", f"127.0.0.1:{port}", "--db-path", str(data / "db")]
+        env = {**os.environ, "RUST_LOG": "warn"}
+    proc = subprocess.Popen(cmd, stdout=log, stderr=log, env=env, cwd=data)
+    try:
+        _wait_for_port(port, proc)
+        yield Broker(kind, f"pulsar://127.0.0.1:{port}", proc)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+
+
+def _client(url: str) -> pulsar.Client:
+    return pulsar.Client(url, operation_timeout_seconds=30, io_threads=1, logger=_quiet_logger())
+
+
+def _quiet_logger() -> Any:
+    import logging
+
+    logger = logging.getLogger("bench.pulsar")
+    logger.setLevel(logging.ERROR)
+    return logger
+
+
+def produce(url: str, topic: str, count: int, batched: bool) -> float:
+    """Messages per second for `count` async sends of 100 B, then flush."""
+    client = _client(url)
+    try:
+        producer = client.create_producer(
+            topic,
+            batching_enabled=batched,
+            batching_max_messages=1000,
+            batching_max_publish_delay_ms=5,
+            max_pending_messages=5000,
+            block_if_queue_full=True,
+            send_timeout_millis=60000,
+        )
+        failures: list[Any] = []
+
+        def done(res: Any, _msg_id: Any) -> None:
+            if res != pulsar.Result.Ok:
+                failures.append(res)
+
+        start = time.perf_counter()
+        for _ in range(count):
+            producer.send_async(PAYLOAD_100B, done)
+        producer.flush()
+        elapsed = time.perf_counter() - start
+        if failures:
+            raise RuntimeError(f"{len(failures)} sends failed: {failures[:3]}")
+        producer.close()
+        return count / elapsed
+    finally:
+        client.close()
+
+
+def consume(url: str, topic: str, count: int, shared: bool) -> float:
+    """Messages per second reading `count` pre-produced messages from the start."""
+    client = _client(url)
+    try:
+        consumer = client.subscribe(
+            topic,
+            f"bench-{'shared' if shared else 'exclusive'}",
+            consumer_type=pulsar.ConsumerType.Shared if shared else pulsar.ConsumerType.Exclusive,
+            initial_position=pulsar.InitialPosition.Earliest,
+            receiver_queue_size=1000,
+            batch_receive_policy=pulsar.ConsumerBatchReceivePolicy(1000, 10 * 1024 * 1024, 100),
+        )
+        received = 0
+        start = time.perf_counter()
+        if shared:
+            while received < count:
+                msg = consumer.receive(timeout_millis=10000)
+                consumer.acknowledge(msg)
+                received += 1
+        else:
+            last = None
+            while received < count:
+                batch = consumer.batch_receive()
+                for msg in batch:
+                    last = msg
+                    received += 1
+                if last is not None:
+                    consumer.acknowledge_cumulative(last)
+        elapsed = time.perf_counter() - start
+        consumer.close()
+        return received / elapsed
+    finally:
+        client.close()
+
+
+def publish_latency(url: str, topic: str, count: int) -> tuple[float, float]:
+    """p50 and p99 of synchronous send latency, in ms."""
+    client = _client(url)
+    try:
+        producer = client.create_producer(topic, batching_enabled=False)
+        samples = []
+        for _ in range(count):
+            start = time.perf_counter()
+            producer.send(PAYLOAD_100B)
+            samples.append((time.perf_counter() - start) * 1000)
+        producer.close()
+        return _percentiles(samples)
+    finally:
+        client.close()
+
+
+def end_to_end_latency(url: str, topic: str, rate: int, seconds: float) -> tuple[float, float]:
+    """p50 and p99 from send to receive, in ms, at a steady `rate` msg/s."""
+    client = _client(url)
+    try:
+        consumer = client.subscribe(topic, "bench-e2e", receiver_queue_size=1000)
+        producer = client.create_producer(topic, batching_enabled=False)
+        total = int(rate * seconds)
+        samples: list[float] = []
+
+        def receive_all() -> None:
+            for _ in range(total):
+                msg = consumer.receive(timeout_millis=20000)
+                sent = float(msg.properties()["t"])
+                samples.append((time.perf_counter() - sent) * 1000)
+                consumer.acknowledge(msg)
+
+        reader = threading.Thread(target=receive_all)
+        reader.start()
+        interval = 1.0 / rate
+        start = time.perf_counter()
+        for i in range(total):
+            target = start + i * interval
+            delay = target - time.perf_counter()
+            if delay > 0:
+                time.sleep(delay)
+            producer.send_async(
+                PAYLOAD_100B, lambda _res, _id: None, properties={"t": repr(time.perf_counter())}
+            )
+        producer.flush()
+        reader.join(timeout=60)
+        return _percentiles(samples)
+    finally:
+        client.close()
+
+
+def _percentiles(samples: list[float]) -> tuple[float, float]:
+    ordered = sorted(samples)
+    p50 = statistics.median(ordered)
+    p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+    return p50, p99
+
+
+@dataclass
+class Row:
+    name: str
+    unit: str
+    higher_is_better: bool
+    values: dict[str, float]
+
+    def ratio(self) -> float:
+        mag, lite = self.values.get(LIKE_FOR_LIKE, 0.0), self.values.get(LITE, 0.0)
+        if not mag or not lite:
+            return 0.0
+        return mag / lite if self.higher_is_better else lite / mag
+
+
+LITE = "pulsar-lite"
+LIKE_FOR_LIKE = "magnetar-none"
+BROKERS = ("magnetar-none", LITE, "magnetar-fsync")
+
+
+def run(scale: float, rounds: int) -> list[Row]:
+    workdir = Path(tempfile.mkdtemp(prefix="magnetar-bench-"))
+    n_batched = int(300_000 * scale)
+    n_plain = int(40_000 * scale)
+    rows: dict[str, Row] = {}
+
+    def record(name: str, unit: str, higher: bool, broker: str, value: float) -> None:
+        row = rows.setdefault(name, Row(name, unit, higher, {}))
+        old = row.values.get(broker)
+        # Best of the rounds for each broker, so one noisy round does not decide.
+        if old is None or (value > old if higher else value < old):
+            row.values[broker] = value
+
+    try:
+        for rnd in range(rounds):
+            for kind in BROKERS:
+                with start_broker(kind, workdir / f"r{rnd}") as broker:
+                    url = broker.url
+                    tag = f"{kind}-{rnd}"
+                    throughput = (
+                        ("produce batched 100 B", produce, f"b-{tag}", n_batched, True),
+                        ("produce unbatched 100 B", produce, f"u-{tag}", n_plain, False),
+                        ("consume exclusive, batch receive, cumulative ack", consume,
+                         f"b-{tag}", n_batched, False),
+                        ("consume shared, individual ack", consume, f"u-{tag}", n_plain, True),
+                    )  # fmt: skip
+                    for name, fn, topic, count, flag in throughput:
+                        value = fn(url, topic, count, flag)
+                        record(name, "msg/s", True, kind, value)
+                        print(f"  [{kind} round {rnd}] {name}: {value:,.0f} msg/s", flush=True)
+                    p50, p99 = publish_latency(url, f"lat-{tag}", int(2000 * min(scale, 1.0)))
+                    record("publish latency p50 (sync send)", "ms", False, kind, p50)
+                    record("publish latency p99 (sync send)", "ms", False, kind, p99)
+                    e50, e99 = end_to_end_latency(url, f"e2e-{tag}", 2000, 5.0 * min(scale, 1.0))
+                    record("end-to-end latency p50 at 2,000 msg/s", "ms", False, kind, e50)
+                    record("end-to-end latency p99 at 2,000 msg/s", "ms", False, kind, e99)
+                    print(f"  [{kind} round {rnd}] latency p50/p99 {p50:.2f}/{p99:.2f} ms, "
+                          f"e2e {e50:.2f}/{e99:.2f} ms", flush=True)  # fmt: skip
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return list(rows.values())
+
+
+def print_table(rows: list[Row]) -> None:
+    print()
+    print(f"Official pulsar-client {pulsar.__version__} against each broker, best of the rounds; "
+          f"ratio = {LIKE_FOR_LIKE} vs {LITE} (> 1: Magnetar better).")  # fmt: skip
+    print(f"| {'workload':<50} | {'magnetar-none':>14} | {'pulsar-lite':>12} | {'ratio':>6} "
+          f"| {'magnetar-fsync':>14} |")  # fmt: skip
+    print(f"|{'-' * 52}|{'-' * 16}|{'-' * 14}|{'-' * 8}|{'-' * 16}|")
+    nan = float("nan")
+    for row in rows:
+        fmt = "{:>%d,.0f}" if row.unit == "msg/s" else "{:>%d.2f}"
+        print(
+            f"| {row.name + ' (' + row.unit + ')':<50} "
+            f"| {(fmt % 14).format(row.values.get(LIKE_FOR_LIKE, nan))} "
+            f"| {(fmt % 12).format(row.values.get(LITE, nan))} | {row.ratio():>6.2f} "
+            f"| {(fmt % 14).format(row.values.get('magnetar-fsync', nan))} |"
+        )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--scale", type=float, default=1.0, help="fraction of the message counts")
+    parser.add_argument("--rounds", type=int, default=2)
+    args = parser.parse_args(argv)
+    rows = run(args.scale, args.rounds)
+    print_table(rows)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
