@@ -1,0 +1,608 @@
+"""Public types and interfaces of the broker's storage layer.
+
+The broker codes against this module only. Storage stores opaque bytes: it never
+parses message metadata; where the broker needs a search over entries (reset by
+publish time), it passes a predicate that does the parsing.
+
+Vocabulary follows Apache Pulsar:
+
+* A *managed ledger* is one persistent topic's log: a sequence of *ledgers*
+  (append-only segment files), each a sequence of *entries*. An entry is one
+  SEND payload (one message or one batch), stored and returned byte for byte.
+* A :class:`Position` is ``(ledger_id, entry_id)``. Entry ids start at 0 in every
+  ledger and grow by 1; ledger ids are unique per data directory and grow.
+* A *managed cursor* is one subscription's (or reader's) view: a read position,
+  a mark-delete position (everything at or before it is acked), the
+  individually deleted positions after it, per-entry batch-index ack sets and
+  string->int properties. Durable cursors survive restarts; non-durable ones
+  live in memory.
+* The :class:`MetadataStore` is a small ZooKeeper-shaped key/value tree.
+
+Concrete implementations: ``FileManagedLedgerFactory`` (``factory.py``) and
+``SqliteMetadataStore`` (``metadata.py``), both re-exported by
+``magnetar.broker.storage``.
+
+Concurrency: every method must be called from the event loop thread that opened
+the object. Blocking work (file I/O, fsync, SQLite) runs on worker threads.
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import NamedTuple
+
+_MAX_ID = (1 << 63) - 1
+
+
+class Position(NamedTuple):
+    """An entry's address in a managed ledger, ordered by (ledger_id, entry_id).
+
+    A NamedTuple so that comparison, hashing and creation run at C speed on the
+    hot path. ``Position(l, -1)`` means "before the first entry of ledger l" and is
+    a valid mark-delete position. :data:`EARLIEST` and :data:`LATEST` are Pulsar's
+    sentinels ``(-1, -1)`` and ``(2**63-1, 2**63-1)``; they are accepted where a
+    start position is asked for.
+    """
+
+    ledger_id: int
+    entry_id: int
+
+    def __str__(self) -> str:
+        return f"{self.ledger_id}:{self.entry_id}"
+
+
+EARLIEST = Position(-1, -1)
+LATEST = Position(_MAX_ID, _MAX_ID)
+
+
+class Entry(NamedTuple):
+    """One stored entry: the bytes given to ``add_entry``, returned unchanged."""
+
+    position: Position
+    data: bytes
+    # Messages in the entry (1, or the batch size); used for permits and backlog.
+    num_messages: int = 1
+
+
+class InitialPosition(enum.Enum):
+    """Where a newly created durable cursor starts (Pulsar's InitialPosition)."""
+
+    LATEST = "latest"
+    EARLIEST = "earliest"
+
+
+class SyncPolicy(enum.Enum):
+    """When appended bytes reach the disk.
+
+    * ``FSYNC``: an ``add_entry`` resolves only after its group is fsynced.
+    * ``INTERVAL``: resolves after the write; fsync every ``sync_interval_ms``.
+    * ``NONE``: resolves after the write; the OS decides when to flush.
+    """
+
+    FSYNC = "fsync"
+    INTERVAL = "interval"
+    NONE = "none"
+
+
+@dataclass(frozen=True, slots=True)
+class ManagedLedgerConfig:
+    """Settings of a managed ledger (and, for the cache budget, of the factory).
+
+    ``entry_cache_size`` is read from the factory's config only: the entry cache
+    budget is shared by every ledger the factory opens. Retention follows Pulsar:
+    a ledger that every durable cursor has consumed is deleted once it is older
+    than ``retention_time_s`` *or* the consumed ledgers exceed
+    ``retention_size_bytes``; a negative value means "no limit" for that dimension
+    (both negative: keep everything); 0/0 (default) keeps nothing consumed.
+    """
+
+    sync_policy: SyncPolicy = SyncPolicy.FSYNC
+    sync_interval_ms: int = 100
+    max_segment_size: int = 64 * 1024 * 1024
+    entry_cache_size: int = 128 * 1024 * 1024
+    retention_time_s: float = 0.0
+    retention_size_bytes: int = 0
+    cursor_persist_interval_s: float = 1.0
+    max_persisted_unacked_ranges: int = 10_000
+    # Bound on one read from disk, whatever max_bytes the caller asks for.
+    max_read_bytes: int = 8 * 1024 * 1024
+
+    def __post_init__(self) -> None:
+        if self.sync_interval_ms <= 0:
+            raise ValueError("sync_interval_ms must be > 0")
+        if self.max_segment_size < 1024:
+            raise ValueError("max_segment_size must be >= 1024")
+        if self.entry_cache_size < 0:
+            raise ValueError("entry_cache_size must be >= 0")
+        if self.cursor_persist_interval_s < 0:
+            raise ValueError("cursor_persist_interval_s must be >= 0")
+        if self.max_persisted_unacked_ranges < 0:
+            raise ValueError("max_persisted_unacked_ranges must be >= 0")
+        if self.max_read_bytes <= 0:
+            raise ValueError("max_read_bytes must be > 0")
+
+
+Clock = Callable[[], float]
+"""Wall-clock seconds (``time.time`` by default); injected for retention tests."""
+
+DEFAULT_CLOCK: Clock = time.time
+
+
+# --------------------------------------------------------------------------- errors
+
+
+class StorageError(Exception):
+    """Base of every storage error. ``retriable``: the caller may try again later."""
+
+    retriable: bool = False
+
+
+class ManagedLedgerClosed(StorageError):
+    """The managed ledger (or its factory) is closed or deleted."""
+
+
+class ManagedLedgerFenced(StorageError):
+    """A write failed and could not be undone: the ledger refuses further writes.
+
+    Reopening the managed ledger recovers it (the torn tail is cut on open).
+    """
+
+
+class CursorClosed(StorageError):
+    """The cursor was closed or deleted."""
+
+
+class CursorAlreadyExists(StorageError):
+    """``open_cursor`` was asked for a name that a non-durable cursor holds."""
+
+
+class ConcurrentReadError(StorageError):
+    """A cursor already has a read in flight; one at a time per cursor."""
+
+    retriable = True
+
+
+class InvalidPosition(StorageError, ValueError):
+    """A position beyond the end of the ledger (or otherwise impossible)."""
+
+
+class MetadataError(StorageError):
+    """Base of metadata store errors."""
+
+
+class BadVersion(MetadataError):
+    """Compare-and-set failed: the node's version is not the expected one."""
+
+
+class NotFound(MetadataError):
+    """The node does not exist."""
+
+
+class NotEmpty(MetadataError):
+    """``delete`` of a node that still has children."""
+
+
+class MetadataStoreClosed(MetadataError):
+    """The metadata store is closed."""
+
+
+# ------------------------------------------------------------------- metadata store
+
+
+class Stat(NamedTuple):
+    """A node's version: 0 when created, +1 on every put."""
+
+    version: int
+    created_ms: int
+    modified_ms: int
+
+
+class GetResult(NamedTuple):
+    value: bytes
+    stat: Stat
+
+
+class NotificationType(enum.Enum):
+    CREATED = "created"
+    MODIFIED = "modified"
+    DELETED = "deleted"
+    CHILDREN_CHANGED = "children_changed"
+
+
+class Notification(NamedTuple):
+    type: NotificationType
+    path: str
+
+
+NotificationListener = Callable[[Notification], None]
+
+
+class MetadataStore(ABC):
+    """A ZooKeeper-shaped tree of versioned byte values.
+
+    Paths are absolute, ``/``-separated, without a trailing slash. ``put`` creates
+    missing parents (with empty values), as Pulsar's metadata store does.
+    Listeners are called on the event loop for changes made through this store.
+    """
+
+    @abstractmethod
+    async def get(self, path: str) -> GetResult | None:
+        """The node's value and stat, or None if it does not exist."""
+
+    @abstractmethod
+    async def put(self, path: str, value: bytes, expected_version: int | None = None) -> Stat:
+        """Create or replace a node; returns its new stat.
+
+        ``expected_version``: None = unconditional; -1 = the node must not exist;
+        n >= 0 = the node's version must be n. Otherwise raises :class:`BadVersion`.
+        """
+
+    @abstractmethod
+    async def delete(self, path: str, expected_version: int | None = None) -> None:
+        """Delete a node. Raises NotFound, BadVersion, or NotEmpty (has children)."""
+
+    @abstractmethod
+    async def delete_recursive(self, path: str) -> None:
+        """Delete a node and everything under it; no error if it does not exist."""
+
+    @abstractmethod
+    async def get_children(self, path: str) -> list[str]:
+        """Sorted names (last path component) of the node's direct children."""
+
+    @abstractmethod
+    async def exists(self, path: str) -> bool: ...
+
+    @abstractmethod
+    def register_listener(self, listener: NotificationListener) -> Callable[[], None]:
+        """Call ``listener`` on every change; returns a function that unregisters."""
+
+    @abstractmethod
+    async def close(self) -> None:
+        """Idempotent. Pending and later calls raise :class:`MetadataStoreClosed`."""
+
+
+# ----------------------------------------------------------------------- ledger API
+
+
+EntryPredicate = Callable[[Entry], bool]
+
+
+class ManagedCursor(ABC):
+    """A subscription's (durable) or reader's (non-durable) position in a ledger.
+
+    Positions after the mark-delete position are "individually deleted" (acked)
+    or not; reading skips deleted ones. Mark-delete advances by itself when the
+    gap right after it closes (SEM-3.1). Acks are in memory at once; durable
+    cursors persist their state at most once per ``cursor_persist_interval_s`` and
+    on close/flush, with at most ``max_persisted_unacked_ranges`` ranges (later
+    ranges come back as unacked after a crash or restart, never the reverse).
+    """
+
+    @property
+    @abstractmethod
+    def name(self) -> str: ...
+
+    @property
+    @abstractmethod
+    def is_durable(self) -> bool: ...
+
+    @property
+    @abstractmethod
+    def read_position(self) -> Position:
+        """The next position a read will consider (it may not exist yet)."""
+
+    @property
+    @abstractmethod
+    def mark_delete_position(self) -> Position:
+        """Everything at or before this position is acked."""
+
+    @property
+    @abstractmethod
+    def properties(self) -> Mapping[str, int]:
+        """Properties given with the latest effective ``mark_delete``."""
+
+    @abstractmethod
+    async def read_entries(self, max_entries: int, max_bytes: int = 5 * 1024 * 1024) -> list[Entry]:
+        """Read from the read position, skipping deleted entries; advance past them.
+
+        Returns [] when nothing is available. Returns at least one entry when one
+        is available, even above ``max_bytes``. One read at a time per cursor
+        (:class:`ConcurrentReadError`). A ``seek``/``rewind`` during the read
+        wins: the read position is then not advanced by this read.
+        """
+
+    @abstractmethod
+    async def read_entries_or_wait(
+        self, max_entries: int, max_bytes: int = 5 * 1024 * 1024
+    ) -> list[Entry]:
+        """Like :meth:`read_entries` but waits until at least one entry is there.
+
+        Cancel-safe: cancelling while waiting leaves the cursor unchanged.
+        Raises ManagedLedgerClosed / CursorClosed if closed while waiting.
+        """
+
+    @abstractmethod
+    def has_more_entries(self) -> bool:
+        """True if an entry exists at or after the read position (deleted or not)."""
+
+    @abstractmethod
+    def mark_delete(self, position: Position, properties: Mapping[str, int] | None = None) -> None:
+        """Cumulative ack: everything up to and including ``position`` is acked.
+
+        A position before the current mark-delete position is ignored; a position
+        after the last entry raises :class:`InvalidPosition`. Ranges and ack sets at
+        or before the new position are dropped. ``properties`` (when given)
+        replace the stored properties.
+        """
+
+    @abstractmethod
+    def delete(self, positions: Iterable[Position]) -> None:
+        """Individual acks of whole entries (SEM-3.1). Already acked ones: no-op."""
+
+    @abstractmethod
+    def delete_batch_indexes(self, position: Position, ack_set: Sequence[int]) -> None:
+        """Batch-index ack of some messages of one entry (SEM-3.3).
+
+        ``ack_set`` is Pulsar's wire form: a BitSet as int64 words (signed or not,
+        little-endian word order) whose set bits are the indexes STILL UNACKED.
+        It is ANDed with the stored set; when no bit remains the entry is deleted
+        as by :meth:`delete`.
+        """
+
+    @abstractmethod
+    def is_deleted(self, position: Position) -> bool:
+        """True if the whole entry is acked (at/before mark-delete, or deleted)."""
+
+    @abstractmethod
+    def get_batch_ack_set(self, position: Position) -> list[int] | None:
+        """The stored still-unacked bitset (signed int64 words) or None if none."""
+
+    @abstractmethod
+    def rewind(self) -> None:
+        """Read position = first not-deleted position after mark-delete (SEM-5.3)."""
+
+    @abstractmethod
+    def seek(self, position: Position) -> None:
+        """Set the read position (never at or before mark-delete: clamped after it)."""
+
+    @abstractmethod
+    async def reset_cursor(self, position: Position) -> None:
+        """Subscription seek: forget every ack; mark-delete = the position before
+        ``position``; read position = ``position``. Persisted before returning
+        (durable). :data:`EARLIEST` / :data:`LATEST` are accepted.
+        """
+
+    @abstractmethod
+    async def find_newest_matching(
+        self, predicate: EntryPredicate, *, from_first_entry: bool = False
+    ) -> Position | None:
+        """Binary search for the newest entry matching a monotone predicate.
+
+        ``predicate`` must be true for a prefix of the entries and false after
+        (e.g. ``publish_time <= t``). The search covers the entries after
+        mark-delete, or every stored entry with ``from_first_entry``. Returns
+        None if no entry matches. Reset by publish time:
+        ``p = await find_newest_matching(lambda e: publish_time(e) <= t)`` then
+        ``reset_cursor(next_position(p))`` (or the first position if None).
+        """
+
+    @property
+    @abstractmethod
+    def backlog_entries(self) -> int:
+        """Entries after mark-delete, not individually deleted. O(1)."""
+
+    @property
+    @abstractmethod
+    def backlog_messages(self) -> int:
+        """Messages (sum of num_messages) of the backlog entries. O(1)."""
+
+    @abstractmethod
+    async def flush(self) -> None:
+        """Persist the cursor state now if it changed (durable cursors)."""
+
+    @abstractmethod
+    async def close(self) -> None:
+        """Persist (durable) and detach from the ledger. Idempotent."""
+
+
+class ManagedLedger(ABC):
+    """One topic's append-only log plus its cursors."""
+
+    @property
+    @abstractmethod
+    def name(self) -> str: ...
+
+    @property
+    @abstractmethod
+    def config(self) -> ManagedLedgerConfig: ...
+
+    @property
+    @abstractmethod
+    def is_closed(self) -> bool: ...
+
+    @abstractmethod
+    async def add_entry(self, data: bytes, num_messages: int = 1) -> Position:
+        """Append one entry; returns its position once durable per the sync policy.
+
+        Group-committed: appends that arrive while a write is in flight go into
+        the next write; receipts resolve in append order. Cancelling the await
+        does not withdraw the entry. Raises ManagedLedgerClosed after close,
+        ManagedLedgerFenced after an unrecoverable write error.
+        """
+
+    @abstractmethod
+    async def read_entries(
+        self, start: Position, max_entries: int, max_bytes: int = 5 * 1024 * 1024
+    ) -> list[Entry]:
+        """Entries from ``start`` (inclusive) onward, across ledgers, in order.
+
+        Positions in deleted (trimmed) ledgers are skipped. Returns [] when
+        nothing at/after start exists; at least one entry when one does.
+        """
+
+    @abstractmethod
+    async def read_positions(self, positions: Sequence[Position]) -> list[Entry]:
+        """Entries at exactly these positions, in the given order (for redelivery).
+
+        Positions that do not exist (trimmed, or not yet written) are left out.
+        """
+
+    @abstractmethod
+    async def wait_for_entries_after(self, position: Position) -> None:
+        """Return once an entry after ``position`` exists (at once if one does).
+
+        Cancel-safe. Raises ManagedLedgerClosed if the ledger closes first.
+        """
+
+    @property
+    @abstractmethod
+    def last_confirmed_position(self) -> Position:
+        """The newest entry's position (for GET_LAST_MESSAGE_ID).
+
+        ``Position(current_ledger_id, -1)`` when the ledger holds no entry.
+        """
+
+    @property
+    @abstractmethod
+    def first_position(self) -> Position:
+        """The oldest stored entry's position (or where the next one will go)."""
+
+    @abstractmethod
+    def next_position(self, position: Position) -> Position:
+        """The position right after ``position``, following ledger boundaries."""
+
+    @abstractmethod
+    def previous_position(self, position: Position) -> Position:
+        """The position right before ``position`` (``(l, -1)`` at a ledger start)."""
+
+    @property
+    @abstractmethod
+    def number_of_entries(self) -> int:
+        """Stored entries (not yet trimmed)."""
+
+    @property
+    @abstractmethod
+    def number_of_messages(self) -> int:
+        """Sum of num_messages of the stored entries."""
+
+    @property
+    @abstractmethod
+    def total_size(self) -> int:
+        """Bytes of entry data stored (not counting record headers)."""
+
+    @abstractmethod
+    async def open_cursor(
+        self,
+        name: str,
+        initial_position: InitialPosition = InitialPosition.LATEST,
+        properties: Mapping[str, int] | None = None,
+    ) -> ManagedCursor:
+        """Open (create if needed) the durable cursor ``name``.
+
+        An existing cursor keeps its state; ``initial_position`` and
+        ``properties`` apply only on creation. Returns the same object while open.
+        """
+
+    @abstractmethod
+    def new_non_durable_cursor(
+        self, start: Position, *, inclusive: bool = False, name: str | None = None
+    ) -> ManagedCursor:
+        """A cursor in memory reading from ``start`` (or just after it).
+
+        :data:`EARLIEST` / :data:`LATEST` are accepted (LATEST: only new entries).
+        Non-durable cursors never hold back trimming.
+        """
+
+    @abstractmethod
+    async def delete_cursor(self, name: str) -> None:
+        """Close and forget a cursor (durable: its stored state too). No-op if absent."""
+
+    @property
+    @abstractmethod
+    def cursors(self) -> Sequence[ManagedCursor]:
+        """The open cursors, durable and non-durable."""
+
+    @abstractmethod
+    def get_cursor(self, name: str) -> ManagedCursor | None: ...
+
+    @abstractmethod
+    async def trim_consumed_ledgers(self) -> int:
+        """Delete whole ledgers no durable cursor needs and retention allows.
+
+        Runs by itself after acks and rollovers; call it periodically for
+        time-based retention. Returns the number of ledgers deleted.
+        """
+
+    @abstractmethod
+    async def close(self) -> None:
+        """Idempotent. Fails queued appends and waiters with ManagedLedgerClosed,
+        lets the write in flight finish, persists cursors, syncs and closes files.
+        """
+
+    @abstractmethod
+    async def delete(self) -> None:
+        """Close, then delete every file and metadata record of this ledger."""
+
+
+class ManagedLedgerFactory(ABC):
+    """Opens managed ledgers of one data directory and shares their resources
+    (I/O threads, entry cache budget, ledger id allocation, metadata store).
+    """
+
+    @abstractmethod
+    async def open(self, name: str, config: ManagedLedgerConfig | None = None) -> ManagedLedger:
+        """Open (create if needed) a managed ledger; the same object while open.
+
+        ``name`` is a ``/``-separated path such as
+        ``public/default/persistent/my-topic``.
+        """
+
+    @abstractmethod
+    async def delete(self, name: str) -> None:
+        """Delete a managed ledger (open or not) with all its data. No-op if absent."""
+
+    @abstractmethod
+    async def exists(self, name: str) -> bool: ...
+
+    @abstractmethod
+    async def close(self) -> None:
+        """Close every open ledger; idempotent."""
+
+
+__all__ = [
+    "DEFAULT_CLOCK",
+    "EARLIEST",
+    "LATEST",
+    "BadVersion",
+    "Clock",
+    "ConcurrentReadError",
+    "CursorAlreadyExists",
+    "CursorClosed",
+    "Entry",
+    "EntryPredicate",
+    "GetResult",
+    "InitialPosition",
+    "InvalidPosition",
+    "ManagedCursor",
+    "ManagedLedger",
+    "ManagedLedgerClosed",
+    "ManagedLedgerConfig",
+    "ManagedLedgerFactory",
+    "ManagedLedgerFenced",
+    "MetadataError",
+    "MetadataStore",
+    "MetadataStoreClosed",
+    "NotEmpty",
+    "NotFound",
+    "Notification",
+    "NotificationListener",
+    "NotificationType",
+    "Position",
+    "Stat",
+    "StorageError",
+    "SyncPolicy",
+]
