@@ -28,7 +28,7 @@ lint: $(STAMP) $(TYPECHECK)
 	$(BIN)/ruff check proto broker client spark_connector tests bench
 	$(BIN)/ruff format --check proto broker client spark_connector tests bench
 	cd $(TYPECHECK) && ../../$(BIN)/mypy -p magnetar.proto -p magnetar.broker -p magnetar.client -p magnetar.spark_connector
-	$(BIN)/mypy tests bench
+	MYPYPATH=$(TYPECHECK) $(BIN)/mypy tests bench
 
 test: $(STAMP) lint
 	$(BIN)/pytest
