@@ -68,6 +68,12 @@ def command_name(command_type: int) -> str:
         return f"UNKNOWN({command_type})"
 
 
+def _missing_fields(message: Message) -> str:
+    """The required fields a parsed message lacks, for error messages."""
+    errors: list[str] = message.FindInitializationErrors()  # type: ignore[attr-defined]
+    return ", ".join(errors)
+
+
 def wrap(body: Message) -> pb.BaseCommand:
     """Put a Command* message into a BaseCommand with the matching type."""
     try:
@@ -155,9 +161,15 @@ class Payload:
     def metadata(self) -> pb.MessageMetadata:
         if self._metadata is None:
             try:
-                self._metadata = pb.MessageMetadata.FromString(self.metadata_bytes)
+                metadata = pb.MessageMetadata.FromString(self.metadata_bytes)
             except DecodeError as exc:
                 raise ProtocolError(f"undecodable message metadata: {exc}") from exc
+            # upb parses proto2-style required fields without checking them.
+            if not metadata.IsInitialized():
+                raise ProtocolError(
+                    f"message metadata without required fields: {_missing_fields(metadata)}"
+                )
+            self._metadata = metadata
         return self._metadata
 
     @property
@@ -272,12 +284,21 @@ class FrameDecoder:
             command = pb.BaseCommand.FromString(raw)
         except (DecodeError, RuntimeError, ValueError) as exc:
             self._fail(ProtocolError(f"undecodable command: {exc}"))
+        if not command.HasField("type"):
+            # An enum value we do not know is parsed as "unset", which would read as CONNECT.
+            self._fail(ProtocolError("command without a type, or with a type we do not know"))
         field = _FIELD_BY_TYPE.get(command.type)
         if field is None:
             self._fail(ProtocolError(f"unsupported command type {command.type}"))
         has_body = command.HasField(field)  # type: ignore[arg-type]
         if not has_body and command.type not in _EMPTY_BODY_TYPES:
             self._fail(ProtocolError(f"{command_name(command.type)} command without its body"))
+        # upb parses required fields without checking them; Pulsar's broker rejects such commands.
+        if not command.IsInitialized():
+            missing = _missing_fields(command)
+            self._fail(
+                ProtocolError(f"{command_name(command.type)} without required fields: {missing}")
+            )
         return command
 
     def _decode_payload(self, data: bytes, command_type: int) -> Payload:

@@ -5,9 +5,14 @@ Magnetar's wire schema for the Pulsar binary protocol.
 
 Written for Magnetar: only the messages we use. Field numbers, types and
 enum values are the Pulsar wire format and must never change; names follow
-Pulsar's so its protocol docs map onto this file. proto2, because Pulsar's
-defaults (partition = -1, last_sequence_id = -1, ...) are part of the
-format and `required` gives us free validation of what peers send.
+Pulsar's so its protocol docs map onto this file.
+
+Edition 2023 set to Pulsar's proto2 semantics: explicit presence (its
+defaults, partition = -1, last_sequence_id = -1, ..., are part of the
+format), LEGACY_REQUIRED where Pulsar says `required`, closed enums and
+unpacked repeated scalars. Unlike proto2 it checks string fields are UTF-8
+when parsing: the upb runtime would hand a bad one back as bytes. (upb does
+not check required fields on parse; the frame decoder does.)
 """
 
 from collections import abc as _abc
@@ -314,7 +319,7 @@ class EncryptionKeys(_message.Message):
         value: _builtins.bytes | None = ...,
         metadata: _abc.Iterable[Global___KeyValue] | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "metadata", b"metadata", "value", b"value"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
     _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "metadata", b"metadata", "value", b"value"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
@@ -392,7 +397,7 @@ class Schema(_message.Message):
         type: Global___Schema.Type.ValueType | None = ...,
         properties: _abc.Iterable[Global___KeyValue] | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "schema_data", b"schema_data", "type", b"type"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "properties", b"properties", "schema_data", b"schema_data", "type", b"type"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
     _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "properties", b"properties", "schema_data", b"schema_data", "type", b"type"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
@@ -431,7 +436,7 @@ class MessageIdData(_message.Message):
         batch_size: _builtins.int | None = ...,
         first_chunk_message_id: Global___MessageIdData | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["batch_index", b"batch_index", "batch_size", b"batch_size", "entryId", b"entryId", "first_chunk_message_id", b"first_chunk_message_id", "ledgerId", b"ledgerId", "partition", b"partition"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["ack_set", b"ack_set", "batch_index", b"batch_index", "batch_size", b"batch_size", "entryId", b"entryId", "first_chunk_message_id", b"first_chunk_message_id", "ledgerId", b"ledgerId", "partition", b"partition"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
     _ClearFieldArgType: _TypeAlias = _typing.Literal["ack_set", b"ack_set", "batch_index", b"batch_index", "batch_size", b"batch_size", "entryId", b"entryId", "first_chunk_message_id", b"first_chunk_message_id", "ledgerId", b"ledgerId", "partition", b"partition"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
@@ -535,7 +540,7 @@ class MessageMetadata(_message.Message):
         chunk_id: _builtins.int | None = ...,
         null_partition_key: _builtins.bool | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["chunk_id", b"chunk_id", "compression", b"compression", "deliver_at_time", b"deliver_at_time", "encryption_algo", b"encryption_algo", "encryption_param", b"encryption_param", "event_time", b"event_time", "highest_sequence_id", b"highest_sequence_id", "marker_type", b"marker_type", "null_partition_key", b"null_partition_key", "null_value", b"null_value", "num_chunks_from_msg", b"num_chunks_from_msg", "num_messages_in_batch", b"num_messages_in_batch", "ordering_key", b"ordering_key", "partition_key", b"partition_key", "partition_key_b64_encoded", b"partition_key_b64_encoded", "producer_name", b"producer_name", "publish_time", b"publish_time", "replicated_from", b"replicated_from", "schema_version", b"schema_version", "sequence_id", b"sequence_id", "total_chunk_msg_size", b"total_chunk_msg_size", "txnid_least_bits", b"txnid_least_bits", "txnid_most_bits", b"txnid_most_bits", "uncompressed_size", b"uncompressed_size", "uuid", b"uuid"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["chunk_id", b"chunk_id", "compression", b"compression", "deliver_at_time", b"deliver_at_time", "encryption_algo", b"encryption_algo", "encryption_keys", b"encryption_keys", "encryption_param", b"encryption_param", "event_time", b"event_time", "highest_sequence_id", b"highest_sequence_id", "marker_type", b"marker_type", "null_partition_key", b"null_partition_key", "null_value", b"null_value", "num_chunks_from_msg", b"num_chunks_from_msg", "num_messages_in_batch", b"num_messages_in_batch", "ordering_key", b"ordering_key", "partition_key", b"partition_key", "partition_key_b64_encoded", b"partition_key_b64_encoded", "producer_name", b"producer_name", "properties", b"properties", "publish_time", b"publish_time", "replicate_to", b"replicate_to", "replicated_from", b"replicated_from", "schema_version", b"schema_version", "sequence_id", b"sequence_id", "total_chunk_msg_size", b"total_chunk_msg_size", "txnid_least_bits", b"txnid_least_bits", "txnid_most_bits", b"txnid_most_bits", "uncompressed_size", b"uncompressed_size", "uuid", b"uuid"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
     _ClearFieldArgType: _TypeAlias = _typing.Literal["chunk_id", b"chunk_id", "compression", b"compression", "deliver_at_time", b"deliver_at_time", "encryption_algo", b"encryption_algo", "encryption_keys", b"encryption_keys", "encryption_param", b"encryption_param", "event_time", b"event_time", "highest_sequence_id", b"highest_sequence_id", "marker_type", b"marker_type", "null_partition_key", b"null_partition_key", "null_value", b"null_value", "num_chunks_from_msg", b"num_chunks_from_msg", "num_messages_in_batch", b"num_messages_in_batch", "ordering_key", b"ordering_key", "partition_key", b"partition_key", "partition_key_b64_encoded", b"partition_key_b64_encoded", "producer_name", b"producer_name", "properties", b"properties", "publish_time", b"publish_time", "replicate_to", b"replicate_to", "replicated_from", b"replicated_from", "schema_version", b"schema_version", "sequence_id", b"sequence_id", "total_chunk_msg_size", b"total_chunk_msg_size", "txnid_least_bits", b"txnid_least_bits", "txnid_most_bits", b"txnid_most_bits", "uncompressed_size", b"uncompressed_size", "uuid", b"uuid"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
@@ -582,7 +587,7 @@ class SingleMessageMetadata(_message.Message):
         null_value: _builtins.bool | None = ...,
         null_partition_key: _builtins.bool | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["compacted_out", b"compacted_out", "event_time", b"event_time", "null_partition_key", b"null_partition_key", "null_value", b"null_value", "ordering_key", b"ordering_key", "partition_key", b"partition_key", "partition_key_b64_encoded", b"partition_key_b64_encoded", "payload_size", b"payload_size", "sequence_id", b"sequence_id"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["compacted_out", b"compacted_out", "event_time", b"event_time", "null_partition_key", b"null_partition_key", "null_value", b"null_value", "ordering_key", b"ordering_key", "partition_key", b"partition_key", "partition_key_b64_encoded", b"partition_key_b64_encoded", "payload_size", b"payload_size", "properties", b"properties", "sequence_id", b"sequence_id"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
     _ClearFieldArgType: _TypeAlias = _typing.Literal["compacted_out", b"compacted_out", "event_time", b"event_time", "null_partition_key", b"null_partition_key", "null_value", b"null_value", "ordering_key", b"ordering_key", "partition_key", b"partition_key", "partition_key_b64_encoded", b"partition_key_b64_encoded", "payload_size", b"payload_size", "properties", b"properties", "sequence_id", b"sequence_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
@@ -1067,7 +1072,7 @@ class CommandGetTopicsOfNamespaceResponse(_message.Message):
         topics_hash: _builtins.str | None = ...,
         changed: _builtins.bool | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["changed", b"changed", "filtered", b"filtered", "request_id", b"request_id", "topics_hash", b"topics_hash"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["changed", b"changed", "filtered", b"filtered", "request_id", b"request_id", "topics", b"topics", "topics_hash", b"topics_hash"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
     _ClearFieldArgType: _TypeAlias = _typing.Literal["changed", b"changed", "filtered", b"filtered", "request_id", b"request_id", "topics", b"topics", "topics_hash", b"topics_hash"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
@@ -1237,7 +1242,7 @@ class CommandProducer(_message.Message):
         txn_enabled: _builtins.bool | None = ...,
         initial_subscription_name: _builtins.str | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["encrypted", b"encrypted", "epoch", b"epoch", "initial_subscription_name", b"initial_subscription_name", "producer_access_mode", b"producer_access_mode", "producer_id", b"producer_id", "producer_name", b"producer_name", "request_id", b"request_id", "schema", b"schema", "topic", b"topic", "topic_epoch", b"topic_epoch", "txn_enabled", b"txn_enabled", "user_provided_producer_name", b"user_provided_producer_name"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["encrypted", b"encrypted", "epoch", b"epoch", "initial_subscription_name", b"initial_subscription_name", "metadata", b"metadata", "producer_access_mode", b"producer_access_mode", "producer_id", b"producer_id", "producer_name", b"producer_name", "request_id", b"request_id", "schema", b"schema", "topic", b"topic", "topic_epoch", b"topic_epoch", "txn_enabled", b"txn_enabled", "user_provided_producer_name", b"user_provided_producer_name"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
     _ClearFieldArgType: _TypeAlias = _typing.Literal["encrypted", b"encrypted", "epoch", b"epoch", "initial_subscription_name", b"initial_subscription_name", "metadata", b"metadata", "producer_access_mode", b"producer_access_mode", "producer_id", b"producer_id", "producer_name", b"producer_name", "request_id", b"request_id", "schema", b"schema", "topic", b"topic", "topic_epoch", b"topic_epoch", "txn_enabled", b"txn_enabled", "user_provided_producer_name", b"user_provided_producer_name"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
@@ -1444,7 +1449,7 @@ class KeySharedMeta(_message.Message):
         hashRanges: _abc.Iterable[Global___IntRange] | None = ...,
         allowOutOfOrderDelivery: _builtins.bool | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["allowOutOfOrderDelivery", b"allowOutOfOrderDelivery", "keySharedMode", b"keySharedMode"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["allowOutOfOrderDelivery", b"allowOutOfOrderDelivery", "hashRanges", b"hashRanges", "keySharedMode", b"keySharedMode"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
     _ClearFieldArgType: _TypeAlias = _typing.Literal["allowOutOfOrderDelivery", b"allowOutOfOrderDelivery", "hashRanges", b"hashRanges", "keySharedMode", b"keySharedMode"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
@@ -1552,7 +1557,7 @@ class CommandSubscribe(_message.Message):
         subscription_properties: _abc.Iterable[Global___KeyValue] | None = ...,
         consumer_epoch: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["consumer_epoch", b"consumer_epoch", "consumer_id", b"consumer_id", "consumer_name", b"consumer_name", "durable", b"durable", "force_topic_creation", b"force_topic_creation", "initialPosition", b"initialPosition", "keySharedMeta", b"keySharedMeta", "priority_level", b"priority_level", "read_compacted", b"read_compacted", "replicate_subscription_state", b"replicate_subscription_state", "request_id", b"request_id", "schema", b"schema", "start_message_id", b"start_message_id", "start_message_rollback_duration_sec", b"start_message_rollback_duration_sec", "subType", b"subType", "subscription", b"subscription", "topic", b"topic"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["consumer_epoch", b"consumer_epoch", "consumer_id", b"consumer_id", "consumer_name", b"consumer_name", "durable", b"durable", "force_topic_creation", b"force_topic_creation", "initialPosition", b"initialPosition", "keySharedMeta", b"keySharedMeta", "metadata", b"metadata", "priority_level", b"priority_level", "read_compacted", b"read_compacted", "replicate_subscription_state", b"replicate_subscription_state", "request_id", b"request_id", "schema", b"schema", "start_message_id", b"start_message_id", "start_message_rollback_duration_sec", b"start_message_rollback_duration_sec", "subType", b"subType", "subscription", b"subscription", "subscription_properties", b"subscription_properties", "topic", b"topic"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
     _ClearFieldArgType: _TypeAlias = _typing.Literal["consumer_epoch", b"consumer_epoch", "consumer_id", b"consumer_id", "consumer_name", b"consumer_name", "durable", b"durable", "force_topic_creation", b"force_topic_creation", "initialPosition", b"initialPosition", "keySharedMeta", b"keySharedMeta", "metadata", b"metadata", "priority_level", b"priority_level", "read_compacted", b"read_compacted", "replicate_subscription_state", b"replicate_subscription_state", "request_id", b"request_id", "schema", b"schema", "start_message_id", b"start_message_id", "start_message_rollback_duration_sec", b"start_message_rollback_duration_sec", "subType", b"subType", "subscription", b"subscription", "subscription_properties", b"subscription_properties", "topic", b"topic"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
@@ -1607,7 +1612,7 @@ class CommandMessage(_message.Message):
         ack_set: _abc.Iterable[_builtins.int] | None = ...,
         consumer_epoch: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["consumer_epoch", b"consumer_epoch", "consumer_id", b"consumer_id", "message_id", b"message_id", "redelivery_count", b"redelivery_count"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["ack_set", b"ack_set", "consumer_epoch", b"consumer_epoch", "consumer_id", b"consumer_id", "message_id", b"message_id", "redelivery_count", b"redelivery_count"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
     _ClearFieldArgType: _TypeAlias = _typing.Literal["ack_set", b"ack_set", "consumer_epoch", b"consumer_epoch", "consumer_id", b"consumer_id", "message_id", b"message_id", "redelivery_count", b"redelivery_count"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
@@ -1681,7 +1686,7 @@ class CommandAck(_message.Message):
         txnid_most_bits: _builtins.int | None = ...,
         request_id: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["ack_type", b"ack_type", "consumer_id", b"consumer_id", "request_id", b"request_id", "txnid_least_bits", b"txnid_least_bits", "txnid_most_bits", b"txnid_most_bits", "validation_error", b"validation_error"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["ack_type", b"ack_type", "consumer_id", b"consumer_id", "message_id", b"message_id", "properties", b"properties", "request_id", b"request_id", "txnid_least_bits", b"txnid_least_bits", "txnid_most_bits", b"txnid_most_bits", "validation_error", b"validation_error"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
     _ClearFieldArgType: _TypeAlias = _typing.Literal["ack_type", b"ack_type", "consumer_id", b"consumer_id", "message_id", b"message_id", "properties", b"properties", "request_id", b"request_id", "txnid_least_bits", b"txnid_least_bits", "txnid_most_bits", b"txnid_most_bits", "validation_error", b"validation_error"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
@@ -1864,7 +1869,7 @@ class CommandRedeliverUnacknowledgedMessages(_message.Message):
         message_ids: _abc.Iterable[Global___MessageIdData] | None = ...,
         consumer_epoch: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["consumer_epoch", b"consumer_epoch", "consumer_id", b"consumer_id"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["consumer_epoch", b"consumer_epoch", "consumer_id", b"consumer_id", "message_ids", b"message_ids"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
     _ClearFieldArgType: _TypeAlias = _typing.Literal["consumer_epoch", b"consumer_epoch", "consumer_id", b"consumer_id", "message_ids", b"message_ids"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
