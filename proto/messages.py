@@ -180,7 +180,7 @@ def split_batch(payload: bytes, num_messages: int) -> list[tuple[pb.SingleMessag
         except (DecodeError, RuntimeError, ValueError) as exc:
             raise ProtocolError(f"batch message {index}: undecodable metadata: {exc}") from exc
         offset += meta_size
-        # upb does not enforce proto2 `required`, so check it here.
+        # upb does not enforce `required` fields when parsing, so check here.
         if not meta.HasField("payload_size"):
             raise ProtocolError(f"batch message {index}: metadata without payload_size")
         size = meta.payload_size
