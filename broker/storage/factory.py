@@ -1,0 +1,205 @@
+"""FileManagedLedgerFactory: one data directory, its ledgers and shared resources.
+
+It owns the I/O thread pool, the entry cache budget, the ledger id counter (in
+the metadata store) and an exclusive lock on the directory, so two processes
+never write the same ledgers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import os
+from concurrent.futures import ThreadPoolExecutor
+
+import structlog
+
+from magnetar.broker.storage.api import (
+    DEFAULT_CLOCK,
+    BadVersion,
+    Clock,
+    ManagedLedger,
+    ManagedLedgerClosed,
+    ManagedLedgerConfig,
+    ManagedLedgerFactory,
+    MetadataStore,
+    StorageError,
+)
+from magnetar.broker.storage.cache import EntryCacheManager
+from magnetar.broker.storage.ledger import (
+    LedgerContext,
+    ManagedLedgerImpl,
+    _remove_tree,
+    ledger_dir,
+    ledger_meta_path,
+)
+from magnetar.broker.storage.metadata import SqliteMetadataStore
+from magnetar.broker.storage.recovery import open_ledger
+
+log = structlog.get_logger(__name__)
+
+LEDGER_ID_PATH = "/storage/next-ledger-id"
+
+
+class FileManagedLedgerFactory(ManagedLedgerFactory):
+    """Construct with ``await FileManagedLedgerFactory.create(data_dir, config)``."""
+
+    def __init__(
+        self,
+        data_dir: str,
+        store: MetadataStore,
+        config: ManagedLedgerConfig,
+        clock: Clock,
+        io_threads: int,
+        owns_store: bool,
+        lock_fd: int,
+    ) -> None:
+        self.data_dir = data_dir
+        self.store = store
+        self.config = config
+        self._owns_store = owns_store
+        self._lock_fd = lock_fd
+        self._executor = ThreadPoolExecutor(io_threads, thread_name_prefix="magnetar-io")
+        self.cache = EntryCacheManager(config.entry_cache_size)
+        self._ctx = LedgerContext(
+            data_dir=data_dir,
+            executor=self._executor,
+            cache=self.cache,
+            store=store,
+            clock=clock,
+            allocate_ledger_id=self._allocate_ledger_id,
+            on_closed=self._ledger_closed,
+        )
+        self._ledgers: dict[str, ManagedLedgerImpl] = {}
+        self._opening: dict[str, asyncio.Future[ManagedLedgerImpl]] = {}
+        self._id_lock = asyncio.Lock()
+        self._closed = False
+
+    @classmethod
+    async def create(
+        cls,
+        data_dir: str,
+        config: ManagedLedgerConfig | None = None,
+        *,
+        store: MetadataStore | None = None,
+        clock: Clock = DEFAULT_CLOCK,
+        io_threads: int = 4,
+    ) -> FileManagedLedgerFactory:
+        """Lock ``data_dir`` and open (or create) it.
+
+        Without ``store``, an embedded SQLite store at ``<data_dir>/metadata.db``
+        is opened and owned (closed with the factory).
+        """
+        os.makedirs(os.path.join(data_dir, "ledgers"), exist_ok=True)
+        lock_fd = await asyncio.to_thread(_lock_dir, data_dir)
+        owns = store is None
+        try:
+            if store is None:
+                store = await SqliteMetadataStore.open(os.path.join(data_dir, "metadata.db"))
+        except BaseException:
+            os.close(lock_fd)
+            raise
+        return cls(
+            data_dir, store, config or ManagedLedgerConfig(), clock, io_threads, owns, lock_fd
+        )
+
+    async def open(self, name: str, config: ManagedLedgerConfig | None = None) -> ManagedLedger:
+        return await self.open_impl(name, config)
+
+    async def open_impl(
+        self, name: str, config: ManagedLedgerConfig | None = None
+    ) -> ManagedLedgerImpl:
+        """:meth:`open` with the concrete type (tests, benchmarks)."""
+        self._check_open()
+        _validate_name(name)
+        ml = self._ledgers.get(name)
+        if ml is not None:
+            return ml
+        pending = self._opening.get(name)
+        if pending is not None:
+            return await asyncio.shield(pending)
+        fut: asyncio.Future[ManagedLedgerImpl] = asyncio.get_running_loop().create_future()
+        self._opening[name] = fut
+        try:
+            ml = await open_ledger(self._ctx, name, config or self.config)
+        except BaseException as exc:
+            fut.set_exception(exc)
+            fut.exception()
+            raise
+        finally:
+            del self._opening[name]
+        self._ledgers[name] = ml
+        fut.set_result(ml)
+        return ml
+
+    async def delete(self, name: str) -> None:
+        self._check_open()
+        _validate_name(name)
+        ml = self._ledgers.get(name)
+        if ml is not None:
+            await ml.delete()
+            return
+        await self.store.delete_recursive(ledger_meta_path(name))
+        await asyncio.get_running_loop().run_in_executor(
+            self._executor, _remove_tree, ledger_dir(self.data_dir, name)
+        )
+
+    async def exists(self, name: str) -> bool:
+        self._check_open()
+        _validate_name(name)
+        return await self.store.exists(ledger_meta_path(name))
+
+    @property
+    def open_ledgers(self) -> dict[str, ManagedLedgerImpl]:
+        return dict(self._ledgers)
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for ml in list(self._ledgers.values()):
+            try:
+                await ml.close()
+            except StorageError:
+                log.exception("closing a managed ledger failed", ledger=ml.name)
+        await asyncio.to_thread(self._executor.shutdown, True)
+        if self._owns_store:
+            await self.store.close()
+        os.close(self._lock_fd)
+
+    # -------------------------------------------------------------------- internals
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ManagedLedgerClosed("managed ledger factory is closed")
+
+    def _ledger_closed(self, ml: ManagedLedgerImpl) -> None:
+        if self._ledgers.get(ml.name) is ml:
+            del self._ledgers[ml.name]
+
+    async def _allocate_ledger_id(self) -> int:
+        async with self._id_lock:
+            while True:
+                got = await self.store.get(LEDGER_ID_PATH)
+                current = int(got.value) if got is not None and got.value else 1
+                version = got.stat.version if got is not None else -1
+                try:
+                    await self.store.put(LEDGER_ID_PATH, str(current + 1).encode(), version)
+                except BadVersion:
+                    continue  # another process allocated one; read again
+                return current
+
+
+def _validate_name(name: str) -> None:
+    if not name or name.startswith("/") or name.endswith("/") or "//" in name:
+        raise ValueError(f"invalid managed ledger name {name!r}")
+
+
+def _lock_dir(data_dir: str) -> int:
+    fd = os.open(os.path.join(data_dir, "LOCK"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError as exc:
+        os.close(fd)
+        raise StorageError(f"data directory {data_dir} is in use by another process") from exc
+    return fd

@@ -1,0 +1,362 @@
+"""Embedded metadata store on SQLite (stdlib), WAL mode, on its own thread.
+
+One thread owns the connection. Calls queue up; the thread takes every queued
+call into one transaction (group commit: one fsync for many puts), each call in
+its own savepoint so a failed compare-and-set leaves the others intact. Results
+and change notifications go back to the caller's event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import queue
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import structlog
+
+from magnetar.broker.storage.api import (
+    BadVersion,
+    GetResult,
+    MetadataStore,
+    MetadataStoreClosed,
+    NotEmpty,
+    NotFound,
+    Notification,
+    NotificationListener,
+    NotificationType,
+    Stat,
+    StorageError,
+)
+
+log = structlog.get_logger(__name__)
+
+T = TypeVar("T")
+_Op = Callable[[sqlite3.Connection, list[Notification]], Any]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS nodes (
+    path TEXT PRIMARY KEY,
+    parent TEXT NOT NULL,
+    value BLOB NOT NULL,
+    version INTEGER NOT NULL,
+    ctime INTEGER NOT NULL,
+    mtime INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS nodes_parent ON nodes(parent);
+"""
+
+
+def validate_path(path: str) -> None:
+    if not path.startswith("/") or (len(path) > 1 and path.endswith("/")) or "//" in path:
+        raise ValueError(f"invalid metadata path {path!r}")
+
+
+def _parent(path: str) -> str:
+    i = path.rfind("/")
+    return "/" if i == 0 else path[:i]
+
+
+def _stat(row: tuple[Any, ...]) -> Stat:
+    return Stat(int(row[0]), int(row[1]), int(row[2]))
+
+
+class _Call:
+    __slots__ = ("fn", "future", "loop")
+
+    def __init__(self, fn: _Op, future: asyncio.Future[Any], loop: asyncio.AbstractEventLoop):
+        self.fn = fn
+        self.future = future
+        self.loop = loop
+
+
+def _resolve(fut: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
+    if fut.done():
+        return
+    if error is not None:
+        fut.set_exception(error)
+    else:
+        fut.set_result(result)
+
+
+class SqliteMetadataStore(MetadataStore):
+    """:class:`MetadataStore` in one SQLite file. Construct with :meth:`open`."""
+
+    def __init__(self, path: str) -> None:
+        self._path = path
+        self._queue: queue.SimpleQueue[_Call | None] = queue.SimpleQueue()
+        self._listeners: list[NotificationListener] = []
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name="magnetar-metadata", daemon=True)
+        self._ready = threading.Event()
+        self._open_error: BaseException | None = None
+
+    @classmethod
+    async def open(cls, path: str) -> SqliteMetadataStore:
+        store = cls(path)
+        store._thread.start()
+        await asyncio.to_thread(store._ready.wait)
+        if store._open_error is not None:
+            raise StorageError(f"cannot open metadata store {path}") from store._open_error
+        return store
+
+    # ------------------------------------------------------------------- interface
+
+    async def get(self, path: str) -> GetResult | None:
+        validate_path(path)
+
+        def op(conn: sqlite3.Connection, _n: list[Notification]) -> GetResult | None:
+            row = conn.execute(
+                "SELECT value, version, ctime, mtime FROM nodes WHERE path = ?", (path,)
+            ).fetchone()
+            return None if row is None else GetResult(bytes(row[0]), _stat(row[1:]))
+
+        result: GetResult | None = await self._submit(op)
+        return result
+
+    async def put(self, path: str, value: bytes, expected_version: int | None = None) -> Stat:
+        validate_path(path)
+        if path == "/":
+            raise ValueError("cannot put the root node")
+        data = bytes(value)
+
+        def op(conn: sqlite3.Connection, notes: list[Notification]) -> Stat:
+            now = int(time.time() * 1000)
+            row = conn.execute(
+                "SELECT version, ctime FROM nodes WHERE path = ?", (path,)
+            ).fetchone()
+            if row is None:
+                if expected_version is not None and expected_version != -1:
+                    raise BadVersion(f"{path}: expected version {expected_version}, absent")
+                self._create_parents(conn, _parent(path), now, notes)
+                conn.execute(
+                    "INSERT INTO nodes VALUES (?, ?, ?, 0, ?, ?)",
+                    (path, _parent(path), data, now, now),
+                )
+                notes.append(Notification(NotificationType.CREATED, path))
+                notes.append(Notification(NotificationType.CHILDREN_CHANGED, _parent(path)))
+                return Stat(0, now, now)
+            version, ctime = int(row[0]), int(row[1])
+            if expected_version is not None and expected_version != version:
+                raise BadVersion(f"{path}: expected version {expected_version}, is {version}")
+            conn.execute(
+                "UPDATE nodes SET value = ?, version = ?, mtime = ? WHERE path = ?",
+                (data, version + 1, now, path),
+            )
+            notes.append(Notification(NotificationType.MODIFIED, path))
+            return Stat(version + 1, ctime, now)
+
+        result: Stat = await self._submit(op)
+        return result
+
+    async def delete(self, path: str, expected_version: int | None = None) -> None:
+        validate_path(path)
+
+        def op(conn: sqlite3.Connection, notes: list[Notification]) -> None:
+            row = conn.execute("SELECT version FROM nodes WHERE path = ?", (path,)).fetchone()
+            if row is None:
+                raise NotFound(path)
+            if expected_version is not None and expected_version != int(row[0]):
+                raise BadVersion(f"{path}: expected version {expected_version}, is {row[0]}")
+            if conn.execute("SELECT 1 FROM nodes WHERE parent = ? LIMIT 1", (path,)).fetchone():
+                raise NotEmpty(path)
+            conn.execute("DELETE FROM nodes WHERE path = ?", (path,))
+            notes.append(Notification(NotificationType.DELETED, path))
+            notes.append(Notification(NotificationType.CHILDREN_CHANGED, _parent(path)))
+
+        await self._submit(op)
+
+    async def delete_recursive(self, path: str) -> None:
+        validate_path(path)
+
+        def op(conn: sqlite3.Connection, notes: list[Notification]) -> None:
+            # '0' sorts right after '/': the range holds exactly the descendants.
+            lo, hi = (path.rstrip("/") + "/", path.rstrip("/") + "0")
+            rows = conn.execute(
+                "SELECT path FROM nodes WHERE (path >= ? AND path < ?) OR path = ?",
+                (lo, hi, path),
+            ).fetchall()
+            if not rows:
+                return
+            conn.execute(
+                "DELETE FROM nodes WHERE (path >= ? AND path < ?) OR path = ?", (lo, hi, path)
+            )
+            for (p,) in sorted(rows, reverse=True):
+                notes.append(Notification(NotificationType.DELETED, str(p)))
+            notes.append(Notification(NotificationType.CHILDREN_CHANGED, _parent(path)))
+
+        await self._submit(op)
+
+    async def get_children(self, path: str) -> list[str]:
+        validate_path(path)
+        prefix = 1 if path == "/" else len(path) + 1
+
+        def op(conn: sqlite3.Connection, _n: list[Notification]) -> list[str]:
+            rows = conn.execute(
+                "SELECT path FROM nodes WHERE parent = ? ORDER BY path", (path,)
+            ).fetchall()
+            return [str(r[0])[prefix:] for r in rows]
+
+        result: list[str] = await self._submit(op)
+        return result
+
+    async def exists(self, path: str) -> bool:
+        validate_path(path)
+        if path == "/":
+            return True
+
+        def op(conn: sqlite3.Connection, _n: list[Notification]) -> bool:
+            return (
+                conn.execute("SELECT 1 FROM nodes WHERE path = ?", (path,)).fetchone() is not None
+            )
+
+        result: bool = await self._submit(op)
+        return result
+
+    def register_listener(self, listener: NotificationListener) -> Callable[[], None]:
+        self._listeners.append(listener)
+
+        def unregister() -> None:
+            if listener in self._listeners:
+                self._listeners.remove(listener)
+
+        return unregister
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._queue.put(None)
+        await asyncio.to_thread(self._thread.join)
+
+    # -------------------------------------------------------------------- internals
+
+    @staticmethod
+    def _create_parents(
+        conn: sqlite3.Connection, path: str, now: int, notes: list[Notification]
+    ) -> None:
+        missing: list[str] = []
+        p = path
+        while p != "/":
+            if conn.execute("SELECT 1 FROM nodes WHERE path = ?", (p,)).fetchone():
+                break
+            missing.append(p)
+            p = _parent(p)
+        for p in reversed(missing):
+            conn.execute("INSERT INTO nodes VALUES (?, ?, x'', 0, ?, ?)", (p, _parent(p), now, now))
+            notes.append(Notification(NotificationType.CREATED, p))
+            notes.append(Notification(NotificationType.CHILDREN_CHANGED, _parent(p)))
+
+    async def _submit(self, fn: _Op) -> Any:
+        if self._closed:
+            raise MetadataStoreClosed("metadata store is closed")
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[Any] = loop.create_future()
+        self._queue.put(_Call(fn, fut, loop))
+        return await fut
+
+    def _notify(self, notes: list[Notification]) -> None:
+        for note in notes:
+            for listener in list(self._listeners):
+                try:
+                    listener(note)
+                except Exception:
+                    log.exception("metadata listener failed", path=note.path)
+
+    def _run(self) -> None:
+        try:
+            conn = sqlite3.connect(self._path, isolation_level=None, check_same_thread=True)
+            conn.execute("PRAGMA journal_mode=WAL")
+            # FULL: a committed transaction survives power loss, not just a crash;
+            # ledger records must never be older than the files they describe.
+            conn.execute("PRAGMA synchronous=FULL")
+            conn.executescript(_SCHEMA)
+        except BaseException as exc:
+            self._open_error = exc
+            self._ready.set()
+            return
+        self._ready.set()
+        try:
+            self._serve(conn)
+        finally:
+            conn.close()
+
+    def _serve(self, conn: sqlite3.Connection) -> None:
+        closing = False
+        while not closing:
+            first = self._queue.get()
+            batch: list[_Call] = []
+            if first is None:
+                closing = True
+            else:
+                batch.append(first)
+            while True:
+                try:
+                    nxt = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if nxt is None:
+                    closing = True
+                else:
+                    batch.append(nxt)
+            if batch:
+                self._run_batch(conn, batch)
+        # Anything queued after the close marker fails.
+        while True:
+            try:
+                late = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if late is not None:
+                late.loop.call_soon_threadsafe(
+                    _resolve, late.future, None, MetadataStoreClosed("metadata store is closed")
+                )
+
+    def _run_batch(self, conn: sqlite3.Connection, batch: list[_Call]) -> None:
+        results: list[tuple[_Call, Any, BaseException | None]] = []
+        notes: list[Notification] = []
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            for call in batch:
+                call_notes: list[Notification] = []
+                conn.execute("SAVEPOINT op")
+                try:
+                    value = call.fn(conn, call_notes)
+                except Exception as exc:
+                    conn.execute("ROLLBACK TO op")
+                    conn.execute("RELEASE op")
+                    if isinstance(exc, sqlite3.Error):
+                        exc = StorageError(f"metadata store error: {exc}")
+                    results.append((call, None, exc))
+                    continue
+                conn.execute("RELEASE op")
+                notes.extend(call_notes)
+                results.append((call, value, None))
+            conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+            error = StorageError(f"metadata store commit failed: {exc}")
+            results = [(call, None, error) for call in batch]
+            notes = []
+        loops: dict[asyncio.AbstractEventLoop, list[tuple[_Call, Any, BaseException | None]]] = {}
+        for res in results:
+            loops.setdefault(res[0].loop, []).append(res)
+        for loop, items in loops.items():
+            try:
+                loop.call_soon_threadsafe(self._deliver, items, notes)
+            except RuntimeError:
+                continue  # that loop is closed: nobody is waiting any more
+            notes = []  # listeners hear each change once
+
+    def _deliver(
+        self, items: list[tuple[_Call, Any, BaseException | None]], notes: list[Notification]
+    ) -> None:
+        for call, value, error in items:
+            _resolve(call.future, value, error)
+        if notes:
+            self._notify(notes)

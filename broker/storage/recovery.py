@@ -1,0 +1,105 @@
+"""Opening a managed ledger: rebuild the index from the files, cut a torn tail,
+roll over to a new ledger, load every durable cursor.
+
+Order matters for crash safety: a ledger id is written to the metadata record
+before any entry goes into its file, and files not in the record are leftovers
+(a crash between creating a file and recording it, or during a delete) and are
+removed.
+"""
+
+from __future__ import annotations
+
+import os
+from urllib.parse import unquote
+
+import structlog
+
+from magnetar.broker.storage.api import ManagedLedgerConfig, Position
+from magnetar.broker.storage.layout import LedgerInfo, decode_ledger_list
+from magnetar.broker.storage.ledger import LedgerContext, ManagedLedgerImpl
+from magnetar.broker.storage.segment import LedgerFile, fsync_dir
+
+log = structlog.get_logger(__name__)
+
+
+async def open_ledger(
+    ctx: LedgerContext, name: str, config: ManagedLedgerConfig
+) -> ManagedLedgerImpl:
+    from magnetar.broker.storage.cursor import ManagedCursorImpl
+
+    ml = ManagedLedgerImpl(ctx, name, config)
+    try:
+        await ml.run_blocking(_make_dir, ml.dir)
+        got = await ctx.store.get(ml.meta_path)
+        records = decode_ledger_list(got.value) if got is not None else []
+        ml.meta_version = got.stat.version if got is not None else -1
+        for i, rec in enumerate(records):
+            last = i == len(records) - 1
+            path = os.path.join(ml.dir, f"{rec.ledger_id}.log")
+            try:
+                lf, cut = await ml.run_blocking(LedgerFile.open_existing, path, rec.ledger_id, last)
+            except FileNotFoundError:
+                if not last:
+                    log.error("ledger file missing", ledger=name, ledger_id=rec.ledger_id)
+                continue
+            if cut:
+                log.warning("cut a torn tail", ledger=name, ledger_id=rec.ledger_id, bytes=cut)
+            if rec.entries >= 0 and rec.entries != lf.entry_count:
+                log.error(
+                    "ledger entry count differs from its record",
+                    ledger=name,
+                    ledger_id=rec.ledger_id,
+                    recorded=rec.entries,
+                    found=lf.entry_count,
+                )
+            info = LedgerInfo(rec.ledger_id, lf, ctx.cache.new_cache(rec.ledger_id))
+            info.closed_at = rec.closed_at if rec.closed_at is not None else ctx.clock()
+            ml.layout.append(info)
+        # The ledger that was being written is closed now; an empty one goes.
+        if len(ml.layout) and ml.layout.current.entry_count == 0:
+            empty = ml.layout.remove(ml.layout.current.ledger_id)
+            empty.file.close()
+            await ml.run_blocking(os.unlink, empty.file.path)
+        known = {f"{i}.log" for i in ml.layout.ids}
+        await ml.run_blocking(_remove_leftovers, ml.dir, known)
+        lac = Position(-1, -1)
+        for info in reversed(ml.layout.infos()):
+            if info.entry_count:
+                lac = Position(info.ledger_id, info.entry_count - 1)
+                break
+        new_id = await ctx.allocate_ledger_id()
+        lf = await ml.run_blocking(LedgerFile.create, os.path.join(ml.dir, f"{new_id}.log"), new_id)
+        ml.layout.append(LedgerInfo(new_id, lf, ctx.cache.new_cache(new_id)))
+        await ml.write_ledger_list()
+        if lac[1] < 0:
+            lac = Position(new_id, -1)
+        for encoded in await ctx.store.get_children(ml.meta_path):
+            cursor_got = await ctx.store.get(f"{ml.meta_path}/{encoded}")
+            if cursor_got is None:
+                continue
+            cname = unquote(encoded)
+            cursor = ManagedCursorImpl.restore(ml, cname, cursor_got.value, cursor_got.stat.version)
+            ml.cursors_by_name[cname] = cursor
+    except BaseException:
+        for info in ml.layout.infos():
+            info.file.close()
+        raise
+    ml.start(lac)
+    return ml
+
+
+def _make_dir(path: str) -> None:
+    if not os.path.isdir(path):
+        os.makedirs(path, exist_ok=True)
+        fsync_dir(os.path.dirname(path))
+
+
+def _remove_leftovers(path: str, known: set[str]) -> None:
+    removed = False
+    for name in os.listdir(path):
+        if name.endswith(".log") and name not in known:
+            log.warning("removing a leftover ledger file", file=os.path.join(path, name))
+            os.unlink(os.path.join(path, name))
+            removed = True
+    if removed:
+        fsync_dir(path)

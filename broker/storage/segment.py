@@ -1,0 +1,184 @@
+"""One ledger's segment file: append, sync, read, recover, plus its entry index.
+
+Methods marked *blocking* run on an I/O worker thread; the index arrays
+(``offsets``, ``cum_messages``) are read and extended on the event loop thread
+only, after the blocking append that produced them has returned.
+"""
+
+from __future__ import annotations
+
+import os
+from array import array
+
+from magnetar.broker.storage.api import Entry
+from magnetar.broker.storage.records import (
+    HEADER_SIZE,
+    ScanResult,
+    decode_range,
+    encode_group,
+    scan,
+)
+
+
+class WriteFailed(Exception):
+    """An append failed; ``recovered``: the file is as before the append."""
+
+    def __init__(self, message: str, recovered: bool) -> None:
+        super().__init__(message)
+        self.recovered = recovered
+
+
+def fsync_dir(path: str) -> None:
+    """Make a directory's entries (created/renamed files) durable. *Blocking*."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class LedgerFile:
+    """An append-only file of records for one ledger id."""
+
+    __slots__ = ("_fd", "_write_end", "cum_messages", "ledger_id", "offsets", "path", "refs")
+
+    def __init__(self, path: str, ledger_id: int, fd: int, scan_result: ScanResult) -> None:
+        self.path = path
+        self.ledger_id = ledger_id
+        self._fd = fd
+        self.offsets: array[int] = scan_result.offsets
+        self.cum_messages: array[int] = scan_result.cum_messages
+        self._write_end = scan_result.valid_end
+        # Reads in flight on a worker thread; the fd is closed only at zero.
+        self.refs = 0
+
+    # -------------------------------------------------------------- blocking helpers
+
+    @classmethod
+    def create(cls, path: str, ledger_id: int) -> LedgerFile:
+        """Create an empty file (fails if it exists). *Blocking*."""
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+        fsync_dir(os.path.dirname(path))
+        return cls(path, ledger_id, fd, ScanResult(array("q", [0]), array("q", [0]), False))
+
+    @classmethod
+    def open_existing(cls, path: str, ledger_id: int, recover: bool) -> tuple[LedgerFile, int]:
+        """Open and index a file; returns it and the number of bytes cut. *Blocking*.
+
+        ``recover`` (the ledger that was being written): verify every checksum and
+        cut the file after the last valid record, then fsync. Otherwise the
+        records are indexed without checksums (reads verify them).
+        """
+        fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+        try:
+            size = os.fstat(fd).st_size
+            buf = _pread_all(fd, size, 0)
+            result = scan(buf, verify=recover)
+            cut = size - result.valid_end
+            if cut and recover:
+                os.ftruncate(fd, result.valid_end)
+                os.fsync(fd)
+        except BaseException:
+            os.close(fd)
+            raise
+        return cls(path, ledger_id, fd, result), cut
+
+    def append(self, datas: list[bytes], nmsgs: list[int], sync: bool) -> array[int]:
+        """Write a group of records at the end, optionally fsync. *Blocking*.
+
+        Returns the end offset of every new record. Raises :class:`WriteFailed`;
+        when its ``recovered`` is True the file was cut back to its previous end
+        and the next append may proceed.
+        """
+        parts = encode_group(datas, nmsgs)
+        start = self._write_end
+        ends = array("q")
+        pos = start
+        for data in datas:
+            pos += HEADER_SIZE + len(data)
+            ends.append(pos)
+        buf = b"".join(parts) if len(parts) > 1 else parts[0]
+        try:
+            _pwrite_all(self._fd, buf, start)
+        except OSError as exc:
+            try:
+                os.ftruncate(self._fd, start)
+            except OSError as exc2:
+                raise WriteFailed(f"write failed and cut-back failed: {exc2}", False) from exc
+            raise WriteFailed(f"write failed: {exc}", True) from exc
+        if sync:
+            try:
+                os.fdatasync(self._fd)
+            except OSError as exc:
+                # After a failed fsync the page cache cannot be trusted (Linux
+                # may drop the dirty pages): stop writing to this file.
+                raise WriteFailed(f"fsync failed: {exc}", False) from exc
+        self._write_end = pos
+        return ends
+
+    def sync(self) -> None:
+        """fdatasync. *Blocking*."""
+        os.fdatasync(self._fd)
+
+    def read(self, first_entry_id: int, offsets: array[int]) -> list[Entry]:
+        """Entries ``first_entry_id ..`` whose record bounds are ``offsets``. *Blocking*."""
+        base = offsets[0]
+        buf = _pread_all(self._fd, offsets[-1] - base, base)
+        return decode_range(buf, self.ledger_id, first_entry_id, offsets, base)
+
+    def close(self) -> None:
+        """Close the fd. *Blocking* (cheap). Idempotent."""
+        if self._fd >= 0:
+            fd, self._fd = self._fd, -1
+            os.close(fd)
+
+    # ------------------------------------------------------------ loop-thread helpers
+
+    @property
+    def entry_count(self) -> int:
+        return len(self.offsets) - 1
+
+    @property
+    def size(self) -> int:
+        """Bytes of the file that hold valid records."""
+        return self.offsets[-1]
+
+    @property
+    def data_size(self) -> int:
+        """Bytes of entry data (records minus headers)."""
+        return self.offsets[-1] - HEADER_SIZE * (len(self.offsets) - 1)
+
+    @property
+    def message_count(self) -> int:
+        return self.cum_messages[-1]
+
+    def extend_index(self, ends: array[int], nmsgs: list[int]) -> None:
+        """Record a completed append (loop thread)."""
+        self.offsets.extend(ends)
+        cum = self.cum_messages
+        total = cum[-1]
+        for nm in nmsgs:
+            total += nm
+            cum.append(total)
+
+
+def _pread_all(fd: int, size: int, offset: int) -> bytes:
+    buf = os.pread(fd, size, offset)
+    if len(buf) == size:
+        return buf
+    parts = [buf]
+    got = len(buf)
+    while got < size:
+        chunk = os.pread(fd, size - got, offset + got)
+        if not chunk:
+            raise OSError(f"short read: wanted {size} bytes at {offset}, file ends at {got}")
+        parts.append(chunk)
+        got += len(chunk)
+    return b"".join(parts)
+
+
+def _pwrite_all(fd: int, buf: bytes, offset: int) -> None:
+    mv = memoryview(buf)
+    done = 0
+    while done < len(mv):
+        done += os.pwrite(fd, mv[done:], offset + done)

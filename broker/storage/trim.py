@@ -1,0 +1,84 @@
+"""Trimming: delete whole ledgers that every durable cursor has consumed and that
+retention no longer keeps (Pulsar's rules: a consumed ledger goes once it is
+older than the retention time or the ledger is over the retention size).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from typing import TYPE_CHECKING
+
+import structlog
+
+from magnetar.broker.storage.api import Position
+from magnetar.broker.storage.layout import LedgerInfo
+from magnetar.broker.storage.segment import LedgerFile
+
+if TYPE_CHECKING:
+    from magnetar.broker.storage.ledger import ManagedLedgerImpl
+
+log = structlog.get_logger(__name__)
+
+
+def select_victims(ml: ManagedLedgerImpl) -> list[LedgerInfo]:
+    """The oldest closed ledgers that may go now (possibly none)."""
+    cfg = ml.config
+    infos = ml.layout.infos()
+    if len(infos) <= 1 or (cfg.retention_time_s < 0 and cfg.retention_size_bytes < 0):
+        return []
+    marks = ml.durable_mark_deletes
+    # No durable cursor: nothing is needed by anyone (Pulsar does the same).
+    slowest = min(marks.values()) if marks else ml.last_confirmed_position
+    now = ml.ctx.clock()
+    remaining = ml.total_size
+    victims: list[LedgerInfo] = []
+    for info in infos[:-1]:
+        if Position(info.ledger_id, info.entry_count - 1) > slowest:
+            break
+        expired = (
+            cfg.retention_time_s >= 0
+            and info.closed_at is not None
+            and now - info.closed_at >= cfg.retention_time_s
+        )
+        oversize = cfg.retention_size_bytes >= 0 and remaining > cfg.retention_size_bytes
+        if not (expired or oversize):
+            break
+        victims.append(info)
+        remaining -= info.file.data_size
+    return victims
+
+
+async def trim_ledgers(ml: ManagedLedgerImpl) -> int:
+    """Delete the victims: metadata first, then caches and files."""
+    victims = select_victims(ml)
+    if not victims:
+        return 0
+    for info in victims:
+        ml.layout.remove(info.ledger_id)
+    try:
+        await ml.write_ledger_list()
+    except BaseException:
+        ml.layout.restore_front(victims)
+        raise
+    idle = []
+    for info in victims:
+        info.cache.clear()
+        if info.file.refs == 0:
+            idle.append(info)
+        # else: the last reader closes the fd (ManagedLedgerImpl.read_in_ledger)
+    await ml.run_blocking(_unlink, [i.file.path for i in victims], [i.file for i in idle])
+    log.info(
+        "trimmed ledgers",
+        ledger=ml.name,
+        deleted=[i.ledger_id for i in victims],
+    )
+    return len(victims)
+
+
+def _unlink(paths: list[str], files: list[LedgerFile]) -> None:
+    for f in files:
+        f.close()
+    for path in paths:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
