@@ -1,0 +1,94 @@
+"""`magnetar-broker standalone` / `python -m magnetar.broker standalone`.
+
+Exit status: 0 after a graceful shutdown, 2 for a bad configuration, 1 when a
+second signal forced the exit or the broker failed to start.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Coroutine, Sequence
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from magnetar.broker.config import BrokerConfig, ConfigError, load_config
+from magnetar.broker.logging import configure_logging
+from magnetar.broker.server import BrokerServer
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="magnetar-broker", description="Magnetar: a Pulsar-protocol-compatible broker."
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    standalone = commands.add_parser(
+        "standalone",
+        help="run one broker with embedded storage",
+        description=(
+            "Run a standalone broker. Every option is also a TOML key (--config) and an "
+            "environment variable MAGNETAR_<KEY>; the command line wins over both."
+        ),
+    )
+    standalone.add_argument("--config", type=Path, help="TOML configuration file")
+    standalone.add_argument("--data-dir", help="data directory (default ./data)")
+    standalone.add_argument("--bind", help="address to listen on (default 127.0.0.1)")
+    standalone.add_argument("--port", help="binary protocol port (default 6650; 0 = any)")
+    standalone.add_argument("--http-port", help="HTTP port for /metrics and health (default 8080)")
+    standalone.add_argument("--advertised-address", help="host name LOOKUP answers with")
+    standalone.add_argument("--log-format", choices=["console", "json"], help="default console")
+    standalone.add_argument("--log-level", choices=["debug", "info", "warning", "error"])
+    standalone.add_argument(
+        "--sync-policy", choices=["fsync", "interval", "none"], help="default fsync"
+    )
+    return parser
+
+
+def config_from_args(args: argparse.Namespace) -> BrokerConfig:
+    overrides = {
+        key: getattr(args, key)
+        for key in (
+            "data_dir",
+            "bind",
+            "port",
+            "http_port",
+            "advertised_address",
+            "log_format",
+            "log_level",
+            "sync_policy",
+        )
+    }
+    return load_config(config_file=args.config, overrides=overrides)
+
+
+def _run(coro: Coroutine[Any, Any, None]) -> None:
+    try:
+        import uvloop
+    except ImportError:
+        asyncio.run(coro)
+    else:
+        uvloop.run(coro)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        config = config_from_args(args)
+    except ConfigError as exc:
+        print(f"magnetar-broker: configuration error: {exc}", file=sys.stderr)
+        return 2
+    configure_logging(config.log_format, config.log_level)
+    server = BrokerServer(config)
+    try:
+        _run(server.serve())
+    except OSError as exc:
+        structlog.get_logger("magnetar.broker").error("broker failed to start", error=str(exc))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,210 @@
+"""Encoded response frames the broker sends, built in one place."""
+
+from __future__ import annotations
+
+from magnetar.broker.storage.api import Position
+from magnetar.proto import pulsar_api_pb2 as pb
+from magnetar.proto.errors import ServerError
+from magnetar.proto.frames import encode_command
+from magnetar.proto.ids import to_unsigned64
+
+T = pb.BaseCommand
+
+
+def _frame(command_type: int, field: str, **values: object) -> bytes:
+    command = pb.BaseCommand(type=command_type)  # type: ignore[arg-type]
+    body = getattr(command, field)
+    for key, value in values.items():
+        if value is not None:
+            setattr(body, key, value)
+    # Bodies without fields still need to be present on the wire.
+    body.SetInParent()
+    return encode_command(command)
+
+
+def error(request_id: int, code: ServerError, message: str) -> bytes:
+    return _frame(T.ERROR, "error", request_id=request_id, error=int(code), message=message)
+
+
+def success(request_id: int) -> bytes:
+    return _frame(T.SUCCESS, "success", request_id=request_id)
+
+
+def ping() -> bytes:
+    return _frame(T.PING, "ping")
+
+
+def pong() -> bytes:
+    return _frame(T.PONG, "pong")
+
+
+def connected(server_version: str, protocol_version: int, max_message_size: int) -> bytes:
+    command = pb.BaseCommand(type=T.CONNECTED)
+    body = command.connected
+    body.server_version = server_version
+    body.protocol_version = protocol_version
+    body.max_message_size = max_message_size
+    # No optional features yet (auth refresh, broker entry metadata,
+    # partial producers, topic watchers): an explicit all-false set.
+    body.feature_flags.SetInParent()
+    return encode_command(command)
+
+
+def producer_success(request_id: int, producer_name: str, last_sequence_id: int = -1) -> bytes:
+    return _frame(
+        T.PRODUCER_SUCCESS,
+        "producer_success",
+        request_id=request_id,
+        producer_name=producer_name,
+        last_sequence_id=last_sequence_id,
+    )
+
+
+def close_producer(producer_id: int, request_id: int = 0) -> bytes:
+    return _frame(
+        T.CLOSE_PRODUCER, "close_producer", producer_id=producer_id, request_id=request_id
+    )
+
+
+def close_consumer(consumer_id: int, request_id: int = 0) -> bytes:
+    return _frame(
+        T.CLOSE_CONSUMER, "close_consumer", consumer_id=consumer_id, request_id=request_id
+    )
+
+
+def send_error(producer_id: int, sequence_id: int, code: ServerError, message: str) -> bytes:
+    return _frame(
+        T.SEND_ERROR,
+        "send_error",
+        producer_id=producer_id,
+        sequence_id=sequence_id,
+        error=int(code),
+        message=message,
+    )
+
+
+def partitioned_metadata(request_id: int, partitions: int) -> bytes:
+    Lookup = pb.CommandPartitionedTopicMetadataResponse
+    return _frame(
+        T.PARTITIONED_METADATA_RESPONSE,
+        "partitionMetadataResponse",
+        request_id=request_id,
+        partitions=partitions,
+        response=Lookup.Success,
+    )
+
+
+def partitioned_metadata_failed(request_id: int, code: ServerError, message: str) -> bytes:
+    Lookup = pb.CommandPartitionedTopicMetadataResponse
+    return _frame(
+        T.PARTITIONED_METADATA_RESPONSE,
+        "partitionMetadataResponse",
+        request_id=request_id,
+        response=Lookup.Failed,
+        error=int(code),
+        message=message,
+    )
+
+
+def lookup_connect(request_id: int, url: str, url_tls: str) -> bytes:
+    Lookup = pb.CommandLookupTopicResponse
+    return _frame(
+        T.LOOKUP_RESPONSE,
+        "lookupTopicResponse",
+        request_id=request_id,
+        brokerServiceUrl=url,
+        brokerServiceUrlTls=url_tls,
+        response=Lookup.Connect,
+        authoritative=True,
+    )
+
+
+def lookup_failed(request_id: int, code: ServerError, message: str) -> bytes:
+    Lookup = pb.CommandLookupTopicResponse
+    return _frame(
+        T.LOOKUP_RESPONSE,
+        "lookupTopicResponse",
+        request_id=request_id,
+        response=Lookup.Failed,
+        error=int(code),
+        message=message,
+    )
+
+
+def ack_response(
+    consumer_id: int, request_id: int, code: ServerError | None, message: str
+) -> bytes:
+    return _frame(
+        T.ACK_RESPONSE,
+        "ackResponse",
+        consumer_id=consumer_id,
+        request_id=request_id,
+        error=None if code is None else int(code),
+        message=message or None,
+    )
+
+
+def active_consumer_change(consumer_id: int, is_active: bool) -> bytes:
+    return _frame(
+        T.ACTIVE_CONSUMER_CHANGE,
+        "active_consumer_change",
+        consumer_id=consumer_id,
+        is_active=is_active,
+    )
+
+
+def _message_id(
+    out: pb.MessageIdData, position: Position, partition: int, batch_index: int = -1
+) -> None:
+    out.ledgerId = to_unsigned64(position.ledger_id)
+    out.entryId = to_unsigned64(position.entry_id)
+    if partition >= 0:
+        out.partition = partition
+    if batch_index >= 0:
+        out.batch_index = batch_index
+
+
+def last_message_id(
+    request_id: int,
+    last: Position,
+    batch_index: int,
+    mark_delete: Position,
+    partition: int,
+) -> bytes:
+    command = pb.BaseCommand(type=T.GET_LAST_MESSAGE_ID_RESPONSE)
+    body = command.getLastMessageIdResponse
+    body.request_id = request_id
+    _message_id(body.last_message_id, last, partition, batch_index)
+    _message_id(body.consumer_mark_delete_position, mark_delete, partition)
+    return encode_command(command)
+
+
+def topics_of_namespace(request_id: int, topics: list[str]) -> bytes:
+    command = pb.BaseCommand(type=T.GET_TOPICS_OF_NAMESPACE_RESPONSE)
+    body = command.getTopicsOfNamespaceResponse
+    body.request_id = request_id
+    body.topics.extend(topics)
+    return encode_command(command)
+
+
+def schema_not_found(request_id: int, message: str) -> bytes:
+    command = pb.BaseCommand(type=T.GET_SCHEMA_RESPONSE)
+    body = command.getSchemaResponse
+    body.request_id = request_id
+    body.error_code = pb.ServerError.TopicNotFound
+    body.error_message = message
+    return encode_command(command)
+
+
+def consumer_stats(
+    request_id: int, *, name: str, permits: int, unacked: int, backlog: int, type_name: str
+) -> bytes:
+    command = pb.BaseCommand(type=T.CONSUMER_STATS_RESPONSE)
+    body = command.consumerStatsResponse
+    body.request_id = request_id
+    body.consumerName = name
+    body.availablePermits = max(permits, 0)
+    body.unackedMessages = unacked
+    body.msgBacklog = backlog
+    body.type = type_name
+    return encode_command(command)

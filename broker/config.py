@@ -1,0 +1,194 @@
+"""One frozen broker configuration, loaded once from a TOML file, the
+environment (`MAGNETAR_<KEY>`) and the command line, in increasing order of
+precedence, and validated once with errors that name the key and its source.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any, Literal, get_args
+
+from magnetar.proto.frames import DEFAULT_MAX_MESSAGE_SIZE
+
+ENV_PREFIX = "MAGNETAR_"
+
+LogFormat = Literal["console", "json"]
+LogLevel = Literal["debug", "info", "warning", "error"]
+SyncPolicy = Literal["fsync", "interval", "none"]
+
+
+class ConfigError(ValueError):
+    """A configuration value is missing, malformed or out of range."""
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerConfig:
+    """Every broker setting; field names are the keys (TOML, env and CLI alike)."""
+
+    data_dir: Path = Path("./data")
+    bind: str = "127.0.0.1"
+    port: int = 6650
+    http_port: int = 8080
+    # Host that LOOKUP answers with; empty means the bind address (or
+    # 127.0.0.1 when binding all interfaces).
+    advertised_address: str = ""
+    log_format: LogFormat = "console"
+    log_level: LogLevel = "info"
+    max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
+    # Publishes awaiting their receipt on one connection before it stops reading.
+    max_pending_publish_per_connection: int = 1000
+    keepalive_interval_seconds: float = 30.0
+    allow_auto_topic_creation: bool = True
+    allow_auto_subscription_creation: bool = True
+    # Entries read from the cursor for one dispatch round (SEM-2.5).
+    dispatcher_max_read_batch_size: int = 100
+    # Above this many bytes queued on a socket, dispatch to it pauses.
+    connection_write_high_water_mark: int = 1024 * 1024
+    sync_policy: SyncPolicy = "fsync"
+    shutdown_timeout_seconds: float = 10.0
+
+    @property
+    def advertised_host(self) -> str:
+        if self.advertised_address:
+            return self.advertised_address
+        if self.bind in ("", "0.0.0.0", "::"):
+            return "127.0.0.1"
+        return self.bind
+
+    def replace(self, **changes: Any) -> BrokerConfig:
+        """A validated copy with some keys changed (tests use it for ports)."""
+        return _validated(dataclasses.replace(self, **changes))
+
+
+_FIELDS = {f.name: f for f in fields(BrokerConfig)}
+_LITERALS: dict[str, tuple[str, ...]] = {
+    "log_format": get_args(LogFormat),
+    "log_level": get_args(LogLevel),
+    "sync_policy": get_args(SyncPolicy),
+}
+
+
+def _field_type(name: str) -> type:
+    default = _FIELDS[name].default
+    return type(default)
+
+
+def _coerce(name: str, value: object, source: str) -> object:
+    kind = _field_type(name)
+    where = f"{name} (from {source})"
+    if name in _LITERALS:
+        if not isinstance(value, str) or value.lower() not in _LITERALS[name]:
+            allowed = ", ".join(_LITERALS[name])
+            raise ConfigError(f"{where}: {value!r} is not one of {allowed}")
+        return value.lower()
+    if kind is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("1", "true", "yes", "on"):
+            return True
+        if isinstance(value, str) and value.lower() in ("0", "false", "no", "off"):
+            return False
+        raise ConfigError(f"{where}: {value!r} is not a boolean (true/false)")
+    if kind is int:
+        if isinstance(value, bool):
+            raise ConfigError(f"{where}: {value!r} is not an integer")
+        if isinstance(value, int):
+            return value
+        if isinstance(value, str):
+            try:
+                return int(value.strip().replace("_", ""))
+            except ValueError:
+                pass
+        raise ConfigError(f"{where}: {value!r} is not an integer")
+    if kind is float:
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)
+        if isinstance(value, str):
+            try:
+                return float(value)
+            except ValueError:
+                pass
+        raise ConfigError(f"{where}: {value!r} is not a number")
+    if issubclass(kind, Path):
+        if isinstance(value, str | Path) and str(value):
+            return Path(value)
+        raise ConfigError(f"{where}: {value!r} is not a path")
+    if isinstance(value, str):
+        return value
+    raise ConfigError(f"{where}: {value!r} is not a string")
+
+
+def _validated(config: BrokerConfig) -> BrokerConfig:
+    def need(ok: bool, key: str, why: str) -> None:
+        if not ok:
+            raise ConfigError(f"{key} = {getattr(config, key)!r}: {why}")
+
+    for key in ("port", "http_port"):
+        need(0 <= getattr(config, key) <= 65535, key, "must be a TCP port in 0..65535")
+    need(bool(config.bind.strip()), "bind", "must not be empty")
+    need(
+        1024 <= config.max_message_size <= 1024 * 1024 * 1024,
+        "max_message_size",
+        "must be between 1 KiB and 1 GiB",
+    )
+    need(
+        config.max_pending_publish_per_connection >= 1,
+        "max_pending_publish_per_connection",
+        "must be at least 1",
+    )
+    need(config.keepalive_interval_seconds > 0, "keepalive_interval_seconds", "must be > 0")
+    need(
+        config.dispatcher_max_read_batch_size >= 1,
+        "dispatcher_max_read_batch_size",
+        "must be at least 1",
+    )
+    need(
+        config.connection_write_high_water_mark >= 1024,
+        "connection_write_high_water_mark",
+        "must be at least 1024 bytes",
+    )
+    need(config.shutdown_timeout_seconds > 0, "shutdown_timeout_seconds", "must be > 0")
+    return config
+
+
+def load_config(
+    *,
+    config_file: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    overrides: Mapping[str, object] | None = None,
+) -> BrokerConfig:
+    """Merge file < environment < overrides (CLI) and validate once."""
+    values: dict[str, object] = {}
+    if config_file is not None:
+        try:
+            with config_file.open("rb") as fh:
+                raw = tomllib.load(fh)
+        except OSError as exc:
+            raise ConfigError(f"cannot read config file {config_file}: {exc}") from exc
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"config file {config_file} is not valid TOML: {exc}") from exc
+        for key, value in raw.items():
+            name = key.replace("-", "_")
+            if name not in _FIELDS:
+                raise ConfigError(f"unknown key {key!r} in {config_file}")
+            values[name] = _coerce(name, value, str(config_file))
+    environ = os.environ if env is None else env
+    for env_key, value in environ.items():
+        if not env_key.startswith(ENV_PREFIX):
+            continue
+        name = env_key[len(ENV_PREFIX) :].lower()
+        if name not in _FIELDS:
+            raise ConfigError(f"unknown setting {env_key} in the environment")
+        values[name] = _coerce(name, value, env_key)
+    for name, value in (overrides or {}).items():
+        if value is None:
+            continue
+        if name not in _FIELDS:
+            raise ConfigError(f"unknown setting {name!r}")
+        values[name] = _coerce(name, value, "command line")
+    return _validated(BrokerConfig(**values))  # type: ignore[arg-type]

@@ -1,0 +1,142 @@
+"""Broker-side consumer: permits, pending acks, MESSAGE frames (SEM-2, SEM-3.8).
+
+A consumer never receives more messages than the permits it granted with FLOW;
+an entry costs its message count (a batch costs num_messages_in_batch). Every
+entry sent stays in `pending_acks` until acked or handed back for redelivery.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING
+
+from magnetar.broker.endpoint import ClientConnection
+from magnetar.broker.storage.api import Entry, Position
+from magnetar.proto import pulsar_api_pb2 as pb
+from magnetar.proto.frames import encode_payload_command
+
+if TYPE_CHECKING:
+    from magnetar.broker.subscription import PersistentSubscription
+
+_MESSAGE = pb.BaseCommand.MESSAGE
+SubType = pb.CommandSubscribe.SubType
+
+
+class Consumer:
+    __slots__ = (
+        "address",
+        "cnx",
+        "consumer_id",
+        "epoch",
+        "is_closed",
+        "messages_out",
+        "name",
+        "partition_index",
+        "pending_acks",
+        "permits",
+        "priority_level",
+        "sub_type",
+        "subscription",
+    )
+
+    def __init__(
+        self,
+        subscription: PersistentSubscription,
+        consumer_id: int,
+        name: str,
+        sub_type: int,
+        cnx: ClientConnection,
+        *,
+        priority_level: int = 0,
+        partition_index: int = -1,
+        epoch: int | None = None,
+    ) -> None:
+        self.subscription = subscription
+        self.consumer_id = consumer_id
+        self.name = name
+        self.sub_type = sub_type
+        self.cnx = cnx
+        self.address = cnx.address
+        self.priority_level = priority_level
+        self.partition_index = partition_index
+        # Set when the client sends consumer_epoch; MESSAGE frames then carry it
+        # so the client can drop messages sent before its last REDELIVER.
+        self.epoch = epoch
+        self.permits = 0
+        # position -> message count, in dispatch order.
+        self.pending_acks: dict[Position, int] = {}
+        self.messages_out = 0
+        self.is_closed = False
+
+    def __repr__(self) -> str:
+        return f"Consumer({self.consumer_id}, {self.name!r}, permits={self.permits})"
+
+    @property
+    def is_writable(self) -> bool:
+        return self.cnx.is_writable
+
+    @property
+    def unacked_messages(self) -> int:
+        return sum(self.pending_acks.values())
+
+    def flow(self, permits: int) -> None:
+        self.permits += permits
+
+    def send_entries(
+        self,
+        entries: Sequence[Entry],
+        redelivery_count: Callable[[Position], int],
+        ack_set: Callable[[Position], list[int] | None] | None = None,
+    ) -> int:
+        """Write MESSAGE frames for `entries`; returns the messages sent.
+
+        The caller chose entries that fit in the permits; they are deducted here.
+        """
+        frames: list[bytes] = []
+        sent = 0
+        consumer_id = self.consumer_id
+        partition = self.partition_index
+        pending = self.pending_acks
+        for entry in entries:
+            position = entry.position
+            command = pb.BaseCommand(type=_MESSAGE)
+            message = command.message
+            message.consumer_id = consumer_id
+            mid = message.message_id
+            mid.ledgerId = position.ledger_id
+            mid.entryId = position.entry_id
+            if partition >= 0:
+                mid.partition = partition
+            count = redelivery_count(position)
+            if count:
+                message.redelivery_count = count
+            if ack_set is not None:
+                bits = ack_set(position)
+                if bits is not None:
+                    message.ack_set.extend(bits)
+            if self.epoch is not None:
+                message.consumer_epoch = self.epoch
+            frames.append(encode_payload_command(command, entry.data))
+            n = entry.num_messages
+            pending[position] = n
+            sent += n
+        self.permits -= sent
+        self.messages_out += sent
+        self.cnx.write_frames(frames)
+        return sent
+
+    def remove_pending(self, positions: Iterable[Position]) -> list[Position]:
+        """Drop acked positions; returns those that were pending here."""
+        pending = self.pending_acks
+        return [p for p in positions if pending.pop(p, None) is not None]
+
+    def remove_pending_up_to(self, position: Position) -> None:
+        pending = self.pending_acks
+        for p in [p for p in pending if p <= position]:
+            del pending[p]
+
+    def take_pending(self) -> list[Position]:
+        """Hand back every unacked position (consumer leaving or REDELIVER all)."""
+        positions = list(self.pending_acks)
+        self.pending_acks.clear()
+        return positions

@@ -1,0 +1,207 @@
+"""The dispatch loop shared by every persistent dispatcher.
+
+One task per subscription owns the cursor's reads. It sleeps until something
+can change the outcome (FLOW, a new consumer, a redelivery, new entries, a
+socket draining) and then runs rounds while they make progress. A round
+serves, in order: entries read earlier that did not fit, positions queued for
+redelivery, then new entries from the cursor, reading only as many entries as
+the permits could take (SEM-2.5). Subclasses choose which consumer gets an
+entry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from abc import ABC, abstractmethod
+from collections import deque
+from collections.abc import Callable, Sequence
+
+import structlog
+
+from magnetar.broker.consumer import Consumer
+from magnetar.broker.dispatchers.redelivery import RedeliveryTracker, ReplayQueue
+from magnetar.broker.storage.api import (
+    CursorClosed,
+    Entry,
+    ManagedCursor,
+    ManagedLedger,
+    ManagedLedgerClosed,
+    Position,
+)
+
+log = structlog.get_logger(__name__)
+
+DispatchListener = Callable[[Consumer, int, int, bool], None]
+
+
+class PersistentDispatcher(ABC):
+    def __init__(
+        self,
+        ledger: ManagedLedger,
+        cursor: ManagedCursor,
+        *,
+        max_read_batch_size: int = 100,
+        on_dispatch: DispatchListener | None = None,
+        name: str = "",
+    ) -> None:
+        self.ledger = ledger
+        self.cursor = cursor
+        self.name = name
+        self.max_read_batch_size = max_read_batch_size
+        self.consumers: list[Consumer] = []
+        self.redelivery = RedeliveryTracker()
+        self.replay = ReplayQueue()
+        # Entries read from the cursor that no consumer could take yet.
+        self._buffer: deque[Entry] = deque()
+        # Bumped by every rewind: reads that started before it are stale.
+        self._read_epoch = 0
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._closed = False
+        self._on_dispatch = on_dispatch
+        self._setup()
+
+    @abstractmethod
+    def _setup(self) -> None:
+        """Subclass state, created with the dispatcher."""
+
+    # ------------------------------------------------------------ consumers
+
+    @abstractmethod
+    def add_consumer(self, consumer: Consumer) -> None:
+        """Attach a consumer; raises BrokerServiceError when it is refused."""
+
+    @abstractmethod
+    def remove_consumer(self, consumer: Consumer) -> None:
+        """Detach a consumer and hand its unacked messages back (SEM-3.8)."""
+
+    @abstractmethod
+    def redeliver(self, consumer: Consumer, positions: Sequence[Position] | None) -> None:
+        """REDELIVER_UNACKNOWLEDGED_MESSAGES, with or without ids (SEM-3.7)."""
+
+    @abstractmethod
+    def _consumers_with_permits(self) -> int:
+        """Permits the dispatcher may use now (0: nothing to do)."""
+
+    @abstractmethod
+    def _dispatch(self, entries: deque[Entry]) -> int:
+        """Hand entries from the left of `entries` to consumers, in order, while
+        they fit; leave the rest. Returns how many entries were dispatched."""
+
+    # ------------------------------------------------------------- events
+
+    def wake(self) -> None:
+        """Something changed that may let dispatch progress."""
+        if not self._closed:
+            self._wake.set()
+            if self._task is None:
+                self._task = asyncio.get_running_loop().create_task(
+                    self._run(), name=f"dispatcher {self.name}"
+                )
+
+    def consumer_flow(self, consumer: Consumer, permits: int) -> None:
+        consumer.flow(permits)
+        self.wake()
+
+    def on_new_entries(self) -> None:
+        if self.consumers:
+            self.wake()
+
+    def on_ack(self, positions: Sequence[Position]) -> None:
+        for position in positions:
+            self.redelivery.remove(position)
+            self.replay.discard(position)
+
+    def on_cumulative_ack(self, position: Position) -> None:
+        self.redelivery.remove_up_to(position)
+        self.replay.discard_up_to(position)
+
+    def rewind(self) -> None:
+        """Forget read-ahead and restart reading after mark-delete (SEM-5.3)."""
+        self._buffer.clear()
+        self.replay.clear()
+        self._read_epoch += 1
+        with contextlib.suppress(CursorClosed, ManagedLedgerClosed):
+            self.cursor.rewind()
+        self.wake()
+
+    def requeue(self, positions: Sequence[Position]) -> None:
+        """Positions that will be dispatched again count one more redelivery."""
+        for position in positions:
+            if not self.cursor.is_deleted(position):
+                self.redelivery.increment(position)
+
+    async def close(self) -> None:
+        """Stop the loop; idempotent. Consumers are closed by the subscription."""
+        self._closed = True
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._buffer.clear()
+
+    # ---------------------------------------------------------- the loop
+
+    async def _run(self) -> None:
+        try:
+            while not self._closed:
+                self._wake.clear()
+                if not await self._round():
+                    await self._wake.wait()
+        except (CursorClosed, ManagedLedgerClosed):
+            log.debug("dispatcher stopped: storage closed", subscription=self.name)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("dispatcher failed", subscription=self.name)
+        finally:
+            if self._task is asyncio.current_task():
+                self._task = None
+
+    async def _round(self) -> bool:
+        permits = self._consumers_with_permits()
+        if permits <= 0:
+            return False
+        if self._buffer:
+            return self._dispatch(self._buffer) > 0
+        limit = min(permits, self.max_read_batch_size)
+        if self.replay:
+            positions = [p for p in self.replay.take(limit) if not self.cursor.is_deleted(p)]
+            if not positions:
+                return True
+            epoch = self._read_epoch
+            entries = await self.ledger.read_positions(positions)
+            if epoch != self._read_epoch:
+                return True
+            return self._dispatch_read(entries, replayed=True)
+        if not self.cursor.has_more_entries():
+            return False
+        epoch = self._read_epoch
+        entries = await self.cursor.read_entries(limit)
+        if epoch != self._read_epoch or not entries:
+            return bool(entries)
+        return self._dispatch_read(entries, replayed=False)
+
+    def _dispatch_read(self, entries: list[Entry], *, replayed: bool) -> bool:
+        queue = deque(e for e in entries if not replayed or not self.cursor.is_deleted(e.position))
+        dispatched = self._dispatch(queue)
+        if queue:
+            if replayed:
+                self.replay.add_all(e.position for e in queue)
+            else:
+                self._buffer.extend(queue)
+        # Nothing taken: wait for FLOW or a drained socket rather than spin.
+        return dispatched > 0 or not queue
+
+    # ----------------------------------------------------------- helpers
+
+    def _send(self, consumer: Consumer, entries: list[Entry]) -> None:
+        sent = consumer.send_entries(entries, self.redelivery.get, self._ack_set)
+        if self._on_dispatch is not None:
+            redelivered = any(self.redelivery.get(e.position) for e in entries)
+            self._on_dispatch(consumer, sent, sum(len(e.data) for e in entries), redelivered)
+
+    def _ack_set(self, position: Position) -> list[int] | None:
+        return self.cursor.get_batch_ack_set(position)

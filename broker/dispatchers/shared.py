@@ -1,0 +1,135 @@
+"""Shared subscription dispatch (SEM-4.3).
+
+Each entry goes to exactly one consumer. Consumers are grouped by priority
+level (0 first); within the highest level that has a consumer able to take
+the entry, they are served round-robin, one entry per turn. Lower levels get
+entries only when no consumer of a higher level can take them. A consumer
+can take an entry when its socket is writable and its permits cover the
+entry's message count (SEM-2.2).
+
+Worked example (SEM-4.3): C1 (priority 0, 2 permits), C2 (0, 1), C3 (0, 1),
+C4 (1, 2), C5 (1, 1) receive single-message entries in the order
+C1, C2, C3, C1, C4, C5, C4.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Sequence
+
+from magnetar.broker.consumer import Consumer
+from magnetar.broker.dispatchers.base import PersistentDispatcher
+from magnetar.broker.storage.api import Entry, Position
+
+
+class ConsumerSelector:
+    """Round-robin within priority levels; pure logic, no I/O."""
+
+    def __init__(self) -> None:
+        # Ascending priority levels, each its consumers in join order.
+        self._levels: dict[int, list[Consumer]] = {}
+        self._order: list[int] = []
+        self._next: dict[int, int] = {}
+
+    def add(self, consumer: Consumer) -> None:
+        level = consumer.priority_level
+        if level not in self._levels:
+            self._levels[level] = []
+            self._next[level] = 0
+            self._order = sorted(self._levels)
+        self._levels[level].append(consumer)
+
+    def remove(self, consumer: Consumer) -> None:
+        level = consumer.priority_level
+        members = self._levels.get(level)
+        if members is None or consumer not in members:
+            return
+        index = members.index(consumer)
+        members.pop(index)
+        if not members:
+            del self._levels[level], self._next[level]
+            self._order = sorted(self._levels)
+        elif self._next[level] > index:
+            # Keep pointing at the consumer that was next.
+            self._next[level] -= 1
+
+    def select(self, cost: int) -> Consumer | None:
+        """The consumer to get an entry of `cost` messages, advancing the turn."""
+        for level in self._order:
+            members = self._levels[level]
+            count = len(members)
+            start = self._next[level] % count
+            for step in range(count):
+                index = (start + step) % count
+                consumer = members[index]
+                if consumer.permits >= cost and consumer.is_writable:
+                    self._next[level] = index + 1
+                    return consumer
+        return None
+
+    def available_permits(self) -> int:
+        return sum(
+            c.permits
+            for members in self._levels.values()
+            for c in members
+            if c.permits > 0 and c.is_writable
+        )
+
+
+class SharedDispatcher(PersistentDispatcher):
+    selector: ConsumerSelector
+
+    def _setup(self) -> None:
+        self.selector = ConsumerSelector()
+
+    def add_consumer(self, consumer: Consumer) -> None:
+        self.consumers.append(consumer)
+        self.selector.add(consumer)
+        self.wake()
+
+    def remove_consumer(self, consumer: Consumer) -> None:
+        if consumer not in self.consumers:
+            return
+        self.consumers.remove(consumer)
+        self.selector.remove(consumer)
+        self._give_back(consumer.take_pending())
+
+    def redeliver(self, consumer: Consumer, positions: Sequence[Position] | None) -> None:
+        if positions is None:
+            handed_back = consumer.take_pending()
+        else:
+            handed_back = consumer.remove_pending(positions)
+        self._give_back(handed_back)
+
+    def _give_back(self, positions: list[Position]) -> None:
+        if not positions:
+            return
+        self.requeue(positions)
+        self.replay.add_all(p for p in positions if not self.cursor.is_deleted(p))
+        self.wake()
+
+    def _consumers_with_permits(self) -> int:
+        return self.selector.available_permits()
+
+    def _dispatch(self, entries: deque[Entry]) -> int:
+        batches: dict[int, tuple[Consumer, list[Entry]]] = {}
+        dispatched = 0
+        select = self.selector.select
+        while entries:
+            entry = entries[0]
+            consumer = select(entry.num_messages)
+            if consumer is None:
+                break
+            entries.popleft()
+            # Reserve the permits now so the next selection sees them spent.
+            consumer.permits -= entry.num_messages
+            slot = batches.get(id(consumer))
+            if slot is None:
+                batches[id(consumer)] = (consumer, [entry])
+            else:
+                slot[1].append(entry)
+            dispatched += 1
+        for consumer, chosen in batches.values():
+            consumer.permits += sum(e.num_messages for e in chosen)
+            self._send(consumer, chosen)
+        return dispatched

@@ -1,0 +1,118 @@
+"""Single-active-consumer dispatch: Exclusive and Failover (SEM-4.1, SEM-4.2).
+
+One consumer receives everything, in order. Exclusive refuses a second
+consumer with ConsumerBusy. Failover keeps the others on standby: on a
+non-partitioned topic the earliest to subscribe is active; on a partition i
+the active one is index (i mod n) of the highest-priority consumers sorted by
+name. When the active consumer changes, reading rewinds to the first unacked
+message (SEM-5.3) and consumers hear ACTIVE_CONSUMER_CHANGE.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Sequence
+
+from magnetar.broker.consumer import Consumer
+from magnetar.broker.dispatchers.base import PersistentDispatcher
+from magnetar.broker.errors import ConsumerBusyError
+from magnetar.broker.storage.api import Entry, Position
+
+ActiveChangeListener = Callable[[Consumer, bool], None]
+
+
+class SingleActiveDispatcher(PersistentDispatcher):
+    exclusive: bool = True
+    partition_index: int = -1
+    active_change_listener: ActiveChangeListener | None = None
+
+    def _setup(self) -> None:
+        self.active: Consumer | None = None
+
+    def configure(
+        self,
+        *,
+        exclusive: bool,
+        partition_index: int = -1,
+        on_active_change: ActiveChangeListener | None = None,
+    ) -> None:
+        self.exclusive = exclusive
+        self.partition_index = partition_index
+        self.active_change_listener = on_active_change
+
+    def add_consumer(self, consumer: Consumer) -> None:
+        if self.exclusive and self.consumers:
+            raise ConsumerBusyError(
+                f"Exclusive subscription {self.name!r} already has consumer "
+                f"{self.consumers[0].name!r}"
+            )
+        self.consumers.append(consumer)
+        self._elect(new_consumer=consumer)
+
+    def remove_consumer(self, consumer: Consumer) -> None:
+        if consumer not in self.consumers:
+            return
+        self.consumers.remove(consumer)
+        self.requeue(consumer.take_pending())
+        if consumer is self.active:
+            self.active = None
+        self._elect()
+
+    def redeliver(self, consumer: Consumer, positions: Sequence[Position] | None) -> None:
+        # Exclusive and Failover always rewind to the first unacked message
+        # (SEM-3.7); the client cleared its queue when it asked.
+        if consumer is not self.active:
+            return
+        self.requeue(consumer.take_pending())
+        self.rewind()
+
+    def _elect(self, new_consumer: Consumer | None = None) -> None:
+        chosen = self._choose_active()
+        previous = self.active
+        if chosen is previous:
+            if new_consumer is not None and new_consumer is not chosen:
+                self._notify(new_consumer, False)
+            return
+        self.active = chosen
+        if previous is not None:
+            self.requeue(previous.take_pending())
+        self.rewind()
+        for consumer in self.consumers:
+            if consumer is chosen or consumer is previous or consumer is new_consumer:
+                self._notify(consumer, consumer is chosen)
+
+    def _choose_active(self) -> Consumer | None:
+        if not self.consumers:
+            return None
+        if self.exclusive or self.partition_index < 0:
+            # Non-partitioned: the earliest subscriber stays active (SEM-4.2).
+            return self.consumers[0]
+        top = min(c.priority_level for c in self.consumers)
+        ranked = sorted(
+            (c for c in self.consumers if c.priority_level == top), key=lambda c: c.name
+        )
+        return ranked[self.partition_index % len(ranked)]
+
+    def _notify(self, consumer: Consumer, is_active: bool) -> None:
+        if not self.exclusive and self.active_change_listener is not None:
+            self.active_change_listener(consumer, is_active)
+
+    def _consumers_with_permits(self) -> int:
+        active = self.active
+        if active is None or not active.is_writable:
+            return 0
+        return active.permits
+
+    def _dispatch(self, entries: deque[Entry]) -> int:
+        active = self.active
+        if active is None:
+            return 0
+        permits = active.permits
+        chosen: list[Entry] = []
+        while entries and entries[0].num_messages <= permits:
+            entry = entries.popleft()
+            permits -= entry.num_messages
+            chosen.append(entry)
+        if chosen:
+            self._send(active, chosen)
+        return len(chosen)

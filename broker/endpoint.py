@@ -1,0 +1,37 @@
+"""What producers and consumers need from the connection they live on.
+
+ServerCnx implements it; unit tests use a small recording implementation, so
+topics, subscriptions and dispatchers never import the network layer.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+
+class ClientConnection(Protocol):
+    @property
+    def address(self) -> str:
+        """The peer's address, for logs and stats."""
+        ...
+
+    @property
+    def is_writable(self) -> bool:
+        """False while the socket's write buffer is above its high-water mark."""
+        ...
+
+    def write_frames(self, frames: list[bytes]) -> None:
+        """Queue encoded frames for the socket (no-op once closed)."""
+        ...
+
+    def publish_completed(self) -> None:
+        """One in-flight publish on this connection got its receipt or error."""
+        ...
+
+    def producer_closed_by_broker(self, producer_id: int) -> None:
+        """Tell the client its producer is closed (it will reconnect) and forget it."""
+        ...
+
+    def consumer_closed_by_broker(self, consumer_id: int) -> None:
+        """Tell the client its consumer is closed (it will resubscribe) and forget it."""
+        ...

@@ -1,0 +1,60 @@
+"""Broker-side failures that map to a wire ServerError code.
+
+Raised by the service, topics and subscriptions; ServerCnx turns them into an
+ERROR (or SEND_ERROR / PRODUCER error) frame with the code and the message.
+Choose a fatal code (proto.errors.FATAL_SERVER_ERRORS) for permanent
+problems so the official client fails fast instead of retrying (WIRE 2).
+"""
+
+from __future__ import annotations
+
+from magnetar.proto.errors import ServerError
+
+
+class BrokerServiceError(Exception):
+    """A request failed; `code` goes on the wire, the message is for humans."""
+
+    def __init__(self, code: ServerError, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.code.name}, {self.message!r})"
+
+
+class TopicNotFoundError(BrokerServiceError):
+    def __init__(self, message: str) -> None:
+        super().__init__(ServerError.TopicNotFound, message)
+
+
+class SubscriptionNotFoundError(BrokerServiceError):
+    def __init__(self, message: str) -> None:
+        super().__init__(ServerError.SubscriptionNotFound, message)
+
+
+class ConsumerBusyError(BrokerServiceError):
+    def __init__(self, message: str) -> None:
+        super().__init__(ServerError.ConsumerBusy, message)
+
+
+class ProducerBusyError(BrokerServiceError):
+    def __init__(self, message: str) -> None:
+        super().__init__(ServerError.ProducerBusy, message)
+
+
+class ProducerFencedError(BrokerServiceError):
+    def __init__(self, message: str) -> None:
+        super().__init__(ServerError.ProducerFenced, message)
+
+
+class NotAllowedError(BrokerServiceError):
+    def __init__(self, message: str) -> None:
+        super().__init__(ServerError.NotAllowedError, message)
+
+
+class ServiceNotReadyError(BrokerServiceError):
+    """Retriable: the broker is starting or shutting down."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(ServerError.ServiceNotReady, message)

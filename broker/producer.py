@@ -1,0 +1,138 @@
+"""Broker-side producer: the publish path and its receipts (WIRE 5).
+
+SEND -> append the stored bytes to the managed ledger -> SEND_RECEIPT once the
+entry is durable. Appends are group-committed by storage; receipts leave in
+SEND order per producer even if appends were to complete out of order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from typing import TYPE_CHECKING
+
+import structlog
+
+from magnetar.broker.endpoint import ClientConnection
+from magnetar.broker.storage.api import (
+    ManagedLedgerClosed,
+    ManagedLedgerFenced,
+    Position,
+    StorageError,
+)
+from magnetar.proto import pulsar_api_pb2 as pb
+from magnetar.proto.frames import encode_command
+
+if TYPE_CHECKING:
+    from magnetar.broker.topics.persistent import PersistentTopic
+
+log = structlog.get_logger(__name__)
+
+AccessMode = pb.ProducerAccessMode
+_SEND_RECEIPT = pb.BaseCommand.SEND_RECEIPT
+_SEND_ERROR = pb.BaseCommand.SEND_ERROR
+
+
+class _PendingPublish:
+    __slots__ = ("future", "highest_sequence_id", "sequence_id")
+
+    def __init__(
+        self, sequence_id: int, highest_sequence_id: int, future: asyncio.Future[Position]
+    ) -> None:
+        self.sequence_id = sequence_id
+        self.highest_sequence_id = highest_sequence_id
+        self.future = future
+
+
+class Producer:
+    def __init__(
+        self,
+        topic: PersistentTopic,
+        producer_id: int,
+        name: str,
+        cnx: ClientConnection,
+        *,
+        access_mode: int = AccessMode.Shared,
+        user_provided_name: bool = False,
+        epoch: int = 0,
+    ) -> None:
+        self.topic = topic
+        self.producer_id = producer_id
+        self.name = name
+        self.cnx = cnx
+        self.access_mode = access_mode
+        self.user_provided_name = user_provided_name
+        self.epoch = epoch
+        self.is_closed = False
+        self._pending: deque[_PendingPublish] = deque()
+        self._partition = topic.partition_index
+
+    def __repr__(self) -> str:
+        return f"Producer({self.producer_id}, {self.name!r}, {self.topic.name})"
+
+    @property
+    def pending_count(self) -> int:
+        return len(self._pending)
+
+    def publish(
+        self, sequence_id: int, highest_sequence_id: int, num_messages: int, data: bytes
+    ) -> None:
+        """Append one entry; the receipt follows when it is durable."""
+        future = self.topic.append(data, num_messages)
+        item = _PendingPublish(sequence_id, highest_sequence_id, future)
+        self._pending.append(item)
+        future.add_done_callback(self._on_append_done)
+
+    def _on_append_done(self, future: asyncio.Future[Position]) -> None:
+        if not future.cancelled():
+            future.exception()  # retrieved here even when nobody waits any more
+        # Answer every completed append at the head, keeping SEND order.
+        pending = self._pending
+        frames: list[bytes] = []
+        while pending and pending[0].future.done():
+            item = pending.popleft()
+            frames.append(self._answer(item))
+            self.cnx.publish_completed()
+        if frames and not self.is_closed:
+            self.cnx.write_frames(frames)
+
+    def _answer(self, item: _PendingPublish) -> bytes:
+        future = item.future
+        exc = None if future.cancelled() else future.exception()
+        if future.cancelled() or exc is not None:
+            if isinstance(exc, ManagedLedgerClosed | ManagedLedgerFenced):
+                message = f"topic {self.topic.name} is not writable: {exc}"
+            elif isinstance(exc, StorageError):
+                message = f"append failed: {exc}"
+            else:
+                message = f"append failed: {exc!r}"
+            log.warning("publish failed", topic=self.topic.name, producer=self.name, error=message)
+            error = pb.BaseCommand(type=_SEND_ERROR)
+            body = error.send_error
+            body.producer_id = self.producer_id
+            body.sequence_id = item.sequence_id
+            body.error = pb.ServerError.PersistenceError
+            body.message = message
+            return encode_command(error)
+        position = future.result()
+        command = pb.BaseCommand(type=_SEND_RECEIPT)
+        receipt = command.send_receipt
+        receipt.producer_id = self.producer_id
+        receipt.sequence_id = item.sequence_id
+        if item.highest_sequence_id:
+            receipt.highest_sequence_id = item.highest_sequence_id
+        mid = receipt.message_id
+        mid.ledgerId = position.ledger_id
+        mid.entryId = position.entry_id
+        if self._partition >= 0:
+            mid.partition = self._partition
+        return encode_command(command)
+
+    def close(self) -> None:
+        """Detach; appends already made still complete but no receipt is sent."""
+        if self.is_closed:
+            return
+        self.is_closed = True
+        for _item in self._pending:
+            self.cnx.publish_completed()
+        self._pending.clear()

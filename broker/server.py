@@ -1,0 +1,235 @@
+"""BrokerServer: start, serve and shut down one broker, in named phases.
+
+Startup: open storage -> start the service -> bind the binary listener ->
+bind HTTP; then `started` is set and `port` / `http_port` hold the real ports
+(tests bind port 0). Shutdown (first SIGTERM/SIGINT, or `request_shutdown`):
+stop accepting -> close topics (clients hear CLOSE_PRODUCER/CLOSE_CONSUMER,
+cursors are persisted) -> close connections -> close storage (fsync) -> stop
+HTTP, all within `shutdown_timeout_seconds`. A second signal exits at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import socket
+import time
+from collections.abc import Awaitable, Callable
+from typing import Literal
+
+import structlog
+from aiohttp import web
+
+from magnetar.broker.cnx import ServerCnx
+from magnetar.broker.config import BrokerConfig
+from magnetar.broker.metrics import BrokerMetrics
+from magnetar.broker.service import BrokerService
+from magnetar.broker.storage.api import ManagedLedgerFactory, MetadataStore
+from magnetar.broker.storage_setup import open_storage
+from magnetar.broker.web import build_app
+
+log = structlog.get_logger(__name__)
+
+State = Literal["new", "starting", "serving", "stopping", "stopped"]
+FORCED_EXIT_CODE = 1
+
+
+class BrokerServer:
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.metrics = BrokerMetrics()
+        self.state: State = "new"
+        self.port = 0
+        self.http_port = 0
+        self.service: BrokerService | None = None
+        self._factory: ManagedLedgerFactory | None = None
+        self._metadata_store: MetadataStore | None = None
+        self._listener: asyncio.Server | None = None
+        self._http_runner: web.AppRunner | None = None
+        self._connections: set[ServerCnx] = set()
+        self._started: asyncio.Event | None = None
+        self._stop_requested: asyncio.Event | None = None
+        self._signals_seen = 0
+        self._signal_loop: asyncio.AbstractEventLoop | None = None
+
+    # ----------------------------------------------------------- properties
+
+    @property
+    def started(self) -> asyncio.Event:
+        """Set once the broker serves on both ports."""
+        if self._started is None:
+            self._started = asyncio.Event()
+        return self._started
+
+    @property
+    def service_url(self) -> str:
+        return f"pulsar://{self.config.advertised_host}:{self.port}"
+
+    @property
+    def http_url(self) -> str:
+        return f"http://{self.config.advertised_host}:{self.http_port}"
+
+    @property
+    def connection_count(self) -> int:
+        return len(self._connections)
+
+    def is_healthy(self) -> bool:
+        return self.state == "serving"
+
+    # --------------------------------------------------------------- start
+
+    async def start(self) -> None:
+        if self.state != "new":
+            raise RuntimeError(f"BrokerServer.start() in state {self.state}")
+        self.state = "starting"
+        try:
+            await self._phase("open storage", self._open_storage)
+            await self._phase("bind binary listener", self._bind_binary)
+            await self._phase("bind http", self._bind_http)
+        except BaseException:
+            await self.shutdown()
+            raise
+        self.state = "serving"
+        log.info(
+            "broker started",
+            service_url=self.service_url,
+            http_url=self.http_url,
+            data_dir=str(self.config.data_dir),
+            sync_policy=self.config.sync_policy,
+        )
+        self.started.set()
+
+    async def _phase(self, name: str, action: Callable[[], Awaitable[None]]) -> None:
+        began = time.perf_counter()
+        await action()
+        log.debug("phase done", phase=name, seconds=round(time.perf_counter() - began, 4))
+
+    async def _open_storage(self) -> None:
+        self._factory, self._metadata_store = await open_storage(self.config)
+        self.service = BrokerService(self.config, self._factory, self._metadata_store, self.metrics)
+
+    async def _bind_binary(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._listener = await loop.create_server(
+            self._new_connection, self.config.bind, self.config.port, reuse_address=True
+        )
+        sockets = self._listener.sockets
+        self.port = sockets[0].getsockname()[1]
+        assert self.service is not None
+        self.service.set_advertised_port(self.port)
+
+    async def _bind_http(self) -> None:
+        app = build_app(self.metrics, self.is_healthy)
+        runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        await runner.setup()
+        self._http_runner = runner
+        # Bind the socket ourselves to learn the real port when asked for port 0.
+        sock = socket.create_server((self.config.bind, self.config.http_port))
+        self.http_port = sock.getsockname()[1]
+        await web.SockSite(runner, sock).start()
+
+    def _new_connection(self) -> ServerCnx:
+        assert self.service is not None
+        cnx = ServerCnx(
+            self.service, self.config, self.metrics, on_closed=self._connections.discard
+        )
+        self._connections.add(cnx)
+        return cnx
+
+    # --------------------------------------------------------------- serve
+
+    async def serve(self, *, install_signal_handlers: bool = True) -> None:
+        """Start, serve until asked to stop, shut down."""
+        self._stop_requested = asyncio.Event()
+        if install_signal_handlers:
+            self._install_signal_handlers()
+        try:
+            await self.start()
+            await self._stop_requested.wait()
+        finally:
+            await self.shutdown()
+            self._remove_signal_handlers()
+
+    def request_shutdown(self) -> None:
+        if self._stop_requested is None:
+            self._stop_requested = asyncio.Event()
+        self._stop_requested.set()
+
+    def _install_signal_handlers(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self._on_signal, sig)
+        self._signal_loop = loop
+
+    def _remove_signal_handlers(self) -> None:
+        if self._signal_loop is not None:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                self._signal_loop.remove_signal_handler(sig)
+            self._signal_loop = None
+
+    def _on_signal(self, sig: signal.Signals) -> None:
+        self._signals_seen += 1
+        if self._signals_seen > 1:
+            log.warning("second signal: exiting now", signal=sig.name)
+            os._exit(FORCED_EXIT_CODE)
+        log.info("signal received: shutting down", signal=sig.name)
+        self.request_shutdown()
+
+    # ------------------------------------------------------------ shutdown
+
+    async def shutdown(self) -> None:
+        """Graceful stop, bounded by shutdown_timeout_seconds. Idempotent."""
+        if self.state in ("stopping", "stopped"):
+            return
+        self.state = "stopping"
+        deadline = time.monotonic() + self.config.shutdown_timeout_seconds
+        phases: list[tuple[str, Callable[[], Awaitable[None]]]] = [
+            ("stop accepting", self._stop_accepting),
+            ("close topics", self._close_topics),
+            ("close connections", self._close_connections),
+            ("close storage", self._close_storage),
+            ("stop http", self._stop_http),
+        ]
+        for name, action in phases:
+            remaining = max(deadline - time.monotonic(), 0.1)
+            try:
+                await asyncio.wait_for(self._phase(name, action), remaining)
+            except TimeoutError:
+                log.warning("shutdown phase timed out", phase=name)
+            except Exception:
+                log.exception("shutdown phase failed", phase=name)
+        self.state = "stopped"
+        log.info("broker stopped")
+
+    async def _stop_accepting(self) -> None:
+        if self._listener is not None:
+            self._listener.close()
+
+    async def _close_topics(self) -> None:
+        if self.service is not None:
+            await self.service.close()
+
+    async def _close_connections(self) -> None:
+        connections = list(self._connections)
+        for cnx in connections:
+            cnx.close()
+        await asyncio.gather(*(c.wait_closed() for c in connections))
+        if self._listener is not None:
+            with contextlib.suppress(Exception):
+                await self._listener.wait_closed()
+            self._listener = None
+
+    async def _close_storage(self) -> None:
+        if self._factory is not None:
+            await self._factory.close()
+            self._factory = None
+        if self._metadata_store is not None:
+            await self._metadata_store.close()
+            self._metadata_store = None
+
+    async def _stop_http(self) -> None:
+        if self._http_runner is not None:
+            await self._http_runner.cleanup()
+            self._http_runner = None

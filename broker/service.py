@@ -1,0 +1,207 @@
+"""BrokerService: the topic registry, lookup and partitioned-topic metadata.
+
+This broker owns every topic (standalone): LOOKUP answers "connect here" with
+the advertised address. Topics load on first use (creating them when allowed)
+and stay loaded until the broker stops. Partitioned topics are recorded in
+the metadata store; PARTITIONED_METADATA answers 0 for anything else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import os
+import time
+
+import structlog
+
+from magnetar.broker.config import BrokerConfig
+from magnetar.broker.errors import (
+    BrokerServiceError,
+    NotAllowedError,
+    ServiceNotReadyError,
+    TopicNotFoundError,
+)
+from magnetar.broker.metrics import BrokerMetrics
+from magnetar.broker.storage.api import ManagedLedgerFactory, MetadataStore, StorageError
+from magnetar.broker.storage_setup import ledger_config
+from magnetar.broker.topics.persistent import PersistentTopic, ledger_name
+from magnetar.proto.errors import ServerError
+from magnetar.proto.naming import InvalidTopicName, TopicName
+
+log = structlog.get_logger(__name__)
+
+PARTITIONED_TOPICS_ROOT = "/admin/partitioned-topics"
+
+
+def parse_topic(name: str) -> TopicName:
+    try:
+        return TopicName.parse(name)
+    except InvalidTopicName as exc:
+        raise BrokerServiceError(ServerError.InvalidTopicName, str(exc)) from exc
+
+
+def partitioned_metadata_path(topic: TopicName) -> str:
+    return (
+        f"{PARTITIONED_TOPICS_ROOT}/{topic.tenant}/{topic.namespace}/"
+        f"{topic.domain}/{topic.local_name}"
+    )
+
+
+class BrokerService:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        factory: ManagedLedgerFactory,
+        metadata_store: MetadataStore,
+        metrics: BrokerMetrics,
+    ) -> None:
+        self.config = config
+        self.factory = factory
+        self.metadata_store = metadata_store
+        self.metrics = metrics
+        self.topics: dict[str, PersistentTopic] = {}
+        self._loading: dict[str, asyncio.Task[PersistentTopic]] = {}
+        self._ledger_config = ledger_config(config)
+        self.service_url = ""
+        self.service_url_tls = ""
+        # Broker-assigned producer names: unique per process start and counter.
+        self._name_prefix = f"standalone-{os.getpid() % 1000}-{int(time.time()) % 100000}"
+        self._name_counter = itertools.count()
+        self.is_closed = False
+
+    def set_advertised_port(self, port: int) -> None:
+        host = self.config.advertised_host
+        self.service_url = f"pulsar://{host}:{port}"
+        # No TLS listener yet; the client picks the plain URL on plain connections
+        # but both must be filled (WIRE 3).
+        self.service_url_tls = f"pulsar+ssl://{host}:{port}"
+
+    def generate_producer_name(self) -> str:
+        return f"{self._name_prefix}-{next(self._name_counter)}"
+
+    # --------------------------------------------------------------- lookup
+
+    def lookup(self, topic: str) -> tuple[str, str]:
+        parse_topic(topic)
+        self._check_open()
+        return self.service_url, self.service_url_tls
+
+    async def partitioned_metadata(self, topic: str) -> int:
+        name = parse_topic(topic)
+        if name.partition_index >= 0:
+            return 0
+        result = await self.metadata_store.get(partitioned_metadata_path(name))
+        if result is None:
+            return 0
+        try:
+            partitions = int(json.loads(result.value)["partitions"])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise BrokerServiceError(
+                ServerError.MetadataError, f"corrupt partitioned metadata for {name}: {exc}"
+            ) from exc
+        return partitions
+
+    async def create_partitioned_topic(self, topic: str, partitions: int) -> None:
+        """Record a partitioned topic; its partitions are created on first use."""
+        name = parse_topic(topic)
+        if partitions < 1:
+            raise NotAllowedError(
+                f"a partitioned topic needs at least 1 partition, got {partitions}"
+            )
+        if name.partition_index >= 0:
+            raise NotAllowedError(f"{name} is a partition name; use the base topic name")
+        body = json.dumps({"partitions": partitions}).encode()
+        try:
+            await self.metadata_store.put(
+                partitioned_metadata_path(name), body, expected_version=-1
+            )
+        except StorageError as exc:
+            raise BrokerServiceError(
+                ServerError.NotAllowedError, f"partitioned topic {name} already exists"
+            ) from exc
+
+    # --------------------------------------------------------------- topics
+
+    async def get_topic(self, topic: str, *, create: bool = True) -> PersistentTopic:
+        """The loaded topic, loading (and if allowed creating) it on first use."""
+        name = parse_topic(topic)
+        self._check_open()
+        if not name.persistent:
+            raise NotAllowedError(f"{name}: non-persistent topics are not supported yet")
+        key = str(name)
+        loaded = self.topics.get(key)
+        if loaded is not None:
+            return loaded
+        task = self._loading.get(key)
+        if task is None:
+            task = asyncio.get_running_loop().create_task(self._load(name, create))
+            self._loading[key] = task
+            task.add_done_callback(lambda _t: self._loading.pop(key, None))
+        return await asyncio.shield(task)
+
+    async def _load(self, name: TopicName, create: bool) -> PersistentTopic:
+        ml_name = ledger_name(name)
+        if not await self._may_create(name, create) and not await self.factory.exists(ml_name):
+            raise TopicNotFoundError(
+                f"topic {name} does not exist and automatic topic creation is disabled"
+            )
+        try:
+            ledger = await self.factory.open(ml_name, self._ledger_config)
+        except StorageError as exc:
+            raise BrokerServiceError(
+                ServerError.ServiceNotReady, f"cannot open topic {name}: {exc}"
+            ) from exc
+        topic = PersistentTopic(
+            name,
+            ledger,
+            metrics=self.metrics,
+            max_read_batch_size=self.config.dispatcher_max_read_batch_size,
+            allow_auto_subscription_creation=self.config.allow_auto_subscription_creation,
+        )
+        if self.is_closed:
+            await topic.close(notify_clients=False)
+            raise ServiceNotReadyError("broker is shutting down")
+        self.topics[str(name)] = topic
+        self.metrics.topics.set(len(self.topics))
+        log.info("topic loaded", topic=str(name))
+        return topic
+
+    async def _may_create(self, name: TopicName, create: bool) -> bool:
+        if not create:
+            return False
+        if self.config.allow_auto_topic_creation:
+            return True
+        # A partition of a declared partitioned topic may always be created.
+        index = name.partition_index
+        if index < 0:
+            return False
+        return index < await self.partitioned_metadata(str(name.partitioned_base))
+
+    def topics_of_namespace(self, namespace: str) -> list[str]:
+        return sorted(
+            t.name for t in self.topics.values() if t.topic_name.namespace_name == namespace
+        )
+
+    # ------------------------------------------------------------ lifecycle
+
+    def _check_open(self) -> None:
+        if self.is_closed:
+            raise ServiceNotReadyError("broker is shutting down")
+
+    async def close(self) -> None:
+        """Close every topic: clients are told, cursors persisted, ledgers synced."""
+        if self.is_closed:
+            return
+        self.is_closed = True
+        for task in list(self._loading.values()):
+            task.cancel()
+        await asyncio.gather(*self._loading.values(), return_exceptions=True)
+        topics = list(self.topics.values())
+        self.topics.clear()
+        results = await asyncio.gather(*(t.close() for t in topics), return_exceptions=True)
+        for topic, result in zip(topics, results, strict=True):
+            if isinstance(result, BaseException):
+                log.warning("closing topic failed", topic=topic.name, error=repr(result))
+        self.metrics.topics.set(0)

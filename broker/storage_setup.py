@@ -1,0 +1,34 @@
+"""Open the embedded storage of a standalone broker under its data directory:
+the SQLite metadata store and the file-based managed ledger factory."""
+
+from __future__ import annotations
+
+from magnetar.broker.config import BrokerConfig
+from magnetar.broker.storage import FileManagedLedgerFactory, SqliteMetadataStore
+from magnetar.broker.storage.api import (
+    ManagedLedgerConfig,
+    ManagedLedgerFactory,
+    MetadataStore,
+    SyncPolicy,
+)
+
+METADATA_FILE = "metadata.db"
+
+
+def ledger_config(config: BrokerConfig) -> ManagedLedgerConfig:
+    return ManagedLedgerConfig(sync_policy=SyncPolicy(config.sync_policy))
+
+
+async def open_storage(config: BrokerConfig) -> tuple[ManagedLedgerFactory, MetadataStore]:
+    """The factory and the metadata store; the caller closes both (factory first)."""
+    data_dir = config.data_dir
+    data_dir.mkdir(parents=True, exist_ok=True)
+    store = await SqliteMetadataStore.open(str(data_dir / METADATA_FILE))
+    try:
+        factory = await FileManagedLedgerFactory.create(
+            str(data_dir), ledger_config(config), store=store
+        )
+    except BaseException:
+        await store.close()
+        raise
+    return factory, store

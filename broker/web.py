@@ -1,0 +1,33 @@
+"""The broker's HTTP side: `/metrics`, health, and (later) the admin REST API.
+
+Health answers 200 "ok" while the broker serves and 503 while it starts or
+stops, on Pulsar's `/admin/v2/brokers/health` and the classic `/status.html`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from aiohttp import web
+
+from magnetar.broker.metrics import CONTENT_TYPE_LATEST, BrokerMetrics
+
+HEALTH_PATHS = ("/admin/v2/brokers/health", "/status.html")
+
+
+def build_app(metrics: BrokerMetrics, is_healthy: Callable[[], bool]) -> web.Application:
+    async def metrics_handler(_request: web.Request) -> web.Response:
+        body = metrics.render()
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    async def health_handler(_request: web.Request) -> web.Response:
+        if is_healthy():
+            return web.Response(text="ok", content_type="text/plain")
+        return web.Response(text="not ready", status=503, content_type="text/plain")
+
+    app = web.Application()
+    app.router.add_get("/metrics", metrics_handler)
+    app.router.add_get("/metrics/", metrics_handler)
+    for path in HEALTH_PATHS:
+        app.router.add_get(path, health_handler)
+    return app

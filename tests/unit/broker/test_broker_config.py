@@ -1,0 +1,80 @@
+"""Broker configuration: TOML < environment < command line, validated once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from magnetar.broker.__main__ import build_parser, config_from_args
+from magnetar.broker.config import BrokerConfig, ConfigError, load_config
+
+
+def test_defaults() -> None:
+    config = load_config(env={})
+    assert config == BrokerConfig()
+    assert config.port == 6650
+    assert config.http_port == 8080
+    assert config.bind == "127.0.0.1"
+    assert config.data_dir == Path("./data")
+    assert config.max_message_size == 5 * 1024 * 1024
+    assert config.allow_auto_topic_creation is True
+    assert config.sync_policy == "fsync"
+
+
+def test_precedence_file_env_cli(tmp_path: Path) -> None:
+    toml = tmp_path / "broker.toml"
+    toml.write_text('port = 7000\nhttp_port = 7001\nlog_format = "json"\nbind = "0.0.0.0"\n')
+    config = load_config(
+        config_file=toml,
+        env={"MAGNETAR_PORT": "7100", "MAGNETAR_ALLOW_AUTO_TOPIC_CREATION": "false", "HOME": "x"},
+        overrides={"port": "7200", "data_dir": None},
+    )
+    assert config.port == 7200  # CLI wins
+    assert config.http_port == 7001  # from the file
+    assert config.allow_auto_topic_creation is False  # from the environment
+    assert config.log_format == "json"
+    assert config.advertised_host == "127.0.0.1"  # bind-all advertises loopback
+
+
+def test_cli_parser_maps_to_config(tmp_path: Path) -> None:
+    args = build_parser().parse_args(
+        ["standalone", "--port", "0", "--http-port", "0", "--data-dir", str(tmp_path)]
+    )
+    config = config_from_args(args)
+    assert (config.port, config.http_port, config.data_dir) == (0, 0, tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"MAGNETAR_PORT": "eighty"}, "MAGNETAR_PORT"),
+        ({"MAGNETAR_PORT": "70000"}, "port"),
+        ({"MAGNETAR_SYNC_POLICY": "sometimes"}, "fsync, interval, none"),
+        ({"MAGNETAR_ALLOW_AUTO_TOPIC_CREATION": "maybe"}, "boolean"),
+        ({"MAGNETAR_NO_SUCH_KEY": "1"}, "unknown setting MAGNETAR_NO_SUCH_KEY"),
+        ({"MAGNETAR_MAX_MESSAGE_SIZE": "10"}, "max_message_size"),
+    ],
+)
+def test_bad_values_are_named(env: dict[str, str], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load_config(env=env)
+
+
+def test_bad_toml_is_reported(tmp_path: Path) -> None:
+    toml = tmp_path / "bad.toml"
+    toml.write_text("port = \n")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_config(config_file=toml, env={})
+    toml.write_text("colour = 'blue'\n")
+    with pytest.raises(ConfigError, match="unknown key 'colour'"):
+        load_config(config_file=toml, env={})
+
+
+def test_config_is_frozen() -> None:
+    config = load_config(env={})
+    with pytest.raises(AttributeError):
+        config.port = 1  # type: ignore[misc]
+    assert config.replace(port=0).port == 0
+    with pytest.raises(ConfigError):
+        config.replace(port=-1)
