@@ -8,15 +8,16 @@
   int32 (`& 0x7fffffff`):
   * BoostHash: `boost::hash<std::string>` of the UTF-8 bytes. It is the C++
     client's default, and the Python `pulsar-client` (3.13, C++ core 4.2) cannot
-    change it, so it is what the official Python client uses. The C++ client is
-    built against Boost >= 1.81, whose string hash is a 64-bit "mulx" hash
-    (64-bit reads, multiply-xor-fold); `boost_hash` re-implements it from the
-    algorithm's description. Verified empirically (tests/integration/proto/
-    test_official_routing.py): the official client, producing with keys to a
-    fake broker that reports N partitions, picks `boost_hash(key) % N` for
-    every key tried (ASCII and multi-byte UTF-8, lengths 1 to 40, N = 3..16);
-    the older Boost hash_combine hashes, std::hash, murmur3 and Java's hash
-    all disagree with it. An empty key counts as no key (round robin).
+    change it, so it is what the official Python client uses. The wheel's
+    Boost is recent enough that its string hash is the 64-bit "mulx" hash
+    (8-byte little-endian reads, multiply-and-fold), not the old hash_combine
+    loop; `boost_hash` re-implements it from the algorithm's description.
+    Verified empirically (tests/integration/proto/test_official_routing.py):
+    the official client, producing with keys to a fake broker that reports N
+    partitions, picks `boost_hash(key) % N` for every key tried (ASCII and
+    multi-byte UTF-8, 1 to 40 chars, N in {3, 5, 7, 16}); the old hash_combine
+    variants, libstdc++ std::hash, murmur3 and both Java string hashes match
+    about 1 key in N. An empty key counts as no key (round robin).
   * JavaStringHash: Java's `String.hashCode()` (31*h + UTF-16 code unit,
     wrapping at 32 bits); the Java client's default. The C++ client's
     JavaStringHash sums *signed UTF-8 bytes* instead, which only agrees for
