@@ -310,7 +310,8 @@ class ManagedCursor(ABC):
         """Read from the read position, skipping deleted entries; advance past them.
 
         Returns [] when nothing is available. Returns at least one entry when one
-        is available, even above ``max_bytes``. One read at a time per cursor
+        is available, even above ``max_bytes`` (which counts each entry as its
+        data plus a 12-byte record header). One read at a time per cursor
         (:class:`ConcurrentReadError`). A ``seek``/``rewind`` during the read
         wins: the read position is then not advanced by this read.
         """
@@ -442,6 +443,7 @@ class ManagedLedger(ABC):
 
         Positions in deleted (trimmed) ledgers are skipped. Returns [] when
         nothing at/after start exists; at least one entry when one does.
+        ``max_bytes`` counts each entry as its data plus a 12-byte header.
         """
 
     @abstractmethod

@@ -223,7 +223,7 @@ class ManagedCursorImpl(ManagedCursor):
             nxt = self._ranges.range_at_or_after(pos)
             if nxt is not None and nxt[0].ledger_id == pos.ledger_id:
                 n = min(n, nxt[0].entry_id - pos.entry_id)
-            got, nbytes = await ml.read_in_ledger(info, pos.entry_id, n, budget)
+            got, nbytes = await ml.read_in_ledger(info, pos.entry_id, n, budget, not out)
             if not got:
                 break
             out.extend(got)

@@ -71,6 +71,19 @@ class LedgerContext:
     on_closed: Callable[[ManagedLedgerImpl], None]
 
 
+@dataclass(slots=True)
+class LedgerStats:
+    """Counters for metrics and tests."""
+
+    groups_written: int = 0
+    entries_written: int = 0
+    bytes_written: int = 0
+    cache_reads: int = 0
+    disk_reads: int = 0
+    disk_read_entries: int = 0
+    rollovers: int = 0
+
+
 def ledger_meta_path(name: str) -> str:
     return f"{ML_ROOT}/{quote(name, safe='')}"
 
@@ -112,6 +125,7 @@ class ManagedLedgerImpl(ManagedLedger):
         self.durable_mark_deletes: dict[str, Position] = {}
         self._opening_cursors: dict[str, asyncio.Future[ManagedCursorImpl]] = {}
         self._sync = config.sync_policy is SyncPolicy.FSYNC
+        self.stats = LedgerStats()
 
     # ------------------------------------------------------------------ accessors
 
@@ -248,7 +262,12 @@ class ManagedLedgerImpl(ManagedLedger):
             Entry(Position(ledger_id, first_id + i), data, nm)
             for i, (data, nm) in enumerate(zip(datas, nmsgs, strict=True))
         ]
-        info.cache.append(entries, ends[-1] - start - HEADER_SIZE * len(entries))
+        nbytes = ends[-1] - start - HEADER_SIZE * len(entries)
+        info.cache.append(entries, nbytes)
+        stats = self.stats
+        stats.groups_written += 1
+        stats.entries_written += len(entries)
+        stats.bytes_written += nbytes
         self._lac = entries[-1].position
         for fut, entry in zip(futs, entries, strict=True):
             if not fut.done():
@@ -274,6 +293,7 @@ class ManagedLedgerImpl(ManagedLedger):
             old.closed_at = None
             await self.run_blocking(_close_and_unlink, lf)
             raise
+        self.stats.rollovers += 1
         log.debug("ledger rolled over", ledger=self._name, closed=old.ledger_id, new=new_id)
         self.schedule_trim()
 
@@ -323,11 +343,11 @@ class ManagedLedgerImpl(ManagedLedger):
             if info is None:
                 break
             got, nbytes = await self.read_in_ledger(
-                info, pos.entry_id, max_entries - len(out), budget
+                info, pos.entry_id, max_entries - len(out), budget, not out
             )
             if not got:
-                if info is self.layout.current:
-                    break
+                if info is self.layout.current or pos.entry_id < info.entry_count:
+                    break  # the end, or the byte budget is spent
                 pos = self.layout.normalize(Position(pos.ledger_id, info.entry_count))
                 continue
             out.extend(got)
@@ -336,9 +356,19 @@ class ManagedLedgerImpl(ManagedLedger):
         return out
 
     async def read_in_ledger(
-        self, info: LedgerInfo, first: int, max_entries: int, max_bytes: int
+        self,
+        info: LedgerInfo,
+        first: int,
+        max_entries: int,
+        max_bytes: int,
+        at_least_one: bool = True,
     ) -> tuple[list[Entry], int]:
-        """Up to ``max_entries`` from entry ``first`` of one ledger: cache, else disk."""
+        """Up to ``max_entries`` from entry ``first`` of one ledger: cache, else disk.
+
+        Returns the entries and their size counted as records (data plus a
+        12-byte header each), which is what ``max_bytes`` bounds. [] when
+        ``first`` does not exist, or nothing fits and not ``at_least_one``.
+        """
         lf = info.file
         offsets = lf.offsets
         count = len(offsets) - 1
@@ -346,10 +376,15 @@ class ManagedLedgerImpl(ManagedLedger):
             return [], 0
         end = min(count, first + max_entries)
         base = offsets[first]
-        end = max(first + 1, bisect.bisect_right(offsets, base + max_bytes, first + 1, end + 1) - 1)
+        end = bisect.bisect_right(offsets, base + max_bytes, first + 1, end + 1) - 1
+        if end <= first:
+            if not at_least_one:
+                return [], 0
+            end = first + 1
         cached = info.cache.get_range(first, end - first)
         if len(cached) == end - first:
-            return cached, offsets[end] - base - HEADER_SIZE * len(cached)
+            self.stats.cache_reads += 1
+            return cached, offsets[end] - base
         limit = base + self._config.max_read_bytes
         end = max(first + 1, min(end, bisect.bisect_right(offsets, limit, first + 1, end + 1) - 1))
         span = offsets[first : end + 1]
@@ -364,7 +399,9 @@ class ManagedLedgerImpl(ManagedLedger):
             lf.refs -= 1
             if lf.refs == 0 and self.layout.get(info.ledger_id) is not info:
                 lf.close()  # trimmed while we read
-        return entries, span[-1] - span[0] - HEADER_SIZE * len(entries)
+        self.stats.disk_reads += 1
+        self.stats.disk_read_entries += len(entries)
+        return entries, span[-1] - span[0]
 
     async def read_positions(self, positions: Sequence[Position]) -> list[Entry]:
         self.check_open()
@@ -399,7 +436,7 @@ class ManagedLedgerImpl(ManagedLedger):
             try:
                 await fut
             finally:
-                if not fut.done() and fut in self._entry_waiters:
+                if fut in self._entry_waiters:
                     self._entry_waiters.remove(fut)
 
     # ---------------------------------------------------------------------- cursors

@@ -59,8 +59,7 @@ class DeletedRanges:
         i = ranges.bisect_right(position) - 1
         if i < 0:
             return False
-        start = ranges.iloc[i]
-        end: Position = ranges[start][0]
+        end: Position = ranges.peekitem(i)[1][0]
         return position <= end
 
     def range_at_or_after(self, position: Position) -> tuple[Position, Position] | None:
@@ -68,21 +67,20 @@ class DeletedRanges:
         ranges = self._ranges
         i = ranges.bisect_right(position) - 1
         if i >= 0:
-            start = ranges.iloc[i]
-            end: Position = ranges[start][0]
-            if position <= end:
-                return start, end
+            start, value = ranges.peekitem(i)
+            if position <= value[0]:
+                return start, value[0]
         i += 1
         if i < len(ranges):
-            start = ranges.iloc[i]
-            return start, ranges[start][0]
+            start, value = ranges.peekitem(i)
+            return start, value[0]
         return None
 
     def first(self) -> tuple[Position, Position] | None:
         if not self._ranges:
             return None
-        start = self._ranges.iloc[0]
-        return start, self._ranges[start][0]
+        start, value = self._ranges.peekitem(0)
+        return start, value[0]
 
     def add(self, position: Position) -> bool:
         """Add one position; False if it was already there."""
@@ -91,8 +89,7 @@ class DeletedRanges:
         i = ranges.bisect_right(position) - 1
         left_start: Position | None = None
         if i >= 0:
-            left_start = ranges.iloc[i]
-            left = ranges[left_start]
+            left_start, left = ranges.peekitem(i)
             if position <= left[0]:
                 return False
             if space.next_position(left[0]) != position:
@@ -145,7 +142,7 @@ class DeletedRanges:
         """Forget every deleted position at or before ``position``."""
         ranges = self._ranges
         while ranges:
-            start = ranges.iloc[0]
+            start = ranges.peekitem(0)[0]
             if start > position:
                 return
             end, n, m = ranges.popitem(0)[1]

@@ -1,0 +1,153 @@
+"""SqliteMetadataStore: get / put with version / delete / children / watch."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from magnetar.broker.storage import (
+    BadVersion,
+    MetadataStoreClosed,
+    NotEmpty,
+    NotFound,
+    Notification,
+    NotificationType,
+    SqliteMetadataStore,
+)
+
+
+async def test_put_get_and_versions(tmp_path: Path) -> None:
+    store = await SqliteMetadataStore.open(str(tmp_path / "m.db"))
+    try:
+        assert await store.get("/a/b") is None
+        stat = await store.put("/a/b", b"one")
+        assert stat.version == 0
+        got = await store.get("/a/b")
+        assert got is not None and got.value == b"one" and got.stat.version == 0
+        stat = await store.put("/a/b", b"two", expected_version=0)
+        assert stat.version == 1
+        with pytest.raises(BadVersion):
+            await store.put("/a/b", b"three", expected_version=0)
+        with pytest.raises(BadVersion):
+            await store.put("/a/b", b"three", expected_version=-1)
+        with pytest.raises(BadVersion):
+            await store.put("/a/new", b"x", expected_version=3)
+        assert (await store.put("/a/new", b"x", expected_version=-1)).version == 0
+        got = await store.get("/a/b")
+        assert got is not None and got.value == b"two"
+    finally:
+        await store.close()
+
+
+async def test_parents_children_and_delete(tmp_path: Path) -> None:
+    store = await SqliteMetadataStore.open(str(tmp_path / "m.db"))
+    try:
+        await store.put("/x/y/z1", b"1")
+        await store.put("/x/y/z2", b"2")
+        await store.put("/x/y_/w", b"3")  # '_' and '%' must not act as wildcards
+        assert await store.exists("/x/y")
+        assert await store.get_children("/x/y") == ["z1", "z2"]
+        assert await store.get_children("/x") == ["y", "y_"]
+        assert await store.get_children("/") == ["x"]
+        with pytest.raises(NotEmpty):
+            await store.delete("/x/y")
+        with pytest.raises(BadVersion):
+            await store.delete("/x/y/z1", expected_version=5)
+        await store.delete("/x/y/z1", expected_version=0)
+        with pytest.raises(NotFound):
+            await store.delete("/x/y/z1")
+        await store.delete_recursive("/x/y")
+        assert not await store.exists("/x/y")
+        assert not await store.exists("/x/y/z2")
+        assert await store.exists("/x/y_/w")
+        await store.delete_recursive("/nothing/here")
+    finally:
+        await store.close()
+
+
+async def test_data_survives_reopen(tmp_path: Path) -> None:
+    path = str(tmp_path / "m.db")
+    store = await SqliteMetadataStore.open(path)
+    await store.put("/k", b"v")
+    await store.put("/k", b"v2")
+    await store.close()
+    store = await SqliteMetadataStore.open(path)
+    try:
+        got = await store.get("/k")
+        assert got is not None and got.value == b"v2" and got.stat.version == 1
+    finally:
+        await store.close()
+
+
+async def test_concurrent_compare_and_set_lets_exactly_one_win(tmp_path: Path) -> None:
+    store = await SqliteMetadataStore.open(str(tmp_path / "m.db"))
+    try:
+        await store.put("/c", b"0")
+        results = await asyncio.gather(
+            *[store.put("/c", str(i).encode(), expected_version=0) for i in range(20)],
+            return_exceptions=True,
+        )
+        assert sum(1 for r in results if not isinstance(r, BaseException)) == 1
+        assert all(isinstance(r, BadVersion) for r in results if isinstance(r, BaseException))
+        got = await store.get("/c")
+        assert got is not None and got.stat.version == 1
+    finally:
+        await store.close()
+
+
+async def test_listeners_hear_changes(tmp_path: Path) -> None:
+    store = await SqliteMetadataStore.open(str(tmp_path / "m.db"))
+    heard: list[Notification] = []
+    unregister = store.register_listener(heard.append)
+    try:
+        await store.put("/n/a", b"1")
+        await store.put("/n/a", b"2")
+        await store.delete("/n/a")
+        await asyncio.sleep(0)
+        assert Notification(NotificationType.CREATED, "/n") in heard
+        assert Notification(NotificationType.CREATED, "/n/a") in heard
+        assert Notification(NotificationType.MODIFIED, "/n/a") in heard
+        assert Notification(NotificationType.DELETED, "/n/a") in heard
+        assert Notification(NotificationType.CHILDREN_CHANGED, "/n") in heard
+        unregister()
+        count = len(heard)
+        await store.put("/n/b", b"1")
+        await asyncio.sleep(0)
+        assert len(heard) == count
+    finally:
+        await store.close()
+
+
+async def test_close_is_idempotent_and_later_calls_fail(tmp_path: Path) -> None:
+    store = await SqliteMetadataStore.open(str(tmp_path / "m.db"))
+    await store.put("/a", b"1")
+    await store.close()
+    await store.close()
+    with pytest.raises(MetadataStoreClosed):
+        await store.get("/a")
+
+
+async def test_invalid_paths_are_refused(tmp_path: Path) -> None:
+    store = await SqliteMetadataStore.open(str(tmp_path / "m.db"))
+    try:
+        for bad in ("a", "/a/", "/a//b", ""):
+            with pytest.raises(ValueError):
+                await store.put(bad, b"")
+    finally:
+        await store.close()
+
+
+async def test_wal_mode_is_on(tmp_path: Path) -> None:
+    import sqlite3
+
+    path = str(tmp_path / "m.db")
+    store = await SqliteMetadataStore.open(path)
+    await store.put("/a", b"1")
+    await store.close()
+    conn = sqlite3.connect(path)
+    try:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    finally:
+        conn.close()
