@@ -42,8 +42,15 @@ async def open_ledger(
                 if not last:
                     log.error("ledger file missing", ledger=name, ledger_id=rec.ledger_id)
                 continue
-            if cut:
+            if cut and last:
                 log.warning("cut a torn tail", ledger=name, ledger_id=rec.ledger_id, bytes=cut)
+            elif cut:
+                log.error(
+                    "closed ledger has bytes after its last record; not served",
+                    ledger=name,
+                    ledger_id=rec.ledger_id,
+                    bytes=cut,
+                )
             if rec.entries >= 0 and rec.entries != lf.entry_count:
                 log.error(
                     "ledger entry count differs from its record",
