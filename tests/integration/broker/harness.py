@@ -1,0 +1,281 @@
+"""Test harness: a real broker on a background thread, and a raw protocol client.
+
+`BrokerThread` runs a BrokerServer on its own event loop in a daemon thread,
+bound to port 0 (or a given port, for restarts on the same address). The
+official client blocks its caller, so the broker must not share the test's
+thread. `RawClient` speaks the wire protocol with our codec over a blocking
+socket, for hostile-input and exact-order tests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import socket
+import threading
+import time
+from collections.abc import Coroutine
+from pathlib import Path
+from types import TracebackType
+from typing import Any, TypeVar
+
+from magnetar.broker.config import BrokerConfig
+from magnetar.broker.server import BrokerServer
+from magnetar.proto import pulsar_api_pb2 as pb
+from magnetar.proto.errors import ProtocolError
+from magnetar.proto.frames import (
+    Frame,
+    FrameDecoder,
+    Payload,
+    command_name,
+    encode_command,
+    encode_payload_command,
+)
+
+T = pb.BaseCommand
+R = TypeVar("R")
+TIMEOUT = 10.0
+
+
+class BrokerThread:
+    """A broker serving from a background thread; `stop()` shuts it down cleanly."""
+
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.server: BrokerServer | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
+
+    @property
+    def url(self) -> str:
+        assert self.server is not None
+        return self.server.service_url
+
+    @property
+    def http_url(self) -> str:
+        assert self.server is not None
+        return self.server.http_url
+
+    @property
+    def port(self) -> int:
+        assert self.server is not None
+        return self.server.port
+
+    def start(self) -> BrokerThread:
+        self._ready.clear()
+        self._thread = threading.Thread(target=self._run, name="magnetar-broker", daemon=True)
+        self._thread.start()
+        if not self._ready.wait(TIMEOUT):
+            raise TimeoutError("broker did not start")
+        if self._error is not None:
+            raise self._error
+        return self
+
+    def _run(self) -> None:
+        loop = _new_loop()
+        self._loop = loop
+        try:
+            loop.run_until_complete(self._start())
+            self._ready.set()
+            loop.run_forever()
+        finally:
+            self._ready.set()
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.close()
+
+    async def _start(self) -> None:
+        self.server = BrokerServer(self.config)
+        try:
+            await self.server.start()
+        except BaseException as exc:
+            self._error = exc
+
+    def call(self, coro: Coroutine[Any, Any, R]) -> R:
+        """Run a coroutine on the broker's loop and wait for its result."""
+        assert self._loop is not None
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(TIMEOUT)
+
+    def stop(self) -> None:
+        if self._loop is None or self._thread is None:
+            return
+        if self.server is not None and self._error is None:
+            self.call(self.server.shutdown())
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(TIMEOUT)
+        assert not self._thread.is_alive(), "broker thread did not stop"
+        self._loop = None
+        self._thread = None
+
+    def restart(self, **changes: Any) -> BrokerThread:
+        """Stop, then start a new broker on the same data directory and port."""
+        port = self.port
+        self.stop()
+        self.config = self.config.replace(port=port, **changes)
+        self.server = None
+        return self.start()
+
+    def __enter__(self) -> BrokerThread:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+def _new_loop() -> asyncio.AbstractEventLoop:
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.new_event_loop()
+    loop: asyncio.AbstractEventLoop = uvloop.new_event_loop()
+    return loop
+
+
+def broker_config(data_dir: Path, **changes: Any) -> BrokerConfig:
+    """A test configuration: ephemeral ports, its own data directory."""
+    settings: dict[str, Any] = {"data_dir": data_dir, "port": 0, "http_port": 0}
+    settings.update(changes)
+    return BrokerConfig(**settings)
+
+
+class RawClient:
+    """A blocking, frame-level client built on our codec."""
+
+    def __init__(self, host: str, port: int, timeout: float = 5.0) -> None:
+        self.sock = socket.create_connection((host, port), timeout=timeout)
+        self.decoder = FrameDecoder()
+        self._request_ids = itertools.count(1)
+        self.received: list[Frame] = []
+
+    @classmethod
+    def for_broker(cls, broker: BrokerThread) -> RawClient:
+        return cls(broker.config.advertised_host, broker.port)
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def __enter__(self) -> RawClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def request_id(self) -> int:
+        return next(self._request_ids)
+
+    def send_raw(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def send(self, *bodies: Any) -> None:
+        """Send Command* bodies (each wrapped in a BaseCommand) in one write."""
+        from magnetar.proto.frames import wrap
+
+        self.sock.sendall(b"".join(encode_command(wrap(body)) for body in bodies))
+
+    def send_payload(self, body: Any, payload: Payload) -> None:
+        from magnetar.proto.frames import wrap
+
+        self.sock.sendall(encode_payload_command(wrap(body), payload))
+
+    def next_frame(self, timeout: float = 5.0) -> Frame:
+        """The next frame; raises EOFError when the broker closed the connection."""
+        deadline = time.monotonic() + timeout
+        while True:
+            frame = self.decoder.next_frame()
+            if frame is not None:
+                self.received.append(frame)
+                return frame
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError("no frame from the broker")
+            self.sock.settimeout(remaining)
+            data = self.sock.recv(65536)
+            if not data:
+                raise EOFError("connection closed by the broker")
+            self.decoder.feed(data)
+
+    def expect(self, command_type: int, timeout: float = 5.0) -> Frame:
+        """Skip PINGs (answering them) until a frame of `command_type` arrives."""
+        while True:
+            frame = self.next_frame(timeout)
+            if frame.type == T.PING and command_type != T.PING:
+                self.send(pb.CommandPong())
+                continue
+            if frame.type != command_type:
+                raise AssertionError(f"expected {command_name(command_type)}, got {frame}")
+            return frame
+
+    def wait_closed(self, timeout: float = 5.0) -> list[Frame]:
+        """Read until the broker closes; return the frames seen on the way."""
+        seen: list[Frame] = []
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                seen.append(self.next_frame(max(deadline - time.monotonic(), 0.01)))
+            except EOFError:
+                return seen
+            except ConnectionResetError:
+                return seen
+            except ProtocolError:
+                continue
+
+    def connect(self, protocol_version: int = 20) -> pb.CommandConnected:
+        self.send(pb.CommandConnect(client_version="raw-test", protocol_version=protocol_version))
+        return self.expect(T.CONNECTED).command.connected
+
+    def create_producer(self, topic: str, producer_id: int = 1) -> pb.CommandProducerSuccess:
+        self.send(
+            pb.CommandProducer(topic=topic, producer_id=producer_id, request_id=self.request_id())
+        )
+        return self.expect(T.PRODUCER_SUCCESS).command.producer_success
+
+    def publish(self, producer_id: int, sequence_id: int, data: bytes) -> pb.CommandSendReceipt:
+        metadata = pb.MessageMetadata(
+            producer_name="raw", sequence_id=sequence_id, publish_time=int(time.time() * 1000)
+        )
+        self.send_payload(
+            pb.CommandSend(producer_id=producer_id, sequence_id=sequence_id),
+            Payload.build(metadata, data),
+        )
+        return self.expect(T.SEND_RECEIPT).command.send_receipt
+
+    def subscribe(
+        self,
+        topic: str,
+        subscription: str,
+        consumer_id: int,
+        sub_type: int = pb.CommandSubscribe.Shared,
+        *,
+        priority_level: int = 0,
+        name: str = "",
+        earliest: bool = True,
+    ) -> None:
+        self.send(
+            pb.CommandSubscribe(
+                topic=topic,
+                subscription=subscription,
+                subType=sub_type,  # type: ignore[arg-type]
+                consumer_id=consumer_id,
+                request_id=self.request_id(),
+                consumer_name=name or f"consumer-{consumer_id}",
+                priority_level=priority_level,
+                initialPosition=pb.CommandSubscribe.Earliest
+                if earliest
+                else pb.CommandSubscribe.Latest,
+            )
+        )
+        self.expect(T.SUCCESS)
+
+
+def free_port() -> int:
+    with contextlib.closing(socket.socket()) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port

@@ -1,0 +1,355 @@
+"""The official `pulsar-client` against a real Magnetar broker on port 0.
+
+Producing, Exclusive and Shared subscriptions, acks, redelivery and restarts,
+with the unmodified C++-based client (short timeouts, closed in `finally`).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+import pulsar
+import pytest
+
+from tests.integration.broker.conftest import BrokerFactory
+from tests.integration.broker.harness import BrokerThread
+from tests.support.official import official_client
+
+pytestmark = pytest.mark.official
+
+Shared = pulsar.ConsumerType.Shared
+Earliest = pulsar.InitialPosition.Earliest
+RECEIVE_MS = 5000
+
+
+def _topic(prefix: str = "t") -> str:
+    return f"persistent://public/default/{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+def _drain(consumer: Any, *, idle_ms: int = 300, ack: bool = True) -> list[Any]:
+    """Receive until the consumer is idle for `idle_ms`."""
+    got: list[Any] = []
+    while True:
+        try:
+            msg = consumer.receive(timeout_millis=idle_ms)
+        except pulsar.Timeout:
+            return got
+        got.append(msg)
+        if ack:
+            consumer.acknowledge(msg)
+
+
+def test_produce_consume_one_message(broker: BrokerThread) -> None:
+    """SEM-9: CONNECT, lookup, PRODUCER, SEND -> receipt; SUBSCRIBE, FLOW, MESSAGE, ACK."""
+    topic = _topic()
+    with official_client(broker.url) as client:
+        consumer = client.subscribe(topic, "sub")
+        producer = client.create_producer(topic)
+        msg_id = producer.send(b"hello", properties={"k": "v"}, partition_key="key-1")
+        msg = consumer.receive(timeout_millis=RECEIVE_MS)
+        assert msg.data() == b"hello"
+        assert msg.properties() == {"k": "v"}
+        assert msg.partition_key() == "key-1"
+        assert msg.redelivery_count() == 0
+        assert msg.message_id() == msg_id
+        assert msg_id.entry_id() == 0  # WIRE 8: entry ids start at 0 on a new topic
+        assert msg.topic_name() == topic
+        consumer.acknowledge(msg)
+        assert producer.producer_name()  # broker-assigned, non-empty
+
+
+@pytest.mark.parametrize("batching", [False, True], ids=["unbatched", "batched"])
+def test_many_messages_round_trip(broker: BrokerThread, batching: bool) -> None:
+    """Keys, properties and payloads come back equal and in order (Exclusive)."""
+    topic = _topic()
+    count = 500
+    sent = [
+        (f"payload-{i}".encode() * (1 + i % 5), {"i": str(i), "even": str(i % 2 == 0)}, f"k{i % 7}")
+        for i in range(count)
+    ]
+    with official_client(broker.url) as client:
+        consumer = client.subscribe(topic, "sub", initial_position=Earliest)
+        producer = client.create_producer(
+            topic, batching_enabled=batching, batching_max_publish_delay_ms=5
+        )
+        results: list[Any] = []
+        for data, props, key in sent:
+            producer.send_async(
+                data, lambda res, _mid: results.append(res), properties=props, partition_key=key
+            )
+        producer.flush()
+        assert results == [pulsar.Result.Ok] * count
+        got = []
+        for _ in range(count):
+            msg = consumer.receive(timeout_millis=RECEIVE_MS)
+            got.append((msg.data(), msg.properties(), msg.partition_key()))
+            consumer.acknowledge(msg)
+        assert got == sent
+        if batching:
+            # Fewer entries than messages: the broker stored batches whole.
+            assert msg.message_id().entry_id() < count - 1
+        assert _drain(consumer, idle_ms=200) == []
+
+
+def test_exclusive_refuses_second_consumer(broker: BrokerThread) -> None:
+    """SEM-4.1: a second consumer on an Exclusive subscription gets ConsumerBusy."""
+    topic = _topic()
+    with official_client(broker.url) as client:
+        first = client.subscribe(topic, "sub")
+        with pytest.raises(pulsar.ConsumerBusy):
+            client.subscribe(topic, "sub")
+        # A Shared consumer on the same (Exclusive) subscription is refused too.
+        with pytest.raises(pulsar.ConsumerBusy):
+            client.subscribe(topic, "sub", consumer_type=Shared)
+        first.close()
+        again = client.subscribe(topic, "sub")
+        again.close()
+
+
+def test_shared_three_consumers_each_message_once(broker: BrokerThread) -> None:
+    """SEM-4.3: on Shared every message goes to exactly one consumer."""
+    topic = _topic()
+    count = 300
+    with official_client(broker.url) as client:
+        consumers = [
+            client.subscribe(
+                topic, "shared", consumer_type=Shared, receiver_queue_size=10, consumer_name=f"c{i}"
+            )
+            for i in range(3)
+        ]
+        producer = client.create_producer(topic, batching_enabled=False)
+        for i in range(count):
+            producer.send_async(str(i).encode(), None)
+        producer.flush()
+        seen: dict[int, list[bytes]] = {i: [] for i in range(3)}
+        deadline = time.monotonic() + 20
+        while sum(len(v) for v in seen.values()) < count and time.monotonic() < deadline:
+            for i, consumer in enumerate(consumers):
+                try:
+                    msg = consumer.receive(timeout_millis=50)
+                except pulsar.Timeout:
+                    continue
+                seen[i].append(msg.data())
+                consumer.acknowledge(msg)
+        everything = [d for v in seen.values() for d in v]
+        assert sorted(everything, key=int) == [str(i).encode() for i in range(count)]
+        assert all(seen[i] for i in range(3)), "each consumer got a share"
+        for consumer in consumers:
+            assert _drain(consumer, idle_ms=200) == []
+
+
+def test_closed_consumer_unacked_go_to_others(broker: BrokerThread) -> None:
+    """SEM-3.8: a consumer closed with unacked messages hands them to the others,
+    with redelivery count 1."""
+    topic = _topic()
+    with official_client(broker.url) as client:
+        producer = client.create_producer(topic, batching_enabled=False)
+        leaver = client.subscribe(topic, "s", consumer_type=Shared, receiver_queue_size=5)
+        for i in range(5):
+            producer.send(f"m{i}".encode())
+        received = [leaver.receive(timeout_millis=RECEIVE_MS) for _ in range(5)]
+        assert [m.redelivery_count() for m in received] == [0] * 5
+        stayer = client.subscribe(topic, "s", consumer_type=Shared)
+        leaver.close()  # nothing acked
+        redelivered = _drain(stayer, idle_ms=500)
+        assert sorted(m.data() for m in redelivered) == [f"m{i}".encode() for i in range(5)]
+        assert [m.redelivery_count() for m in redelivered] == [1] * 5
+
+
+def test_negative_ack_redelivers(broker: BrokerThread) -> None:
+    """SEM-3.5, SEM-3.7: a nacked message comes back after the delay, count + 1."""
+    topic = _topic()
+    with official_client(broker.url) as client:
+        consumer = client.subscribe(
+            topic, "s", consumer_type=Shared, negative_ack_redelivery_delay_ms=100
+        )
+        producer = client.create_producer(topic)
+        producer.send(b"nack-me")
+        first = consumer.receive(timeout_millis=RECEIVE_MS)
+        consumer.negative_acknowledge(first)
+        second = consumer.receive(timeout_millis=RECEIVE_MS)
+        assert second.data() == b"nack-me"
+        assert second.message_id() == first.message_id()
+        assert second.redelivery_count() == 1
+        consumer.acknowledge(second)
+        assert _drain(consumer, idle_ms=300) == []
+
+
+def test_negative_ack_on_exclusive_redelivers(broker: BrokerThread) -> None:
+    """SEM-3.7: on Exclusive the broker rewinds to the first unacked message."""
+    topic = _topic()
+    with official_client(broker.url) as client:
+        consumer = client.subscribe(topic, "s", negative_ack_redelivery_delay_ms=100)
+        producer = client.create_producer(topic, batching_enabled=False)
+        for i in range(3):
+            producer.send(f"m{i}".encode())
+        msgs = [consumer.receive(timeout_millis=RECEIVE_MS) for _ in range(3)]
+        consumer.acknowledge(msgs[0])
+        consumer.negative_acknowledge(msgs[1])
+        consumer.acknowledge(msgs[2])
+        again = consumer.receive(timeout_millis=RECEIVE_MS)
+        assert again.data() == b"m1"
+        assert again.redelivery_count() >= 1
+        consumer.acknowledge(again)
+
+
+@pytest.mark.slow
+def test_ack_timeout_redelivers(broker: BrokerThread) -> None:
+    """SEM-3.6: received but unacked messages come back after the ack timeout.
+
+    The official Python client refuses ack timeouts under 10 s, hence slow."""
+    topic = _topic()
+    with official_client(broker.url) as client:
+        consumer = client.subscribe(
+            topic, "s", consumer_type=Shared, unacked_messages_timeout_ms=10_000
+        )
+        producer = client.create_producer(topic)
+        producer.send(b"ack-me-late")
+        first = consumer.receive(timeout_millis=RECEIVE_MS)
+        started = time.monotonic()
+        second = consumer.receive(timeout_millis=15_000)
+        assert time.monotonic() - started >= 5
+        assert second.data() == b"ack-me-late"
+        assert second.message_id() == first.message_id()
+        assert second.redelivery_count() == 1
+        consumer.acknowledge(second)
+
+
+def test_cumulative_ack_on_exclusive(broker: BrokerThread) -> None:
+    """SEM-3.2: a cumulative ack acks everything up to the message."""
+    topic = _topic()
+    with official_client(broker.url) as client:
+        producer = client.create_producer(topic, batching_enabled=False)
+        consumer = client.subscribe(topic, "s", initial_position=Earliest)
+        for i in range(10):
+            producer.send(f"m{i}".encode())
+        msgs = [consumer.receive(timeout_millis=RECEIVE_MS) for _ in range(10)]
+        consumer.acknowledge_cumulative(msgs[5])
+        consumer.close()
+        # Reconnecting: only what follows the cumulative ack comes back.
+        consumer = client.subscribe(topic, "s")
+        rest = _drain(consumer, idle_ms=500)
+        assert [m.data() for m in rest] == [f"m{i}".encode() for i in range(6, 10)]
+        assert [m.redelivery_count() for m in rest] == [1] * 4
+
+
+def test_cumulative_ack_refused_on_shared(broker: BrokerThread) -> None:
+    """SEM-3.2: Shared subscriptions do not take cumulative acks."""
+    topic = _topic()
+    with official_client(broker.url) as client:
+        consumer = client.subscribe(topic, "s", consumer_type=Shared)
+        producer = client.create_producer(topic)
+        producer.send(b"x")
+        msg = consumer.receive(timeout_millis=RECEIVE_MS)
+        with pytest.raises(pulsar.CumulativeAcknowledgementNotAllowedError):
+            consumer.acknowledge_cumulative(msg)
+
+
+def test_restart_between_produce_and_consume(broker: BrokerThread) -> None:
+    """SEM-3.9, SEM-5.2: stored messages and the subscription survive a restart."""
+    topic = _topic()
+    with official_client(broker.url) as client:
+        client.subscribe(topic, "durable", initial_position=Earliest).close()
+        producer = client.create_producer(topic, batching_enabled=False)
+        for i in range(20):
+            producer.send(f"m{i}".encode())
+    broker.restart()
+    with official_client(broker.url) as client:
+        consumer = client.subscribe(topic, "durable")
+        got = _drain(consumer, idle_ms=500)
+        assert [m.data() for m in got] == [f"m{i}".encode() for i in range(20)]
+
+
+def test_restart_between_ack_and_reconnect(broker: BrokerThread) -> None:
+    """SEM-3.9: acked messages are never delivered again after a broker restart;
+    unacked ones are."""
+    topic = _topic()
+    with official_client(broker.url) as client:
+        producer = client.create_producer(topic, batching_enabled=False)
+        consumer = client.subscribe(
+            topic, "durable", consumer_type=Shared, initial_position=Earliest
+        )
+        for i in range(10):
+            producer.send(f"m{i}".encode())
+        msgs = [consumer.receive(timeout_millis=RECEIVE_MS) for _ in range(10)]
+        acked = [m for m in msgs if int(m.data()[1:]) % 3 != 0]
+        for msg in acked:
+            consumer.acknowledge(msg)
+        consumer.close()  # flushes the grouped acks
+    broker.restart()
+    with official_client(broker.url) as client:
+        consumer = client.subscribe(topic, "durable", consumer_type=Shared)
+        again = _drain(consumer, idle_ms=500)
+        assert sorted(m.data() for m in again) == [b"m0", b"m3", b"m6", b"m9"]
+
+
+def test_batched_entries_ack_and_restart(broker: BrokerThread) -> None:
+    """SEM-2.2, SEM-3.9: batches are counted by message and acked whole."""
+    topic = _topic()
+    with official_client(broker.url) as client:
+        producer = client.create_producer(
+            topic, batching_enabled=True, batching_max_messages=10, batching_max_publish_delay_ms=50
+        )
+        consumer = client.subscribe(topic, "b", initial_position=Earliest, receiver_queue_size=20)
+        for i in range(50):
+            producer.send_async(f"m{i}".encode(), None)
+        producer.flush()
+        got = [consumer.receive(timeout_millis=RECEIVE_MS) for _ in range(50)]
+        assert [m.data() for m in got] == [f"m{i}".encode() for i in range(50)]
+        for msg in got[:30]:
+            consumer.acknowledge(msg)
+        consumer.close()
+    broker.restart()
+    with official_client(broker.url) as client:
+        consumer = client.subscribe(topic, "b")
+        rest = _drain(consumer, idle_ms=500)
+        # Whole batches of 10 were acked; nothing acked comes back.
+        assert [m.data() for m in rest] == [f"m{i}".encode() for i in range(30, 50)]
+
+
+def test_auto_topic_creation_off(broker_factory: BrokerFactory) -> None:
+    """With automatic creation off, unknown topics fail fast with TopicNotFound."""
+    broker = broker_factory(allow_auto_topic_creation=False)
+    with official_client(broker.url, operation_timeout_seconds=5) as client:
+        started = time.monotonic()
+        with pytest.raises(pulsar.TopicNotFound):
+            client.create_producer(_topic())
+        with pytest.raises(pulsar.TopicNotFound):
+            client.subscribe(_topic(), "s")
+        assert time.monotonic() - started < 4, "TopicNotFound must not be retried"
+
+
+def test_partitioned_topic(broker: BrokerThread) -> None:
+    """PARTITIONED_METADATA from the metadata store; message ids carry the partition."""
+    topic = _topic("part")
+    assert broker.server is not None and broker.server.service is not None
+    broker.call(broker.server.service.create_partitioned_topic(topic, 3))
+    with official_client(broker.url) as client:
+        consumer = client.subscribe(topic, "s", initial_position=Earliest)
+        producer = client.create_producer(topic, batching_enabled=False)
+        for i in range(30):
+            producer.send(f"m{i}".encode(), partition_key=f"key-{i}")
+        got = [consumer.receive(timeout_millis=RECEIVE_MS) for _ in range(30)]
+        assert sorted(m.data() for m in got) == sorted(f"m{i}".encode() for i in range(30))
+        partitions = {m.message_id().partition() for m in got}
+        assert partitions <= {0, 1, 2} and len(partitions) > 1
+        assert {m.topic_name() for m in got} <= {f"{topic}-partition-{i}" for i in range(3)}
+        for msg in got:
+            consumer.acknowledge(msg)
+
+
+def test_last_message_id_and_reader(broker: BrokerThread) -> None:
+    """WIRE 10: GET_LAST_MESSAGE_ID lets a reader find the end of the topic."""
+    topic = _topic()
+    with official_client(broker.url) as client:
+        producer = client.create_producer(topic, batching_enabled=False)
+        ids = [producer.send(f"m{i}".encode()) for i in range(3)]
+        reader = client.create_reader(topic, pulsar.MessageId.earliest)
+        read = []
+        while reader.has_message_available():
+            read.append(reader.read_next(timeout_millis=RECEIVE_MS).data())
+        assert read == [b"m0", b"m1", b"m2"]
+        consumer = client.subscribe(topic, "s")
+        assert consumer.get_last_message_id() == ids[-1]
