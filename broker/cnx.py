@@ -417,6 +417,7 @@ class ServerCnx(asyncio.Protocol):
             and self._in_flight_publishes >= self.config.max_pending_publish_per_connection
         ):
             self._reading_paused = True
+            self.metrics.read_pauses.inc()
             assert self._transport is not None
             self._transport.pause_reading()
 

@@ -27,6 +27,11 @@ class BrokerMetrics:
             ["reason"],
             registry=r,
         )
+        self.read_pauses = Counter(
+            "magnetar_connection_read_pauses",
+            "Times a connection stopped reading: too many publishes awaiting receipts",
+            registry=r,
+        )
         self.topics = Gauge("pulsar_topics_count", "Loaded topics", registry=r)
         self.producers = Gauge("pulsar_producers_count", "Connected producers", registry=r)
         self.consumers = Gauge("pulsar_consumers_count", "Connected consumers", registry=r)

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.integration.broker.harness import BrokerThread, broker_config
-
-BrokerFactory = Callable[..., BrokerThread]
+from tests.integration.broker.harness import BrokerFactory, BrokerThread, broker_config
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ import itertools
 import socket
 import threading
 import time
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
@@ -48,6 +48,7 @@ class BrokerThread:
         self._thread: threading.Thread | None = None
         self._ready = threading.Event()
         self._error: BaseException | None = None
+        self.leaked_tasks: list[str] = []
 
     @property
     def url(self) -> str:
@@ -83,6 +84,13 @@ class BrokerThread:
             loop.run_forever()
         finally:
             self._ready.set()
+            # Every task must have had an owner that awaited it during shutdown.
+            leftovers = asyncio.all_tasks(loop)
+            self.leaked_tasks = [repr(task) for task in leftovers]
+            for task in leftovers:
+                task.cancel()
+            if leftovers:
+                loop.run_until_complete(asyncio.gather(*leftovers, return_exceptions=True))
             loop.run_until_complete(loop.shutdown_asyncgens())
             loop.close()
 
@@ -108,6 +116,7 @@ class BrokerThread:
         assert not self._thread.is_alive(), "broker thread did not stop"
         self._loop = None
         self._thread = None
+        assert not self.leaked_tasks, f"tasks left running after shutdown: {self.leaked_tasks}"
 
     def restart(self, **changes: Any) -> BrokerThread:
         """Stop, then start a new broker on the same data directory and port."""
@@ -127,6 +136,9 @@ class BrokerThread:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+BrokerFactory = Callable[..., "BrokerThread"]
 
 
 def _new_loop() -> asyncio.AbstractEventLoop:

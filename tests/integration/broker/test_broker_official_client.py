@@ -13,8 +13,7 @@ from typing import Any
 import pulsar
 import pytest
 
-from tests.integration.broker.conftest import BrokerFactory
-from tests.integration.broker.harness import BrokerThread
+from tests.integration.broker.harness import BrokerFactory, BrokerThread
 from tests.support.official import official_client
 
 pytestmark = pytest.mark.official
@@ -353,3 +352,69 @@ def test_last_message_id_and_reader(broker: BrokerThread) -> None:
         assert read == [b"m0", b"m1", b"m2"]
         consumer = client.subscribe(topic, "s")
         assert consumer.get_last_message_id() == ids[-1]
+
+
+def test_producer_names_unique_per_topic(broker: BrokerThread) -> None:
+    """Broker-assigned names are unique; a taken name gets ProducerBusy (fatal)."""
+    topic = _topic()
+    with official_client(broker.url) as client:
+        first = client.create_producer(topic)
+        second = client.create_producer(topic)
+        assert first.producer_name() != second.producer_name()
+        assert first.last_sequence_id() == -1  # a new producer name
+        named = client.create_producer(topic, producer_name="only-one")
+        with pytest.raises(pulsar.ProducerBusy):
+            client.create_producer(topic, producer_name="only-one")
+        named.close()
+        client.create_producer(topic, producer_name="only-one").close()
+
+
+def test_exclusive_producer_access_mode(broker: BrokerThread) -> None:
+    """WIRE 7: a second Exclusive producer (or a Shared one next to it) is fenced."""
+    topic = _topic()
+    Exclusive = pulsar.ProducerAccessMode.Exclusive
+    with official_client(broker.url) as client:
+        owner = client.create_producer(topic, access_mode=Exclusive)
+        with pytest.raises(pulsar.ProducerFenced):
+            client.create_producer(topic, access_mode=Exclusive)
+        with pytest.raises(pulsar.ProducerFenced):
+            client.create_producer(topic)
+        owner.send(b"from the owner")
+        owner.close()
+        client.create_producer(topic, access_mode=Exclusive).close()
+
+
+def test_unsubscribe_forgets_the_cursor(broker: BrokerThread) -> None:
+    """UNSUBSCRIBE deletes the subscription: a new one starts from its initial position."""
+    topic = _topic()
+    with official_client(broker.url) as client:
+        producer = client.create_producer(topic)
+        consumer = client.subscribe(topic, "gone", initial_position=Earliest)
+        producer.send(b"before")
+        assert consumer.receive(timeout_millis=RECEIVE_MS).data() == b"before"
+        consumer.unsubscribe()
+        producer.send(b"while unsubscribed")
+        consumer = client.subscribe(topic, "gone")  # Latest: a brand-new cursor
+        producer.send(b"after")
+        assert [m.data() for m in _drain(consumer)] == [b"after"]
+
+
+def test_seek_to_message_id(broker: BrokerThread) -> None:
+    """WIRE 12: after SEEK the broker delivers from the entry sought and forgets
+    later acks; the official client drops that entry itself unless inclusive."""
+    topic = _topic()
+    with official_client(broker.url) as client:
+        producer = client.create_producer(topic, batching_enabled=False)
+        ids = [producer.send(f"m{i}".encode()) for i in range(5)]
+        for inclusive, expected in [(True, [b"m2", b"m3", b"m4"]), (False, [b"m3", b"m4"])]:
+            consumer = client.subscribe(
+                topic,
+                f"s-{inclusive}",
+                initial_position=Earliest,
+                start_message_id_inclusive=inclusive,
+            )
+            assert len(_drain(consumer)) == 5
+            consumer.seek(ids[2])
+            again = _drain(consumer, idle_ms=800)
+            assert [m.data() for m in again] == expected
+            consumer.close()

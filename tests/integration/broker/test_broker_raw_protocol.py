@@ -10,9 +10,8 @@ import uuid
 import pytest
 
 from magnetar.proto import pulsar_api_pb2 as pb
-from magnetar.proto.frames import Payload, encode_command, wrap
-from tests.integration.broker.conftest import BrokerFactory
-from tests.integration.broker.harness import BrokerThread, RawClient
+from magnetar.proto.frames import Payload, encode_command, encode_payload_command, wrap
+from tests.integration.broker.harness import BrokerFactory, BrokerThread, RawClient
 from tests.support.official import official_client
 
 T = pb.BaseCommand
@@ -255,3 +254,66 @@ def test_receipts_in_order_and_stored_bytes_forwarded(broker: BrokerThread) -> N
         client.send(pb.CommandFlow(consumer_id=9, messagePermits=100))
         got = [client.expect(T.MESSAGE) for _ in range(50)]
         assert [f.payload.data if f.payload else None for f in got] == payloads
+
+
+def test_subscription_creation_off(broker_factory: BrokerFactory) -> None:
+    """With automatic subscription creation off, a new name gets SubscriptionNotFound."""
+    broker = broker_factory(allow_auto_subscription_creation=False)
+    with RawClient.for_broker(broker) as client:
+        client.connect()
+        client.send(
+            pb.CommandSubscribe(
+                topic=_topic(),
+                subscription="nope",
+                subType=pb.CommandSubscribe.Shared,
+                consumer_id=1,
+                request_id=5,
+            )
+        )
+        error = client.expect(T.ERROR).command.error
+        assert (error.request_id, error.error) == (5, pb.ServerError.SubscriptionNotFound)
+        assert "nope" in error.message
+
+
+def test_graceful_shutdown_tells_clients(broker: BrokerThread) -> None:
+    """Shutdown closes producers and consumers with CLOSE_PRODUCER / CLOSE_CONSUMER
+    first, so clients reconnect elsewhere, then closes the connection."""
+    topic = _topic()
+    with RawClient.for_broker(broker) as client:
+        client.connect()
+        client.create_producer(topic, producer_id=4)
+        client.subscribe(topic, "s", 6, pb.CommandSubscribe.Exclusive)
+        broker.stop()
+        frames = client.wait_closed()
+        kinds = {f.type for f in frames}
+        assert {T.CLOSE_PRODUCER, T.CLOSE_CONSUMER} <= kinds
+        closes = [
+            f.command.close_producer.producer_id for f in frames if f.type == T.CLOSE_PRODUCER
+        ]
+        assert closes == [4]
+
+
+def test_publish_backpressure_pauses_reading(broker_factory: BrokerFactory) -> None:
+    """Too many publishes awaiting receipts stop reading until receipts drain;
+    nothing is lost and receipts stay in order."""
+    broker = broker_factory(max_pending_publish_per_connection=4)
+    topic = _topic()
+    count = 200
+    with RawClient.for_broker(broker) as client:
+        client.connect()
+        client.create_producer(topic, producer_id=1)
+        frames = []
+        for seq in range(count):
+            metadata = pb.MessageMetadata(producer_name="p", sequence_id=seq, publish_time=1)
+            frames.append(
+                encode_payload_command(
+                    wrap(pb.CommandSend(producer_id=1, sequence_id=seq)),
+                    Payload.build(metadata, b"x" * 100),
+                )
+            )
+        client.send_raw(b"".join(frames))
+        receipts = [client.expect(T.SEND_RECEIPT).command.send_receipt for _ in range(count)]
+        assert [r.sequence_id for r in receipts] == list(range(count))
+    assert broker.server is not None
+    registry = broker.server.metrics.registry
+    assert (registry.get_sample_value("magnetar_connection_read_pauses_total") or 0) > 0
