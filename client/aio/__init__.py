@@ -1,0 +1,40 @@
+"""The asynchronous client core: `Client`, producers and consumers as awaitables.
+
+async with Client("pulsar://localhost:6650") as client:
+    producer = await client.create_producer("my-topic")
+    msg_id = await producer.send(OutgoingMessage(b"hello"))
+"""
+
+from magnetar.client.aio.client import Client
+from magnetar.client.aio.consumer import Consumer
+from magnetar.client.aio.enums import (
+    BatchingType,
+    CompressionType,
+    ConsumerType,
+    InitialPosition,
+    PartitionsRoutingMode,
+    ProducerAccessMode,
+)
+from magnetar.client.aio.errors import PulsarException, Result
+from magnetar.client.aio.message import Message, OutgoingMessage
+from magnetar.client.aio.partitioned_producer import PartitionedProducer
+from magnetar.client.aio.producer import Producer
+from magnetar.proto.ids import MessageId
+
+__all__ = [
+    "BatchingType",
+    "Client",
+    "CompressionType",
+    "Consumer",
+    "ConsumerType",
+    "InitialPosition",
+    "Message",
+    "MessageId",
+    "OutgoingMessage",
+    "PartitionedProducer",
+    "PartitionsRoutingMode",
+    "Producer",
+    "ProducerAccessMode",
+    "PulsarException",
+    "Result",
+]

@@ -1,0 +1,286 @@
+"""The asynchronous Client: create producers and consumers, look topics up, close."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, TypeVar
+
+from magnetar.client.aio.config import ConsumerConfiguration, ProducerConfiguration
+from magnetar.client.aio.consumer import Consumer
+from magnetar.client.aio.context import ClientContext
+from magnetar.client.aio.enums import (
+    BatchingType,
+    CompressionType,
+    ConsumerType,
+    InitialPosition,
+    PartitionsRoutingMode,
+    ProducerAccessMode,
+)
+from magnetar.client.aio.errors import (
+    AlreadyClosed,
+    InvalidConfiguration,
+    InvalidTopicName,
+    OperationNotSupported,
+    PulsarException,
+    Timeout,
+)
+from magnetar.client.aio.lookup import ServiceUrl, lookup_service_for
+from magnetar.client.aio.partitioned_producer import PartitionedProducer
+from magnetar.client.aio.pool import ConnectionPool
+from magnetar.client.aio.producer import Producer
+from magnetar.proto.hashes import DEFAULT_HASHING_SCHEME, HashingScheme
+from magnetar.proto.naming import InvalidTopicName as _BadName
+from magnetar.proto.naming import TopicName
+
+R = TypeVar("R")
+AnyProducer = Producer | PartitionedProducer
+
+
+def parse_topic(topic: str) -> TopicName:
+    try:
+        return TopicName.parse(topic)
+    except _BadName as exc:
+        raise InvalidTopicName(str(exc)) from exc
+
+
+class Client:
+    """One client: a connection pool shared by all its producers and consumers.
+
+    Keyword names follow `pulsar.Client`; options the official client has and
+    we do not implement yet (TLS, authentication) raise InvalidConfiguration
+    when set rather than being silently ignored.
+    """
+
+    def __init__(
+        self,
+        service_url: str,
+        authentication: Any = None,
+        operation_timeout_seconds: float = 30,
+        io_threads: int = 1,
+        message_listener_threads: int = 1,
+        concurrent_lookup_requests: int = 50000,
+        log_conf_file_path: str | None = None,
+        stats_interval_in_seconds: int = 600,
+        use_tls: bool = False,
+        tls_trust_certs_file_path: str | None = None,
+        tls_allow_insecure_connection: bool = False,
+        tls_validate_hostname: bool = False,
+        logger: Any = None,
+        connection_timeout_ms: int = 10000,
+        listener_name: str | None = None,
+        *,
+        keepalive_interval_seconds: float = 30.0,
+        initial_backoff_interval_ms: int = 100,
+        max_backoff_interval_ms: int = 30000,
+    ) -> None:
+        if authentication is not None:
+            raise InvalidConfiguration("authentication is not supported yet")
+        if use_tls:
+            raise InvalidConfiguration("TLS is not supported yet")
+        self.service_url = ServiceUrl.parse(service_url)
+        self.operation_timeout = float(operation_timeout_seconds)
+        self._pool = ConnectionPool(
+            connection_timeout=connection_timeout_ms / 1000.0,
+            operation_timeout=self.operation_timeout,
+            keepalive_interval=keepalive_interval_seconds,
+        )
+        lookup = lookup_service_for(self.service_url, self._pool, self.operation_timeout)
+        self._context = ClientContext(
+            self._pool,
+            lookup,
+            operation_timeout=self.operation_timeout,
+            backoff_initial=initial_backoff_interval_ms / 1000.0,
+            backoff_max=max_backoff_interval_ms / 1000.0,
+        )
+        self._closed = False
+
+    @property
+    def context(self) -> ClientContext:
+        return self._context
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise AlreadyClosed("the client is closed")
+
+    async def _retrying(self, what: str, operation: Callable[[], Awaitable[R]]) -> R:
+        """Retry a lookup-style operation on retriable errors until the operation timeout."""
+        deadline = time.monotonic() + self.operation_timeout
+        backoff = self._context.new_backoff()
+        while True:
+            try:
+                return await operation()
+            except PulsarException as exc:
+                remaining = deadline - time.monotonic()
+                if not exc.retriable or self._closed:
+                    raise
+                if remaining <= 0:
+                    raise Timeout(
+                        f"{what}: gave up after {self.operation_timeout}s: {exc}"
+                    ) from exc
+                await asyncio.sleep(min(backoff.next(), remaining))
+
+    async def get_partitioned_metadata(self, topic: str | TopicName) -> int:
+        name = topic if isinstance(topic, TopicName) else parse_topic(topic)
+        return await self._retrying(
+            f"partitioned metadata of {name}",
+            lambda: self._context.lookup.get_partitioned_metadata(name),
+        )
+
+    async def get_topic_partitions(self, topic: str) -> list[str]:
+        """The partition names of `topic`, or `[topic]` when it is not partitioned."""
+        self._check_open()
+        name = parse_topic(topic)
+        count = await self.get_partitioned_metadata(name)
+        if count <= 0:
+            return [str(name)]
+        return [str(name.partition(i)) for i in range(count)]
+
+    async def create_producer(
+        self,
+        topic: str,
+        producer_name: str | None = None,
+        schema: Any = None,
+        initial_sequence_id: int | None = None,
+        send_timeout_millis: int = 30000,
+        compression_type: CompressionType = CompressionType.NONE,
+        max_pending_messages: int = 1000,
+        max_pending_messages_across_partitions: int = 50000,
+        block_if_queue_full: bool = False,
+        batching_enabled: bool = True,
+        batching_max_messages: int = 1000,
+        batching_max_allowed_size_in_bytes: int = 128 * 1024,
+        batching_max_publish_delay_ms: int = 10,
+        chunking_enabled: bool = False,
+        message_routing_mode: PartitionsRoutingMode = PartitionsRoutingMode.RoundRobinDistribution,
+        lazy_start_partitioned_producers: bool = False,
+        properties: Mapping[str, str] | None = None,
+        batching_type: BatchingType = BatchingType.Default,
+        encryption_key: str | None = None,
+        crypto_key_reader: Any = None,
+        access_mode: ProducerAccessMode = ProducerAccessMode.Shared,
+        message_router: Callable[[Any, int], int] | None = None,
+        *,
+        chunk_max_message_size: int | None = None,
+        hashing_scheme: HashingScheme = DEFAULT_HASHING_SCHEME,
+    ) -> AnyProducer:
+        """A producer (batching on by default, as in `pulsar.asyncio`)."""
+        self._check_open()
+        if schema is not None:
+            raise InvalidConfiguration("schemas are not supported yet; send bytes")
+        if encryption_key is not None or crypto_key_reader is not None:
+            raise InvalidConfiguration("end-to-end encryption is not supported yet")
+        conf = ProducerConfiguration(
+            producer_name=producer_name,
+            initial_sequence_id=initial_sequence_id,
+            send_timeout_millis=send_timeout_millis,
+            compression_type=compression_type,
+            max_pending_messages=max_pending_messages,
+            max_pending_messages_across_partitions=max_pending_messages_across_partitions,
+            block_if_queue_full=block_if_queue_full,
+            batching_enabled=batching_enabled,
+            batching_max_messages=batching_max_messages,
+            batching_max_allowed_size_in_bytes=batching_max_allowed_size_in_bytes,
+            batching_max_publish_delay_ms=batching_max_publish_delay_ms,
+            chunking_enabled=chunking_enabled,
+            message_routing_mode=message_routing_mode,
+            lazy_start_partitioned_producers=lazy_start_partitioned_producers,
+            properties=dict(properties or {}),
+            batching_type=batching_type,
+            access_mode=access_mode,
+            message_router=message_router,
+            chunk_max_message_size=chunk_max_message_size,
+            hashing_scheme=hashing_scheme,
+        )
+        conf.validate()
+        name = parse_topic(topic)
+        partitions = 0
+        if name.partition_index < 0:
+            partitions = await self.get_partitioned_metadata(name)
+        producer: AnyProducer
+        if partitions > 0:
+            producer = PartitionedProducer(self._context, name, conf, partitions)
+        else:
+            producer = Producer(self._context, name, conf, partition=name.partition_index)
+        self._context.endpoints.add(producer)
+        try:
+            await producer.start()
+        except BaseException:
+            self._context.endpoints.discard(producer)
+            await producer.close()
+            raise
+        return producer
+
+    async def subscribe(
+        self,
+        topic: str,
+        subscription_name: str,
+        consumer_type: ConsumerType = ConsumerType.Exclusive,
+        schema: Any = None,
+        message_listener: Any = None,
+        receiver_queue_size: int = 1000,
+        max_total_receiver_queue_size_across_partitions: int = 50000,
+        consumer_name: str | None = None,
+        unacked_messages_timeout_ms: int | None = None,
+        broker_consumer_stats_cache_time_ms: int = 30000,
+        negative_ack_redelivery_delay_ms: int = 60000,
+        is_read_compacted: bool = False,
+        properties: Mapping[str, str] | None = None,
+        pattern_auto_discovery_period: int = 60,
+        initial_position: InitialPosition = InitialPosition.Latest,
+        crypto_key_reader: Any = None,
+        replicate_subscription_state_enabled: bool = False,
+        max_pending_chunked_message: int = 10,
+        auto_ack_oldest_chunked_message_on_queue_full: bool = False,
+    ) -> Consumer:
+        """A consumer on one topic or one partition (the rest of the API is part 2)."""
+        self._check_open()
+        if not isinstance(topic, str):
+            raise OperationNotSupported(
+                "multi-topic and pattern subscriptions are not supported yet"
+            )
+        if schema is not None or message_listener is not None or crypto_key_reader is not None:
+            raise InvalidConfiguration("schemas, listeners and encryption are not supported yet")
+        conf = ConsumerConfiguration(
+            consumer_type=consumer_type,
+            receiver_queue_size=receiver_queue_size,
+            consumer_name=consumer_name,
+            initial_position=initial_position,
+            properties=dict(properties or {}),
+            max_pending_chunked_message=max_pending_chunked_message,
+            auto_ack_oldest_chunked_message_on_queue_full=auto_ack_oldest_chunked_message_on_queue_full,
+        )
+        conf.validate()
+        name = parse_topic(topic)
+        if name.partition_index < 0 and await self.get_partitioned_metadata(name) > 0:
+            raise OperationNotSupported(
+                f"{name} is partitioned; subscribe to its partitions "
+                "(partitioned consumers are not supported yet)"
+            )
+        consumer = Consumer(self._context, name, subscription_name, conf)
+        self._context.endpoints.add(consumer)
+        try:
+            await consumer.start()
+        except BaseException:
+            self._context.endpoints.discard(consumer)
+            await consumer.close()
+            raise
+        return consumer
+
+    async def close(self) -> None:
+        """Close every producer and consumer, then the connections (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        endpoints = list(self._context.endpoints)
+        await asyncio.gather(*(e.close() for e in endpoints), return_exceptions=True)
+        self._context.closed = True
+        await self._context.lookup.close()
+        await self._pool.close()
+
+    async def __aenter__(self) -> Client:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()

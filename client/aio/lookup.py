@@ -1,0 +1,194 @@
+"""Service URLs, topic lookup and partitioned-topic metadata.
+
+`pulsar://host:port[,host2:port2]` looks up over the binary protocol: LOOKUP
+answers Connect (here) or Redirect (ask that broker, up to 20 hops);
+`http://host:port` uses the REST endpoints the official client uses (WIRE
+"HTTP the official client uses").
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Protocol
+from urllib.parse import urlsplit
+
+import aiohttp
+
+from magnetar.client.aio.errors import (
+    ConnectError,
+    InvalidUrl,
+    LookupError,
+    PulsarException,
+    TopicNotFound,
+    from_server_error,
+)
+from magnetar.client.aio.pool import ConnectionPool
+from magnetar.proto import pulsar_api_pb2 as pb
+from magnetar.proto.naming import TopicName
+
+MAX_REDIRECTS = 20
+_LOOKUP = pb.CommandLookupTopicResponse
+_PARTITIONS = pb.CommandPartitionedTopicMetadataResponse
+
+
+@dataclass(frozen=True)
+class ServiceUrl:
+    scheme: str
+    addresses: tuple[str, ...]
+
+    @classmethod
+    def parse(cls, url: str) -> ServiceUrl:
+        try:
+            parts = urlsplit(url.strip())
+        except ValueError as exc:
+            raise InvalidUrl(f"invalid service URL {url!r}: {exc}") from exc
+        scheme = parts.scheme
+        if scheme not in ("pulsar", "http", "https", "pulsar+ssl"):
+            raise InvalidUrl(f"service URL {url!r}: scheme must be pulsar:// or http://")
+        if scheme in ("pulsar+ssl", "https"):
+            raise InvalidUrl(f"service URL {url!r}: TLS is not supported yet")
+        default_port = 6650 if scheme == "pulsar" else 8080
+        addresses = []
+        for host in parts.netloc.split(","):
+            host = host.strip()
+            if not host:
+                continue
+            if host.rsplit(":", 1)[-1].isdigit() and not host.endswith("]"):
+                addresses.append(host)
+            else:
+                addresses.append(f"{host}:{default_port}")
+        if not addresses:
+            raise InvalidUrl(f"service URL {url!r} names no host")
+        return cls(scheme, tuple(addresses))
+
+
+def address_of(broker_url: str) -> str:
+    """`pulsar://host:port/` -> `host:port`."""
+    return ServiceUrl.parse(broker_url).addresses[0]
+
+
+class LookupService(Protocol):
+    async def get_broker(self, topic: TopicName) -> str:
+        """The `host:port` of the broker serving `topic`."""
+        ...
+
+    async def get_partitioned_metadata(self, topic: TopicName) -> int:
+        """The partition count (0: not partitioned)."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+class BinaryLookupService:
+    """Lookups over the binary protocol, through the pool's shared connections."""
+
+    def __init__(self, service: ServiceUrl, pool: ConnectionPool) -> None:
+        self._service = service
+        self._pool = pool
+        self._next_host = itertools.cycle(service.addresses)
+
+    async def _service_connection(self) -> tuple[str, object]:
+        address = next(self._next_host)
+        return address, await self._pool.get_connection(address)
+
+    async def get_partitioned_metadata(self, topic: TopicName) -> int:
+        address = next(self._next_host)
+        cnx = await self._pool.get_connection(address)
+        request_id = cnx.new_request_id()
+        frame = await cnx.request(
+            pb.CommandPartitionedTopicMetadata(topic=str(topic), request_id=request_id),
+            request_id,
+        )
+        response = frame.command.partitionMetadataResponse
+        if response.response == _PARTITIONS.Failed:
+            raise _failure(response.error, response.message, "partitioned metadata", topic)
+        return int(response.partitions)
+
+    async def get_broker(self, topic: TopicName) -> str:
+        address = next(self._next_host)
+        authoritative = False
+        for _hop in range(MAX_REDIRECTS + 1):
+            cnx = await self._pool.get_connection(address)
+            request_id = cnx.new_request_id()
+            frame = await cnx.request(
+                pb.CommandLookupTopic(
+                    topic=str(topic),
+                    request_id=request_id,
+                    authoritative=authoritative,
+                    advertised_listener_name="",
+                ),
+                request_id,
+            )
+            response = frame.command.lookupTopicResponse
+            if response.response == _LOOKUP.Failed:
+                raise _failure(response.error, response.message, "lookup", topic)
+            if not response.brokerServiceUrl:
+                raise LookupError(f"lookup of {topic} answered without a broker URL")
+            target = address_of(response.brokerServiceUrl)
+            if response.response == _LOOKUP.Connect:
+                # Behind a proxy the physical connection stays on the service URL.
+                return address if response.proxy_through_service_url else target
+            address = target
+            authoritative = response.authoritative
+        raise LookupError(f"lookup of {topic} redirected more than {MAX_REDIRECTS} times")
+
+    async def close(self) -> None:
+        """Connections belong to the pool, which the client closes."""
+
+
+def _failure(error: int, message: str, what: str, topic: TopicName) -> PulsarException:
+    exc = from_server_error(error, message or f"{what} of {topic} failed")
+    return exc
+
+
+class HttpLookupService:
+    """Lookups over HTTP, as the official client does for http:// service URLs."""
+
+    def __init__(self, service: ServiceUrl, timeout: float) -> None:
+        self._service = service
+        self._next_host = itertools.cycle(service.addresses)
+        self._timeout = aiohttp.ClientTimeout(total=timeout)
+        self._session: aiohttp.ClientSession | None = None
+
+    def _http(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            self._session = aiohttp.ClientSession(timeout=self._timeout)
+        return self._session
+
+    async def _get_json(self, path: str) -> object:
+        url = f"{self._service.scheme}://{next(self._next_host)}{path}"
+        try:
+            async with self._http().get(url) as response:
+                if response.status == 404:
+                    raise TopicNotFound(f"GET {url}: 404")
+                if response.status >= 400:
+                    raise LookupError(f"GET {url}: HTTP {response.status}")
+                return await response.json(content_type=None)
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise ConnectError(f"GET {url}: {exc}") from exc
+
+    async def get_partitioned_metadata(self, topic: TopicName) -> int:
+        body = await self._get_json(
+            f"/admin/v2/{topic.rest_path}/partitions?checkAllowAutoCreation=true"
+        )
+        if not isinstance(body, dict) or not isinstance(body.get("partitions"), int):
+            raise LookupError(f"partitions of {topic}: unexpected answer {body!r}")
+        return int(body["partitions"])
+
+    async def get_broker(self, topic: TopicName) -> str:
+        body = await self._get_json(f"/lookup/v2/topic/{topic.rest_path}")
+        if not isinstance(body, dict) or not isinstance(body.get("brokerUrl"), str):
+            raise LookupError(f"lookup of {topic}: unexpected answer {body!r}")
+        return address_of(body["brokerUrl"])
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+
+def lookup_service_for(service: ServiceUrl, pool: ConnectionPool, timeout: float) -> LookupService:
+    if service.scheme == "pulsar":
+        return BinaryLookupService(service, pool)
+    return HttpLookupService(service, timeout)
