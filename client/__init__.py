@@ -1,0 +1,571 @@
+"""Magnetar's blocking client, shaped like the official `pulsar` module.
+
+    from magnetar import client as pulsar
+
+    client = pulsar.Client("pulsar://localhost:6650")
+    producer = client.create_producer("my-topic")
+    producer.send(b"hello")
+    client.close()
+
+Class, method and keyword names and defaults follow `pulsar-client`; our
+additions are extra keywords. The asynchronous core runs on a private
+event-loop thread (see `magnetar.client.aio` for the awaitable API).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from datetime import timedelta
+from typing import Any
+
+from magnetar.client.aio import client as _aio_client
+from magnetar.client.aio import consumer as _aio_consumer
+from magnetar.client.aio import message as _aio_message
+from magnetar.client.aio.enums import (
+    BatchingType,
+    CompressionType,
+    ConsumerType,
+    InitialPosition,
+    PartitionsRoutingMode,
+    ProducerAccessMode,
+)
+from magnetar.client.aio.errors import *  # noqa: F403 (the official module exports them all)
+from magnetar.client.aio.errors import (
+    AlreadyClosed,
+    ProducerQueueIsFull,
+    PulsarException,
+    Result,
+)
+from magnetar.client.aio.message import LOCAL_CLUSTER_ONLY, OutgoingMessage
+from magnetar.client.aio.partitioned_producer import PartitionedProducer as _AioPartitioned
+from magnetar.client.aio.producer import Producer as _AioProducer
+from magnetar.client.sync import LoopThread, Permits, Submitter
+from magnetar.proto import ids as _ids
+from magnetar.proto.hashes import DEFAULT_HASHING_SCHEME, HashingScheme
+
+__all__ = [
+    "BatchingType",
+    "Client",
+    "CompressionType",
+    "Consumer",
+    "ConsumerType",
+    "InitialPosition",
+    "Message",
+    "MessageId",
+    "PartitionsRoutingMode",
+    "Producer",
+    "ProducerAccessMode",
+    "PulsarException",
+    "Result",
+]
+
+SendCallbackSync = Callable[[Result, "MessageId | None"], None]
+
+
+class MessageId:
+    """A message's id, with the official client's accessors."""
+
+    __slots__ = ("_id",)
+
+    earliest: MessageId
+    latest: MessageId
+
+    def __init__(
+        self, partition: int = -1, ledger_id: int = -1, entry_id: int = -1, batch_index: int = -1
+    ) -> None:
+        self._id = _ids.MessageId(ledger_id, entry_id, partition, batch_index)
+
+    @classmethod
+    def wrap(cls, msg_id: _ids.MessageId) -> MessageId:
+        self = cls.__new__(cls)
+        self._id = msg_id
+        return self
+
+    def ledger_id(self) -> int:
+        return self._id.ledger_id
+
+    def entry_id(self) -> int:
+        return self._id.entry_id
+
+    def batch_index(self) -> int:
+        return self._id.batch_index
+
+    def partition(self) -> int:
+        return self._id.partition
+
+    def serialize(self) -> bytes:
+        return self._id.serialize()
+
+    @staticmethod
+    def deserialize(message_id_bytes: bytes, topic: str | None = None) -> MessageId:
+        return MessageId.wrap(_ids.MessageId.deserialize(message_id_bytes))
+
+    @property
+    def inner(self) -> _ids.MessageId:
+        """The id as magnetar.proto's MessageId (what the async API uses)."""
+        return self._id
+
+    def __str__(self) -> str:
+        return str(self._id)
+
+    def __repr__(self) -> str:
+        return f"MessageId{self._id}"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, MessageId) and self._id == other._id
+
+    def __hash__(self) -> int:
+        return hash(self._id)
+
+    def __lt__(self, other: MessageId) -> bool:
+        return self._id < other._id
+
+    def __le__(self, other: MessageId) -> bool:
+        return self._id <= other._id
+
+    def __gt__(self, other: MessageId) -> bool:
+        return self._id > other._id
+
+    def __ge__(self, other: MessageId) -> bool:
+        return self._id >= other._id
+
+
+MessageId.earliest = MessageId.wrap(_ids.MessageId.earliest)
+MessageId.latest = MessageId.wrap(_ids.MessageId.latest)
+
+
+class Message:
+    """A received message (official accessor names)."""
+
+    __slots__ = ("_msg", "_schema")
+
+    def __init__(self, msg: _aio_message.Message, schema: Any = None) -> None:
+        self._msg = msg
+        self._schema = schema
+
+    def data(self) -> bytes:
+        return self._msg.data()
+
+    def value(self) -> Any:
+        data = self._msg.data()
+        return self._schema.decode(data) if self._schema is not None else data
+
+    def properties(self) -> dict[str, str]:
+        return self._msg.properties()
+
+    def partition_key(self) -> str:
+        return self._msg.partition_key()
+
+    def ordering_key(self) -> str:
+        return self._msg.ordering_key()
+
+    def publish_timestamp(self) -> int:
+        return self._msg.publish_timestamp()
+
+    def event_timestamp(self) -> int:
+        return self._msg.event_timestamp()
+
+    def message_id(self) -> MessageId:
+        return MessageId.wrap(self._msg.message_id())
+
+    def topic_name(self) -> str:
+        return self._msg.topic_name()
+
+    def redelivery_count(self) -> int:
+        return self._msg.redelivery_count()
+
+    def schema_version(self) -> bytes:
+        return self._msg.schema_version()
+
+    def producer_name(self) -> str:
+        return self._msg.producer_name()
+
+    def has_null_value(self) -> bool:
+        return self._msg.has_null_value()
+
+
+def _build_message(
+    schema: Any,
+    content: Any,
+    properties: Mapping[str, str] | None,
+    partition_key: str | None,
+    ordering_key: str | None,
+    sequence_id: int | None,
+    replication_clusters: list[str] | None,
+    disable_replication: bool,
+    event_timestamp: int | None,
+    deliver_at: int | None,
+    deliver_after: timedelta | None,
+) -> OutgoingMessage:
+    null_value = content is None
+    if null_value:
+        payload = b""
+    else:
+        payload = schema.encode(content) if schema is not None else content
+        if not isinstance(payload, bytes | bytearray | memoryview):
+            raise ValueError(f"content must be bytes, got {type(payload).__name__}")
+        payload = bytes(payload)
+    if deliver_after is not None:
+        deliver_at = int(time.time() * 1000 + deliver_after.total_seconds() * 1000)
+    replicate_to = [LOCAL_CLUSTER_ONLY] if disable_replication else replication_clusters
+    return OutgoingMessage(
+        payload,
+        properties=properties,
+        partition_key=partition_key,
+        ordering_key=ordering_key,
+        sequence_id=sequence_id,
+        event_time=event_timestamp,
+        deliver_at=deliver_at,
+        replicate_to=replicate_to,
+        null_value=null_value,
+    )
+
+
+class Producer:
+    """Blocking producer; `send_async` callbacks run on the client's loop thread."""
+
+    def __init__(
+        self,
+        client: Client,
+        producer: _AioProducer | _AioPartitioned,
+        schema: Any,
+        permits: Permits,
+        block_if_queue_full: bool,
+    ) -> None:
+        self._client = client
+        self._producer = producer
+        self._schema = schema
+        self._permits = permits
+        self._block = block_if_queue_full
+        self._submit = client._submitter.submit
+
+    def topic(self) -> str:
+        return self._producer.topic()
+
+    def producer_name(self) -> str:
+        return self._producer.producer_name()
+
+    def last_sequence_id(self) -> int:
+        return self._producer.last_sequence_id()
+
+    def is_connected(self) -> bool:
+        return self._producer.is_connected()
+
+    def send(
+        self,
+        content: Any,
+        properties: Mapping[str, str] | None = None,
+        partition_key: str | None = None,
+        ordering_key: str | None = None,
+        sequence_id: int | None = None,
+        replication_clusters: list[str] | None = None,
+        disable_replication: bool = False,
+        event_timestamp: int | None = None,
+        deliver_at: int | None = None,
+        deliver_after: timedelta | None = None,
+    ) -> MessageId:
+        """Publish and block until the broker acknowledged the message."""
+        import concurrent.futures
+
+        msg = _build_message(
+            self._schema, content, properties, partition_key, ordering_key, sequence_id,
+            replication_clusters, disable_replication, event_timestamp, deliver_at, deliver_after,
+        )  # fmt: skip
+        future: concurrent.futures.Future[MessageId] = concurrent.futures.Future()
+
+        def done(result: Result, msg_id: MessageId | None, error: PulsarException | None) -> None:
+            if error is not None:
+                future.set_exception(error)
+            else:
+                assert msg_id is not None
+                future.set_result(msg_id)
+
+        self._enqueue(msg, done)
+        return future.result()
+
+    def send_async(
+        self,
+        content: Any,
+        callback: SendCallbackSync | None,
+        properties: Mapping[str, str] | None = None,
+        partition_key: str | None = None,
+        ordering_key: str | None = None,
+        sequence_id: int | None = None,
+        replication_clusters: list[str] | None = None,
+        disable_replication: bool = False,
+        event_timestamp: int | None = None,
+        deliver_at: int | None = None,
+        deliver_after: timedelta | None = None,
+    ) -> None:
+        """Queue a message; `callback(result, message_id)` runs once it is answered."""
+        msg = _build_message(
+            self._schema, content, properties, partition_key, ordering_key, sequence_id,
+            replication_clusters, disable_replication, event_timestamp, deliver_at, deliver_after,
+        )  # fmt: skip
+
+        def done(result: Result, msg_id: MessageId | None, error: PulsarException | None) -> None:
+            if callback is not None:
+                callback(result, msg_id)
+
+        self._enqueue(msg, done)
+
+    def _enqueue(
+        self,
+        msg: OutgoingMessage,
+        done: Callable[[Result, MessageId | None, PulsarException | None], None],
+    ) -> None:
+        if not self._permits.acquire(self._block):
+            error = ProducerQueueIsFull(f"producer on {self.topic()} has too many pending messages")
+            done(error.result, None, error)
+            return
+        permits = self._permits
+
+        def answered(error: PulsarException | None, msg_id: _ids.MessageId | None) -> None:
+            permits.release()
+            if error is not None:
+                done(error.result, None, error)
+            else:
+                assert msg_id is not None
+                done(Result.Ok, MessageId.wrap(msg_id), None)
+
+        self._submit(self._send_in_loop, msg, answered)
+
+    def _send_in_loop(
+        self,
+        msg: OutgoingMessage,
+        answered: Callable[[PulsarException | None, _ids.MessageId | None], None],
+    ) -> None:
+        try:
+            self._producer.send_async(msg, answered)
+        except PulsarException as exc:
+            answered(exc, None)
+
+    def _call(self, fn: Callable[[], Any]) -> Any:
+        # Runs after everything submitted before it (the submitter keeps order).
+        async def run() -> Any:
+            return await fn()
+
+        return self._client._run_ordered(run)
+
+    def flush(self) -> None:
+        """Send what is batched and wait until every pending message is answered."""
+        self._call(self._producer.flush)
+
+    def close(self) -> None:
+        self._call(self._producer.close)
+
+
+class Consumer:
+    def __init__(self, client: Client, consumer: _aio_consumer.Consumer, schema: Any) -> None:
+        self._client = client
+        self._consumer = consumer
+        self._schema = schema
+
+    def topic(self) -> str:
+        return self._consumer.topic()
+
+    def subscription_name(self) -> str:
+        return self._consumer.subscription_name()
+
+    def consumer_name(self) -> str:
+        return self._consumer.consumer_name()
+
+    def is_connected(self) -> bool:
+        return self._consumer.is_connected()
+
+    def receive(self, timeout_millis: int | None = None) -> Message:
+        msg = self._client._loop.run(self._consumer.receive(timeout_millis))
+        return Message(msg, self._schema)
+
+    def acknowledge(self, message: Message | MessageId) -> None:
+        target = message._msg if isinstance(message, Message) else message.inner
+        self._client._loop.run(self._consumer.acknowledge(target))
+
+    def unsubscribe(self) -> None:
+        self._client._loop.run(self._consumer.unsubscribe())
+
+    def close(self) -> None:
+        self._client._loop.run(self._consumer.close())
+
+
+class Client:
+    """Blocking client; one private event-loop thread per client."""
+
+    def __init__(
+        self,
+        service_url: str,
+        authentication: Any = None,
+        operation_timeout_seconds: int = 30,
+        io_threads: int = 1,
+        message_listener_threads: int = 1,
+        concurrent_lookup_requests: int = 50000,
+        log_conf_file_path: str | None = None,
+        stats_interval_in_seconds: int = 600,
+        use_tls: bool = False,
+        tls_trust_certs_file_path: str | None = None,
+        tls_allow_insecure_connection: bool = False,
+        tls_validate_hostname: bool = False,
+        logger: Any = None,
+        connection_timeout_ms: int = 10000,
+        listener_name: str | None = None,
+        **extra: Any,
+    ) -> None:
+        self._client = _aio_client.Client(
+            service_url,
+            authentication=authentication,
+            operation_timeout_seconds=operation_timeout_seconds,
+            use_tls=use_tls,
+            connection_timeout_ms=connection_timeout_ms,
+            **extra,
+        )
+        self._loop = LoopThread()
+        self._submitter = Submitter(self._loop.loop)
+        self._closed = False
+
+    def _run_ordered(self, make: Callable[[], Any]) -> Any:
+        """Run a coroutine on the loop after everything already submitted."""
+        import concurrent.futures
+
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+
+        def start() -> None:
+            task = self._loop.loop.create_task(make())
+
+            def finished(t: Any) -> None:
+                if t.cancelled():
+                    future.cancel()
+                elif t.exception() is not None:
+                    future.set_exception(t.exception())
+                else:
+                    future.set_result(t.result())
+
+            task.add_done_callback(finished)
+
+        self._submitter.submit(start)
+        return future.result()
+
+    def create_producer(
+        self,
+        topic: str,
+        producer_name: str | None = None,
+        schema: Any = None,
+        initial_sequence_id: int | None = None,
+        send_timeout_millis: int = 30000,
+        compression_type: CompressionType = CompressionType.NONE,
+        max_pending_messages: int = 1000,
+        max_pending_messages_across_partitions: int = 50000,
+        block_if_queue_full: bool = False,
+        batching_enabled: bool = False,
+        batching_max_messages: int = 1000,
+        batching_max_allowed_size_in_bytes: int = 128 * 1024,
+        batching_max_publish_delay_ms: int = 10,
+        chunking_enabled: bool = False,
+        message_routing_mode: PartitionsRoutingMode = PartitionsRoutingMode.RoundRobinDistribution,
+        lazy_start_partitioned_producers: bool = False,
+        properties: Mapping[str, str] | None = None,
+        batching_type: BatchingType = BatchingType.Default,
+        encryption_key: str | None = None,
+        crypto_key_reader: Any = None,
+        access_mode: ProducerAccessMode = ProducerAccessMode.Shared,
+        message_router: Callable[[Any, int], int] | None = None,
+        *,
+        chunk_max_message_size: int | None = None,
+        hashing_scheme: HashingScheme = DEFAULT_HASHING_SCHEME,
+    ) -> Producer:
+        producer = self._loop.run(
+            self._client.create_producer(
+                topic,
+                producer_name=producer_name,
+                initial_sequence_id=initial_sequence_id,
+                send_timeout_millis=send_timeout_millis,
+                compression_type=compression_type,
+                # The blocking facade owns the pending limit (it can block the caller).
+                max_pending_messages=0,
+                max_pending_messages_across_partitions=0,
+                block_if_queue_full=False,
+                batching_enabled=batching_enabled,
+                batching_max_messages=batching_max_messages,
+                batching_max_allowed_size_in_bytes=batching_max_allowed_size_in_bytes,
+                batching_max_publish_delay_ms=batching_max_publish_delay_ms,
+                chunking_enabled=chunking_enabled,
+                message_routing_mode=message_routing_mode,
+                lazy_start_partitioned_producers=lazy_start_partitioned_producers,
+                properties=properties,
+                batching_type=batching_type,
+                encryption_key=encryption_key,
+                crypto_key_reader=crypto_key_reader,
+                access_mode=access_mode,
+                message_router=message_router,
+                chunk_max_message_size=chunk_max_message_size,
+                hashing_scheme=hashing_scheme,
+            )
+        )
+        limit = max_pending_messages
+        if isinstance(producer, _AioPartitioned):
+            per_partition = max_pending_messages * producer.num_partitions
+            across = max_pending_messages_across_partitions
+            limit = (
+                min(per_partition, across)
+                if per_partition and across
+                else (per_partition or across)
+            )
+        return Producer(self, producer, schema, Permits(limit), block_if_queue_full)
+
+    def subscribe(
+        self,
+        topic: str,
+        subscription_name: str,
+        consumer_type: ConsumerType = ConsumerType.Exclusive,
+        schema: Any = None,
+        receiver_queue_size: int = 1000,
+        consumer_name: str | None = None,
+        properties: Mapping[str, str] | None = None,
+        initial_position: InitialPosition = InitialPosition.Latest,
+        max_pending_chunked_message: int = 10,
+        auto_ack_oldest_chunked_message_on_queue_full: bool = False,
+        **unsupported: Any,
+    ) -> Consumer:
+        if any(value not in (None, False) for value in unsupported.values()):
+            names = ", ".join(sorted(unsupported))
+            raise InvalidConfiguration(f"consumer options not supported yet: {names}")  # noqa: F405
+        consumer = self._loop.run(
+            self._client.subscribe(
+                topic,
+                subscription_name,
+                consumer_type=consumer_type,
+                receiver_queue_size=receiver_queue_size,
+                consumer_name=consumer_name,
+                properties=properties,
+                initial_position=initial_position,
+                max_pending_chunked_message=max_pending_chunked_message,
+                auto_ack_oldest_chunked_message_on_queue_full=auto_ack_oldest_chunked_message_on_queue_full,
+            )
+        )
+        return Consumer(self, consumer, schema)
+
+    def get_topic_partitions(self, topic: str) -> list[str]:
+        return self._loop.run(self._client.get_topic_partitions(topic))
+
+    def close(self) -> None:
+        """Close every producer and consumer and stop the loop thread (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._loop.run(self._client.close())
+        finally:
+            self._loop.stop()
+
+    def shutdown(self) -> None:
+        self.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+# Keep the names importable as in the official module, e.g. `pulsar.AlreadyClosed`.
+_ = AlreadyClosed

@@ -1,0 +1,133 @@
+"""The private event-loop thread behind the blocking API.
+
+`LoopThread` runs one event loop (uvloop when available) in a daemon thread
+and runs coroutines on it for callers in other threads. `Submitter` batches
+fire-and-forget calls into the loop: many `send_async` calls from the
+application thread cost one loop wake-up, not one each.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+from collections import deque
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
+
+R = TypeVar("R")
+
+
+def new_event_loop() -> asyncio.AbstractEventLoop:
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvloop is a dependency off Windows
+        return asyncio.new_event_loop()
+    loop: asyncio.AbstractEventLoop = uvloop.new_event_loop()
+    return loop
+
+
+class LoopThread:
+    def __init__(self, name: str = "magnetar-client") -> None:
+        self.loop = new_event_loop()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._started = threading.Event()
+        self._thread.start()
+        self._started.wait()
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.call_soon(self._started.set)
+        try:
+            self.loop.run_forever()
+        finally:
+            pending = asyncio.all_tasks(self.loop)
+            for task in pending:
+                task.cancel()
+            if pending:
+                self.loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+            self.loop.run_until_complete(self.loop.shutdown_asyncgens())
+            self.loop.close()
+
+    @property
+    def in_loop_thread(self) -> bool:
+        return threading.current_thread() is self._thread
+
+    def run(self, coro: Coroutine[Any, Any, R], timeout: float | None = None) -> R:
+        """Run `coro` on the loop and wait for its result (its exception is raised here)."""
+        if self.in_loop_thread:
+            coro.close()
+            raise RuntimeError("blocking client call from inside the client's own loop thread")
+        future = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        try:
+            return future.result(timeout)
+        except concurrent.futures.TimeoutError:
+            future.cancel()
+            raise
+
+    def stop(self) -> None:
+        """Stop the loop and join the thread (idempotent)."""
+        if not self._thread.is_alive():
+            return
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        if not self.in_loop_thread:
+            self._thread.join()
+
+
+class Submitter:
+    """Runs callables on the loop, in submission order, with few wake-ups."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._items: deque[tuple[Callable[..., None], tuple[Any, ...]]] = deque()
+        self._lock = threading.Lock()
+        self._scheduled = False
+
+    def submit(self, fn: Callable[..., None], *args: Any) -> None:
+        with self._lock:
+            self._items.append((fn, args))
+            if self._scheduled:
+                return
+            self._scheduled = True
+        self._loop.call_soon_threadsafe(self._drain)
+
+    def _drain(self) -> None:
+        items = self._items
+        while True:
+            with self._lock:
+                if not items:
+                    self._scheduled = False
+                    return
+                batch = list(items)
+                items.clear()
+            for fn, args in batch:
+                fn(*args)
+
+
+class Permits:
+    """A counting limit the application thread waits on (block_if_queue_full)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit if limit > 0 else 1 << 62
+        self.used = 0
+        self._cond = threading.Condition(threading.Lock())
+        self._waiting = 0
+
+    def acquire(self, block: bool) -> bool:
+        with self._cond:
+            while self.used >= self.limit:
+                if not block:
+                    return False
+                self._waiting += 1
+                try:
+                    self._cond.wait()
+                finally:
+                    self._waiting -= 1
+            self.used += 1
+            return True
+
+    def release(self, count: int = 1) -> None:
+        with self._cond:
+            self.used -= count
+            if self._waiting:
+                self._cond.notify(count)
