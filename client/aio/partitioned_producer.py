@@ -65,6 +65,14 @@ class PartitionedProducer:
     def pending_count(self) -> int:
         return sum(p.pending_count for p in self.producers)
 
+    def has_capacity(self) -> bool:
+        """Whether every partition's producer has room for one more message."""
+        return all(p.has_capacity() for p in self.producers)
+
+    async def wait_for_capacity(self) -> None:
+        for producer in self.producers:
+            await producer.wait_for_capacity()
+
     def route(self, msg: OutgoingMessage) -> Producer:
         return self.producers[self.router.choose(msg)]
 
