@@ -16,6 +16,7 @@ import os
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
+from itertools import repeat
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote
 
@@ -55,6 +56,8 @@ log = structlog.get_logger(__name__)
 T = TypeVar("T")
 
 _OPEN, _CLOSING, _CLOSED, _FENCED = "open", "closing", "closed", "fenced"
+# One write takes at most this much queued data (bounded memory and latency).
+MAX_GROUP_BYTES = 4 * 1024 * 1024
 ML_ROOT = "/managed-ledgers"
 
 
@@ -111,6 +114,7 @@ class ManagedLedgerImpl(ManagedLedger):
         self._pending_datas: list[bytes] = []
         self._pending_nmsgs: list[int] = []
         self._pending_futs: list[asyncio.Future[Position]] = []
+        self._pending_bytes = 0
         self._writer_wakeup: asyncio.Future[None] | None = None
         self._writer_task: asyncio.Task[None] | None = None
         self._sync_task: asyncio.Task[None] | None = None
@@ -209,6 +213,7 @@ class ManagedLedgerImpl(ManagedLedger):
         self._pending_datas.append(data)
         self._pending_nmsgs.append(num_messages)
         self._pending_futs.append(fut)
+        self._pending_bytes += len(data)
         wakeup = self._writer_wakeup
         if wakeup is not None:
             self._writer_wakeup = None
@@ -225,19 +230,56 @@ class ManagedLedgerImpl(ManagedLedger):
                 self._writer_wakeup = wakeup
                 await wakeup
                 continue
-            datas, nmsgs, futs = self._pending_datas, self._pending_nmsgs, self._pending_futs
-            self._pending_datas, self._pending_nmsgs, self._pending_futs = [], [], []
+            datas, nmsgs, futs, nbytes = self._take_group()
             try:
-                await self._write_group(datas, nmsgs, futs)
+                await self._write_group(datas, nmsgs, futs, nbytes)
             except Exception as exc:  # never let the writer die with receipts pending
                 log.exception("managed ledger write failed", ledger=self._name)
                 _fail_all(futs, StorageError(f"append to {self._name} failed: {exc}"))
 
+    def _take_group(
+        self,
+    ) -> tuple[list[bytes], list[int], list[asyncio.Future[Position]], int]:
+        """Everything queued, or a prefix that fits in one group (at least one entry).
+
+        A group's records fit in MAX_GROUP_BYTES and in one segment file.
+        """
+        datas, nmsgs, futs = self._pending_datas, self._pending_nmsgs, self._pending_futs
+        nbytes = self._pending_bytes
+        cap = min(MAX_GROUP_BYTES, self._config.max_segment_size)
+        if nbytes + HEADER_SIZE * len(datas) <= cap:
+            self._pending_datas, self._pending_nmsgs, self._pending_futs = [], [], []
+            self._pending_bytes = 0
+            return datas, nmsgs, futs, nbytes
+        taken = 0
+        k = 0
+        records = 0
+        while k < len(datas):
+            size = len(datas[k]) + HEADER_SIZE
+            if k and records + size > cap:
+                break
+            records += size
+            taken += len(datas[k])
+            k += 1
+        self._pending_datas, self._pending_nmsgs, self._pending_futs = (
+            datas[k:],
+            nmsgs[k:],
+            futs[k:],
+        )
+        self._pending_bytes = nbytes - taken
+        return datas[:k], nmsgs[:k], futs[:k], taken
+
     async def _write_group(
-        self, datas: list[bytes], nmsgs: list[int], futs: list[asyncio.Future[Position]]
+        self,
+        datas: list[bytes],
+        nmsgs: list[int],
+        futs: list[asyncio.Future[Position]],
+        group_bytes: int,
     ) -> None:
         info = self.layout.current
-        if info.file.size >= self._config.max_segment_size and info.entry_count:
+        # Roll over before a group that would take the file past the limit.
+        new_size = info.file.size + group_bytes + HEADER_SIZE * len(datas)
+        if info.entry_count and new_size > self._config.max_segment_size:
             await self._rollover()
             info = self.layout.current
         lf = info.file
@@ -253,15 +295,23 @@ class ManagedLedgerImpl(ManagedLedger):
                 self._state = _FENCED
                 _fail_all(self._pending_futs, ManagedLedgerFenced(str(exc)))
                 self._pending_datas, self._pending_nmsgs, self._pending_futs = [], [], []
+                self._pending_bytes = 0
             return
         lf.extend_index(ends, nmsgs)
         if not self._sync:
             self._unsynced.add(lf)
         ledger_id = info.ledger_id
-        entries = [
-            Entry(Position(ledger_id, first_id + i), data, nm)
-            for i, (data, nm) in enumerate(zip(datas, nmsgs, strict=True))
-        ]
+        # Built by C-level map(): no per-entry Python frame on the hot path.
+        positions: list[Position] = list(
+            map(
+                _new_tuple,
+                repeat(Position),
+                zip(repeat(ledger_id), range(first_id, first_id + len(datas))),
+            )
+        )
+        entries: list[Entry] = list(
+            map(_new_tuple, repeat(Entry), zip(positions, datas, nmsgs, strict=True))
+        )
         nbytes = ends[-1] - start - HEADER_SIZE * len(entries)
         info.cache.append(entries, nbytes)
         stats = self.stats
@@ -269,9 +319,12 @@ class ManagedLedgerImpl(ManagedLedger):
         stats.entries_written += len(entries)
         stats.bytes_written += nbytes
         self._lac = entries[-1].position
-        for fut, entry in zip(futs, entries, strict=True):
-            if not fut.done():
-                fut.set_result(entry.position)
+        try:
+            list(map(_set_result, futs, positions))
+        except asyncio.InvalidStateError:  # a caller cancelled its await
+            for fut, pos in zip(futs, positions, strict=True):
+                if not fut.done():
+                    fut.set_result(pos)
         if self._entry_waiters:
             waiters, self._entry_waiters = self._entry_waiters, []
             for w in waiters:
@@ -320,6 +373,10 @@ class ManagedLedgerImpl(ManagedLedger):
         while True:
             await asyncio.sleep(interval)
             await self._sync_dirty()
+
+    def forget_unsynced(self, lf: LedgerFile) -> None:
+        """A trimmed file needs no fsync any more."""
+        self._unsynced.discard(lf)
 
     async def _sync_dirty(self) -> None:
         while self._unsynced:
@@ -564,6 +621,7 @@ class ManagedLedgerImpl(ManagedLedger):
         err = ManagedLedgerClosed(f"managed ledger {self._name} is closed")
         _fail_all(self._pending_futs, err)
         self._pending_datas, self._pending_nmsgs, self._pending_futs = [], [], []
+        self._pending_bytes = 0
         if self._writer_wakeup is not None:
             self._writer_wakeup.set_result(None)
             self._writer_wakeup = None
@@ -593,6 +651,10 @@ class ManagedLedgerImpl(ManagedLedger):
         await self.close()
         await self._ctx.store.delete_recursive(self.meta_path)
         await self.run_blocking(_remove_tree, self.dir)
+
+
+_new_tuple = tuple.__new__
+_set_result = asyncio.Future.set_result
 
 
 def _fail_all(futs: Sequence[asyncio.Future[Any]], exc: BaseException) -> None:

@@ -117,8 +117,10 @@ class LedgerFile:
         return ends
 
     def sync(self) -> None:
-        """fdatasync. *Blocking*."""
-        os.fdatasync(self._fd)
+        """fdatasync. *Blocking*. No-op once closed (a trimmed ledger)."""
+        fd = self._fd
+        if fd >= 0:
+            os.fdatasync(fd)
 
     def read(self, first_entry_id: int, offsets: array[int]) -> list[Entry]:
         """Entries ``first_entry_id ..`` whose record bounds are ``offsets``. *Blocking*."""

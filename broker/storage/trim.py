@@ -64,6 +64,7 @@ async def trim_ledgers(ml: ManagedLedgerImpl) -> int:
     idle = []
     for info in victims:
         info.cache.clear()
+        ml.forget_unsynced(info.file)
         if info.file.refs == 0:
             idle.append(info)
         # else: the last reader closes the fd (ManagedLedgerImpl.read_in_ledger)

@@ -360,3 +360,16 @@ async def test_non_bytes_data_is_copied(factory: FileManagedLedgerFactory) -> No
     p = await ml.add_entry(buf)  # type: ignore[arg-type]
     buf[0] = ord("z")
     assert (await ml.read_positions([p]))[0].data == b"abc"
+
+
+async def test_groups_are_bounded_and_files_stay_under_the_segment_size(
+    factory: FileManagedLedgerFactory,
+) -> None:
+    ml = await _open(factory, max_segment_size=3 * 1024 * 1024)
+    await ml.open_cursor("keep")
+    big = b"x" * 100_000
+    positions = await asyncio.gather(*[ml.add_entry(big) for _ in range(100)])
+    assert ml.stats.groups_written >= 3  # 10 MB queued at once: several writes
+    assert all(info.file.size <= 3 * 1024 * 1024 for info in ml.layout.infos())
+    assert len({p.ledger_id for p in positions}) >= 4
+    assert len(await ml.read_entries(positions[0], 1000, 1 << 30)) == 100

@@ -1,0 +1,1 @@
+"""Benchmarks, run with ``python -m bench`` (``make bench``), never by ``make test``."""

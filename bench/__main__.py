@@ -1,0 +1,27 @@
+"""``python -m bench [NAME ...] [-- ARGS]``: run the named benchmarks (default: all).
+
+A short dispatcher: each benchmark is a module with ``main(argv) -> int``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+BENCHMARKS = {
+    "storage": "bench.storage.run",
+}
+
+
+def main(argv: list[str]) -> int:
+    names = [a for a in argv if a in BENCHMARKS] or list(BENCHMARKS)
+    rest = [a for a in argv if a not in BENCHMARKS]
+    status = 0
+    for name in names:
+        module = importlib.import_module(BENCHMARKS[name])
+        status |= int(module.main(rest))
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,1 @@
+"""Storage benchmark: append and read throughput of the managed ledger."""
