@@ -1,8 +1,13 @@
 """Broker-side consumer: permits, pending acks, MESSAGE frames (SEM-2, SEM-3.8).
 
-A consumer never receives more messages than the permits it granted with FLOW;
-an entry costs its message count (a batch costs num_messages_in_batch). Every
-entry sent stays in `pending_acks` until acked or handed back for redelivery.
+A consumer receives no more messages than the permits it granted with FLOW;
+an entry costs its message count (a batch costs num_messages_in_batch). One
+exception keeps the official client from stalling: it grants permits back
+only after consuming half its receiver queue (SEM-2.3), so a batch larger
+than the remaining permits would wait forever once at least half the queue is
+free. Then the batch is sent and permits go negative (as in Pulsar); see
+`may_overdraw`. Every entry sent stays in `pending_acks` until acked or
+handed back for redelivery.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ class Consumer:
         "cnx",
         "consumer_id",
         "epoch",
+        "first_flow",
         "is_closed",
         "messages_out",
         "name",
@@ -63,6 +69,8 @@ class Consumer:
         # so the client can drop messages sent before its last REDELIVER.
         self.epoch = epoch
         self.permits = 0
+        # The first FLOW grants the receiver queue size (SEM-2.1).
+        self.first_flow = 0
         # position -> message count, in dispatch order.
         self.pending_acks: dict[Position, int] = {}
         self.messages_out = 0
@@ -80,7 +88,18 @@ class Consumer:
         return sum(self.pending_acks.values())
 
     def flow(self, permits: int) -> None:
+        if not self.first_flow:
+            self.first_flow = permits
         self.permits += permits
+
+    def may_overdraw(self) -> bool:
+        """Whether an entry bigger than the permits may go out anyway.
+
+        With at least half of its queue's permits available the client will
+        not send FLOW again before it receives something, so waiting for more
+        permits would stall the subscription.
+        """
+        return self.permits > 0 and self.permits * 2 >= self.first_flow
 
     def send_entries(
         self,

@@ -5,7 +5,7 @@ level (0 first); within the highest level that has a consumer able to take
 the entry, they are served round-robin, one entry per turn. Lower levels get
 entries only when no consumer of a higher level can take them. A consumer
 can take an entry when its socket is writable and its permits cover the
-entry's message count (SEM-2.2).
+entry's message count (SEM-2.2; see Consumer.may_overdraw for large batches).
 
 Worked example (SEM-4.3): C1 (priority 0, 2 permits), C2 (0, 1), C3 (0, 1),
 C4 (1, 2), C5 (1, 1) receive single-message entries in the order
@@ -54,7 +54,18 @@ class ConsumerSelector:
             self._next[level] -= 1
 
     def select(self, cost: int) -> Consumer | None:
-        """The consumer to get an entry of `cost` messages, advancing the turn."""
+        """The consumer to get an entry of `cost` messages, advancing the turn.
+
+        Consumers whose permits cover the cost come first; only when none has
+        enough may one overdraw (Consumer.may_overdraw), so a large batch
+        cannot stall the subscription.
+        """
+        chosen = self._select(cost, overdraw=False)
+        if chosen is None and cost > 1:
+            chosen = self._select(cost, overdraw=True)
+        return chosen
+
+    def _select(self, cost: int, *, overdraw: bool) -> Consumer | None:
         for level in self._order:
             members = self._levels[level]
             count = len(members)
@@ -62,7 +73,8 @@ class ConsumerSelector:
             for step in range(count):
                 index = (start + step) % count
                 consumer = members[index]
-                if consumer.permits >= cost and consumer.is_writable:
+                fits = consumer.permits >= cost or (overdraw and consumer.may_overdraw())
+                if fits and consumer.is_writable:
                     self._next[level] = index + 1
                     return consumer
         return None

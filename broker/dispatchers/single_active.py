@@ -113,6 +113,9 @@ class SingleActiveDispatcher(PersistentDispatcher):
             entry = entries.popleft()
             permits -= entry.num_messages
             chosen.append(entry)
+        if not chosen and entries and active.may_overdraw():
+            # A batch larger than the permits left; see Consumer.may_overdraw.
+            chosen.append(entries.popleft())
         if chosen:
             self._send(active, chosen)
         return len(chosen)

@@ -224,6 +224,38 @@ class RawClient:
                 raise AssertionError(f"expected {command_name(command_type)}, got {frame}")
             return frame
 
+    def expect_each(self, *command_types: int, timeout: float = 5.0) -> dict[int, Frame]:
+        """One frame of each type, in whatever order they arrive."""
+        wanted = set(command_types)
+        got: dict[int, Frame] = {}
+        while wanted:
+            frame = self.next_frame(timeout)
+            if frame.type == T.PING:
+                self.send(pb.CommandPong())
+                continue
+            if frame.type not in wanted:
+                raise AssertionError(f"unexpected {frame}")
+            wanted.discard(frame.type)
+            got[frame.type] = frame
+        return got
+
+    def send_message(self, producer_id: int, sequence_id: int, data: bytes, **meta: Any) -> None:
+        """A SEND without waiting for its receipt."""
+        metadata = pb.MessageMetadata(
+            producer_name="raw",
+            sequence_id=sequence_id,
+            publish_time=int(time.time() * 1000),
+            **meta,
+        )
+        self.send_payload(
+            pb.CommandSend(
+                producer_id=producer_id,
+                sequence_id=sequence_id,
+                num_messages=meta.get("num_messages_in_batch", 1),
+            ),
+            Payload.build(metadata, data),
+        )
+
     def wait_closed(self, timeout: float = 5.0) -> list[Frame]:
         """Read until the broker closes; return the frames seen on the way."""
         seen: list[Frame] = []

@@ -97,14 +97,19 @@ def test_join_order_not_priority_order_of_adding() -> None:
 
 
 def test_batch_cost_needs_enough_permits() -> None:
-    """SEM-2.2: a batch entry of n messages goes only to a consumer with n permits."""
+    """SEM-2.2: a batch entry of n messages goes to a consumer with n permits;
+    only when none has enough may one with half its queue free overdraw."""
     selector = ConsumerSelector()
-    small = _consumer("C1", 0, 3)
+    small = _consumer("C1", 0, 10)
+    small.permits -= 7  # 3 of its 10 left: it will send FLOW soon
     big = _consumer("C2", 0, 10)
     selector.add(small)
     selector.add(big)
     assert selector.select(5) is big
-    assert selector.select(11) is None
+    assert selector.select(3) is small
+    assert selector.select(11) is big  # overdraw: big has all 10 permits free
+    big.permits = 4
+    assert selector.select(11) is None  # both will FLOW again before long
 
 
 def test_unwritable_consumer_is_skipped() -> None:
