@@ -418,3 +418,41 @@ def test_seek_to_message_id(broker: BrokerThread) -> None:
             again = _drain(consumer, idle_ms=800)
             assert [m.data() for m in again] == expected
             consumer.close()
+
+
+@pytest.mark.parametrize("consumer_type", [pulsar.ConsumerType.Exclusive, Shared])
+def test_batches_larger_than_half_the_queue_do_not_stall(
+    broker: BrokerThread, consumer_type: Any
+) -> None:
+    """SEM-2.2, SEM-2.3: batches of 8 with a receiver queue of 10 all arrive."""
+    topic = _topic()
+    with official_client(broker.url) as client:
+        consumer = client.subscribe(topic, "s", consumer_type=consumer_type, receiver_queue_size=10)
+        producer = client.create_producer(
+            topic, batching_enabled=True, batching_max_messages=8, batching_max_publish_delay_ms=50
+        )
+        for i in range(96):
+            producer.send_async(f"m{i}".encode(), None)
+        producer.flush()
+        got = [consumer.receive(timeout_millis=RECEIVE_MS).data() for _ in range(96)]
+        assert sorted(got) == sorted(f"m{i}".encode() for i in range(96))
+
+
+def test_failover_standby_takes_over(broker: BrokerThread) -> None:
+    """SEM-4.2: the first consumer is active; when it leaves the standby gets
+    every unacked message."""
+    topic = _topic()
+    Failover = pulsar.ConsumerType.Failover
+    with official_client(broker.url) as client:
+        producer = client.create_producer(topic, batching_enabled=False)
+        active = client.subscribe(topic, "fo", consumer_type=Failover, consumer_name="a")
+        standby = client.subscribe(topic, "fo", consumer_type=Failover, consumer_name="b")
+        for i in range(6):
+            producer.send(f"m{i}".encode())
+        first = [active.receive(timeout_millis=RECEIVE_MS) for _ in range(6)]
+        active.acknowledge_cumulative(first[2])
+        with pytest.raises(pulsar.Timeout):
+            standby.receive(timeout_millis=200)
+        active.close()
+        rest = _drain(standby, idle_ms=500)
+        assert [m.data() for m in rest] == [b"m3", b"m4", b"m5"]
