@@ -161,7 +161,16 @@ class RawClient:
     """A blocking, frame-level client built on our codec."""
 
     def __init__(self, host: str, port: int, timeout: float = 5.0) -> None:
-        self.sock = socket.create_connection((host, port), timeout=timeout)
+        self._setup(socket.create_connection((host, port), timeout=timeout))
+
+    @classmethod
+    def from_socket(cls, sock: socket.socket) -> RawClient:
+        client = cls.__new__(cls)
+        client._setup(sock)
+        return client
+
+    def _setup(self, sock: socket.socket) -> None:
+        self.sock = sock
         self.decoder = FrameDecoder()
         self._request_ids = itertools.count(1)
         self.received: list[Frame] = []

@@ -3,6 +3,7 @@ exact Shared dispatch order (SEM-4.3), and the lookup answers."""
 
 from __future__ import annotations
 
+import socket
 import struct
 import time
 import uuid
@@ -327,3 +328,39 @@ def test_publish_backpressure_pauses_reading(broker_factory: BrokerFactory) -> N
     assert broker.server is not None
     registry = broker.server.metrics.registry
     assert (registry.get_sample_value("magnetar_connection_read_pauses_total") or 0) > 0
+
+
+def test_dispatch_pauses_above_write_high_water_mark(broker_factory: BrokerFactory) -> None:
+    """Dispatch to a connection stops while its socket buffer is above the
+    high-water mark, even with permits left, and resumes when it drains."""
+    broker = broker_factory(connection_write_high_water_mark=64 * 1024)
+    topic = _topic()
+    count, size = 200, 64 * 1024
+    with RawClient.for_broker(broker) as producer:
+        producer.connect()
+        producer.create_producer(topic, producer_id=1)
+        for seq in range(count):
+            producer.send_message(1, seq, bytes([seq % 256]) * size)
+        for _ in range(count):
+            producer.expect(T.SEND_RECEIPT)
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16 * 1024)
+    sock.connect((broker.config.advertised_host, broker.port))
+    with RawClient.from_socket(sock) as consumer:
+        consumer.connect()
+        consumer.subscribe(topic, "slow", 1, pb.CommandSubscribe.Exclusive)
+        consumer.send(pb.CommandFlow(consumer_id=1, messagePermits=1000))
+        time.sleep(0.3)  # the broker writes until the buffers fill, then stops
+
+        async def permits_left() -> int:
+            assert broker.server is not None and broker.server.service is not None
+            sub = broker.server.service.topics[topic].subscriptions["slow"]
+            return sub.consumers[0].permits
+
+        stalled = broker.call(permits_left())
+        assert 1000 - count < stalled < 1000, "dispatch paused with permits left"
+        entries = [
+            consumer.expect(T.MESSAGE).command.message.message_id.entryId for _ in range(count)
+        ]
+        assert entries == list(range(count))
+        assert broker.call(permits_left()) == 1000 - count
