@@ -70,6 +70,11 @@ class BrokerService:
         self._name_prefix = f"standalone-{os.getpid() % 1000}-{int(time.time()) % 100000}"
         self._name_counter = itertools.count()
         self.is_closed = False
+        # Computed when scraped, so they never drift from the registry.
+        metrics.topics.set_function(lambda: len(self.topics))
+        metrics.subscriptions.set_function(
+            lambda: sum(len(t.subscriptions) for t in self.topics.values())
+        )
 
     def set_advertised_port(self, port: int) -> None:
         host = self.config.advertised_host
@@ -164,7 +169,6 @@ class BrokerService:
             await topic.close(notify_clients=False)
             raise ServiceNotReadyError("broker is shutting down")
         self.topics[str(name)] = topic
-        self.metrics.topics.set(len(self.topics))
         log.info("topic loaded", topic=str(name))
         return topic
 
@@ -204,4 +208,3 @@ class BrokerService:
         for topic, result in zip(topics, results, strict=True):
             if isinstance(result, BaseException):
                 log.warning("closing topic failed", topic=topic.name, error=repr(result))
-        self.metrics.topics.set(0)

@@ -229,7 +229,7 @@ class PersistentTopic:
         self, name: str, start: Position, inclusive: bool
     ) -> PersistentSubscription:
         existing = self.subscriptions.get(name)
-        if existing is not None and existing.consumers:
+        if existing is not None and (existing.consumers or existing.cursor.is_durable):
             raise ConsumerBusyError(f"subscription {name!r} on {self.name} is in use")
         self._non_durable_counter += 1
         if start == EARLIEST:

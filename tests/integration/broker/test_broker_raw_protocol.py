@@ -267,17 +267,23 @@ def test_receipts_in_order_and_stored_bytes_forwarded(broker: BrokerThread) -> N
         assert [f.payload.data if f.payload else None for f in got] == payloads
 
 
-def test_subscription_creation_off(broker_factory: BrokerFactory) -> None:
-    """With automatic subscription creation off, a new name gets SubscriptionNotFound."""
-    broker = broker_factory(allow_auto_subscription_creation=False)
+def test_subscription_creation_off(broker: BrokerThread) -> None:
+    """With automatic subscription creation off, a new name gets
+    SubscriptionNotFound; subscriptions made before (and restored from disk) work."""
+    topic = _topic()
     with RawClient.for_broker(broker) as client:
         client.connect()
+        client.subscribe(topic, "existing", 1)
+    broker.restart(allow_auto_subscription_creation=False)
+    with RawClient.for_broker(broker) as client:
+        client.connect()
+        client.subscribe(topic, "existing", 1)
         client.send(
             pb.CommandSubscribe(
-                topic=_topic(),
+                topic=topic,
                 subscription="nope",
                 subType=pb.CommandSubscribe.Shared,
-                consumer_id=1,
+                consumer_id=2,
                 request_id=5,
             )
         )
