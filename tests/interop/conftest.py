@@ -1,0 +1,110 @@
+"""Brokers the client suite runs against: pulsar-lite and our own broker.
+
+`broker` is parametrised over both, so every client test runs against each;
+a feature one of them lacks is skipped there with the reason
+(`broker.require(...)`). pulsar-lite runs as a subprocess (tests/support/lite),
+ours as a BrokerServer on a background thread (the broker suite's harness),
+each on a free port with its own data directory.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from tests.integration.broker.harness import BrokerThread, broker_config
+from tests.support.lite import PulsarLite
+
+# What pulsar-lite does not do (probed: see tests/support/lite.py).
+LITE_LACKS = {
+    "dedup": "pulsar-lite has no deduplication (last_sequence_id is always -1)",
+    "access_modes": "pulsar-lite ignores producer access modes (two Exclusive producers coexist)",
+    "max_message_size": "pulsar-lite does not advertise max_message_size in CONNECTED",
+}
+MAGNETAR_LACKS = {
+    "dedup": "the magnetar broker has no deduplication yet",
+}
+PARTITIONS = 4
+_names = itertools.count()
+
+
+@dataclass
+class BrokerUnderTest:
+    kind: str
+    url: str
+    lacks: dict[str, str]
+    lite_partitioned: PulsarLite | None = None
+    magnetar: BrokerThread | None = None
+    partitioned_topics: set[str] = field(default_factory=set)
+
+    def require(self, feature: str) -> None:
+        if feature in self.lacks:
+            pytest.skip(self.lacks[feature])
+
+    def topic(self, prefix: str = "t") -> str:
+        return f"persistent://public/default/{prefix}-{self.kind}-{next(_names)}"
+
+    def partitioned_topic(self, prefix: str = "pt") -> tuple[str, str]:
+        """(service URL, topic) of a topic with PARTITIONS partitions."""
+        topic = self.topic(prefix)
+        if self.magnetar is not None:
+            assert self.magnetar.server is not None and self.magnetar.server.service is not None
+            self.magnetar.call(
+                self.magnetar.server.service.create_partitioned_topic(topic, PARTITIONS)
+            )
+            return self.url, topic
+        # pulsar-lite makes every new topic partitioned when so configured.
+        assert self.lite_partitioned is not None
+        return self.lite_partitioned.url, topic
+
+
+@pytest.fixture(scope="session")
+def lite_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PulsarLite]:
+    with PulsarLite(tmp_path_factory.mktemp("lite")) as lite:
+        yield lite
+
+
+@pytest.fixture(scope="session")
+def lite_partitioned_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PulsarLite]:
+    with PulsarLite(tmp_path_factory.mktemp("lite-pt"), default_partitions=PARTITIONS) as lite:
+        yield lite
+
+
+@pytest.fixture(scope="session")
+def magnetar_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerThread]:
+    broker = BrokerThread(broker_config(tmp_path_factory.mktemp("magnetar"), sync_policy="none"))
+    broker.start()
+    yield broker
+    broker.stop()
+
+
+@pytest.fixture(params=["pulsar-lite", "magnetar"])
+def broker(request: pytest.FixtureRequest) -> BrokerUnderTest:
+    if request.param == "pulsar-lite":
+        lite: PulsarLite = request.getfixturevalue("lite_broker")
+        return BrokerUnderTest(
+            "lite",
+            lite.url,
+            LITE_LACKS,
+            lite_partitioned=request.getfixturevalue("lite_partitioned_broker"),
+        )
+    magnetar: BrokerThread = request.getfixturevalue("magnetar_broker")
+    return BrokerUnderTest("magnetar", magnetar.url, MAGNETAR_LACKS, magnetar=magnetar)
+
+
+@pytest.fixture(params=["pulsar-lite", "magnetar"])
+def restartable_broker(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> Iterator[PulsarLite | BrokerThread]:
+    """A broker of the test's own, to kill and restart on the same port and data."""
+    if request.param == "pulsar-lite":
+        with PulsarLite(tmp_path / "lite") as lite:
+            yield lite
+        return
+    broker = BrokerThread(broker_config(tmp_path / "magnetar", sync_policy="none")).start()
+    yield broker
+    broker.stop()
