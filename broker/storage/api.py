@@ -31,7 +31,7 @@ from __future__ import annotations
 import enum
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -426,13 +426,18 @@ class ManagedLedger(ABC):
     def is_closed(self) -> bool: ...
 
     @abstractmethod
-    async def add_entry(self, data: bytes, num_messages: int = 1) -> Position:
-        """Append one entry; returns its position once durable per the sync policy.
+    def add_entry(self, data: bytes, num_messages: int = 1) -> Awaitable[Position]:
+        """Append one entry; await the result for its position once it is durable
+        per the sync policy.
 
-        Group-committed: appends that arrive while a write is in flight go into
-        the next write; receipts resolve in append order. Cancelling the await
-        does not withdraw the entry. Raises ManagedLedgerClosed after close,
-        ManagedLedgerFenced after an unrecoverable write error.
+        Not a coroutine: the entry is queued when called, so positions follow
+        call order even if the awaits run later (and no coroutine frame is paid
+        per entry). Group-committed: appends that arrive while a write is in
+        flight go into the next write; receipts resolve in append order.
+        Cancelling the await does not withdraw the entry. Raises (at call time)
+        ManagedLedgerClosed after close, ManagedLedgerFenced after an
+        unrecoverable write error; a failed write fails the awaitable with
+        StorageError.
         """
 
     @abstractmethod

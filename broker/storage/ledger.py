@@ -204,7 +204,7 @@ class ManagedLedgerImpl(ManagedLedger):
 
     # ---------------------------------------------------------------------- append
 
-    async def add_entry(self, data: bytes, num_messages: int = 1) -> Position:
+    def add_entry(self, data: bytes, num_messages: int = 1) -> asyncio.Future[Position]:
         if self._state != _OPEN:
             self.check_open()
         if type(data) is not bytes:
@@ -218,7 +218,7 @@ class ManagedLedgerImpl(ManagedLedger):
         if wakeup is not None:
             self._writer_wakeup = None
             wakeup.set_result(None)
-        return await fut
+        return fut
 
     async def _write_loop(self) -> None:
         loop = self._loop
@@ -348,6 +348,10 @@ class ManagedLedgerImpl(ManagedLedger):
             raise
         self.stats.rollovers += 1
         log.debug("ledger rolled over", ledger=self._name, closed=old.ledger_id, new=new_id)
+        try:
+            await self.run_blocking(old.file.trim_tail)
+        except OSError:
+            log.exception("cutting preallocated space failed", ledger=self._name)
         self.schedule_trim()
 
     async def write_ledger_list(self) -> None:

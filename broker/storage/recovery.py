@@ -37,14 +37,16 @@ async def open_ledger(
             last = i == len(records) - 1
             path = os.path.join(ml.dir, f"{rec.ledger_id}.log")
             try:
-                lf, cut = await ml.run_blocking(LedgerFile.open_existing, path, rec.ledger_id, last)
+                lf, cut, torn = await ml.run_blocking(
+                    LedgerFile.open_existing, path, rec.ledger_id, last, rec.entries
+                )
             except FileNotFoundError:
                 if not last:
                     log.error("ledger file missing", ledger=name, ledger_id=rec.ledger_id)
                 continue
-            if cut and last:
+            if torn and last:
                 log.warning("cut a torn tail", ledger=name, ledger_id=rec.ledger_id, bytes=cut)
-            elif cut:
+            elif torn:
                 log.error(
                     "closed ledger has bytes after its last record; not served",
                     ledger=name,

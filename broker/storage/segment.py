@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from array import array
+from itertools import accumulate
 
 from magnetar.broker.storage.api import Entry
 from magnetar.broker.storage.records import (
@@ -40,7 +41,16 @@ def fsync_dir(path: str) -> None:
 class LedgerFile:
     """An append-only file of records for one ledger id."""
 
-    __slots__ = ("_fd", "_write_end", "cum_messages", "ledger_id", "offsets", "path", "refs")
+    __slots__ = (
+        "_alloc_end",
+        "_fd",
+        "_write_end",
+        "cum_messages",
+        "ledger_id",
+        "offsets",
+        "path",
+        "refs",
+    )
 
     def __init__(self, path: str, ledger_id: int, fd: int, scan_result: ScanResult) -> None:
         self.path = path
@@ -49,6 +59,8 @@ class LedgerFile:
         self.offsets: array[int] = scan_result.offsets
         self.cum_messages: array[int] = scan_result.cum_messages
         self._write_end = scan_result.valid_end
+        # The file's size: zeros may follow the last record (preallocation).
+        self._alloc_end = scan_result.valid_end
         # Reads in flight on a worker thread; the fd is closed only at zero.
         self.refs = 0
 
@@ -62,26 +74,35 @@ class LedgerFile:
         return cls(path, ledger_id, fd, ScanResult(array("q", [0]), array("q", [0]), False))
 
     @classmethod
-    def open_existing(cls, path: str, ledger_id: int, recover: bool) -> tuple[LedgerFile, int]:
-        """Open and index a file; returns it and the number of bytes cut. *Blocking*.
+    def open_existing(
+        cls, path: str, ledger_id: int, recover: bool, entries: int = -1
+    ) -> tuple[LedgerFile, int, bool]:
+        """Open and index a file. *Blocking*.
 
+        Returns the file, the number of bytes after the last valid record, and
+        whether those bytes are a torn write rather than preallocated zeros.
         ``recover`` (the ledger that was being written): verify every checksum and
         cut the file after the last valid record, then fsync. Otherwise the
-        records are indexed without checksums (reads verify them).
+        records are indexed without checksums (reads verify them), at most
+        ``entries`` of them when >= 0 (the count recorded when it was closed).
         """
         fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
         try:
             size = os.fstat(fd).st_size
             buf = _pread_all(fd, size, 0)
-            result = scan(buf, verify=recover)
+            result = scan(buf, verify=recover, limit=-1 if recover else entries)
             cut = size - result.valid_end
+            torn = cut > 0 and buf.count(0, result.valid_end) != cut
             if cut and recover:
                 os.ftruncate(fd, result.valid_end)
                 os.fsync(fd)
         except BaseException:
             os.close(fd)
             raise
-        return cls(path, ledger_id, fd, result), cut
+        lf = cls(path, ledger_id, fd, result)
+        if not recover:
+            lf._alloc_end = size
+        return lf, cut, torn
 
     def append(self, datas: list[bytes], nmsgs: list[int], sync: bool) -> array[int]:
         """Write a group of records at the end, optionally fsync. *Blocking*.
@@ -90,19 +111,23 @@ class LedgerFile:
         when its ``recovered`` is True the file was cut back to its previous end
         and the next append may proceed.
         """
-        parts = encode_group(datas, nmsgs)
         start = self._write_end
-        ends = array("q")
-        pos = start
-        for data in datas:
-            pos += HEADER_SIZE + len(data)
-            ends.append(pos)
-        buf = b"".join(parts) if len(parts) > 1 else parts[0]
+        ends = array("q", accumulate(map(_PLUS_HEADER, map(len, datas)), initial=start))
+        del ends[0]
+        end = ends[-1]
+        buf = b"".join(encode_group(datas, nmsgs))
         try:
             _pwrite_all(self._fd, buf, start)
+            if sync and end > self._alloc_end:
+                # Zeros ahead of the data: later groups overwrite allocated
+                # blocks, so their fdatasync need not commit a size change (it
+                # takes half the time). Only under the fsync policy.
+                _pwrite_all(self._fd, _ZEROS, end)
+                self._alloc_end = end + len(_ZEROS)
         except OSError as exc:
             try:
                 os.ftruncate(self._fd, start)
+                self._alloc_end = start
             except OSError as exc2:
                 raise WriteFailed(f"write failed and cut-back failed: {exc2}", False) from exc
             raise WriteFailed(f"write failed: {exc}", True) from exc
@@ -113,8 +138,14 @@ class LedgerFile:
                 # After a failed fsync the page cache cannot be trusted (Linux
                 # may drop the dirty pages): stop writing to this file.
                 raise WriteFailed(f"fsync failed: {exc}", False) from exc
-        self._write_end = pos
+        self._write_end = end
         return ends
+
+    def trim_tail(self) -> None:
+        """Cut preallocated zeros after the last record (ledger closed). *Blocking*."""
+        if self._fd >= 0 and self._alloc_end > self._write_end:
+            os.ftruncate(self._fd, self._write_end)
+            self._alloc_end = self._write_end
 
     def sync(self) -> None:
         """fdatasync. *Blocking*. No-op once closed (a trimmed ledger)."""
@@ -162,6 +193,10 @@ class LedgerFile:
         for nm in nmsgs:
             total += nm
             cum.append(total)
+
+
+_ZEROS = bytes(4 * 1024 * 1024)
+_PLUS_HEADER = HEADER_SIZE.__add__
 
 
 def _pread_all(fd: int, size: int, offset: int) -> bytes:

@@ -373,3 +373,35 @@ async def test_groups_are_bounded_and_files_stay_under_the_segment_size(
     assert all(info.file.size <= 3 * 1024 * 1024 for info in ml.layout.infos())
     assert len({p.ledger_id for p in positions}) >= 4
     assert len(await ml.read_entries(positions[0], 1000, 1 << 30)) == 100
+
+
+async def test_preallocated_zeros_are_cut_on_close_of_a_ledger_and_on_recovery(
+    tmp_path: Path,
+) -> None:
+    """Under fsync, zeros are written ahead of the data (a cheaper fdatasync); they
+    are never entries, and a closed ledger's file ends at its last record."""
+    f = await FileManagedLedgerFactory.create(str(tmp_path))
+    ml = await f.open_impl(NAME)
+    await ml.open_cursor("keep")
+    positions = [await ml.add_entry(b"r%d" % i) for i in range(3)]
+    path = ml.layout.current.file.path
+    assert _file_size(path) > 4 * 1024 * 1024
+    await f.close()  # as after a crash: the zeros are still there
+    assert _file_size(path) > 4 * 1024 * 1024
+    f = await FileManagedLedgerFactory.create(str(tmp_path))
+    try:
+        ml = await f.open_impl(NAME)
+        assert _file_size(path) == sum(12 + len(b"r%d" % i) for i in range(3))
+        entries = await ml.read_entries(EARLIEST, 100)
+        assert [e.position for e in entries] == positions
+        # Rollover by size cuts the zeros of the ledger it closes.
+        small = await f.open_impl(
+            "t/n/persistent/small", ManagedLedgerConfig(max_segment_size=2048)
+        )
+        await small.open_cursor("keep")
+        for _ in range(4):
+            await small.add_entry(b"z" * 1000)
+        closed = small.layout.infos()[0].file
+        assert _file_size(closed.path) == closed.size
+    finally:
+        await f.close()

@@ -66,3 +66,10 @@ def test_decode_detects_corruption() -> None:
     buf[-1] ^= 1
     with pytest.raises(CorruptEntryError):
         decode_range(bytes(buf), 1, 0, [0, len(buf)], 0)
+
+
+def test_scan_limit_takes_only_the_recorded_entries() -> None:
+    buf = b"".join(encode_group(DATAS, NMSGS)) + bytes(100)
+    assert len(scan(buf, verify=False, limit=2).offsets) == 3
+    # Without checksums a zero header would parse: the limit is what stops it.
+    assert len(scan(buf, verify=False, limit=4).offsets) == 5
