@@ -13,28 +13,20 @@ socket buffer is above the high-water mark.
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import Callable, Coroutine
 from typing import Any, cast
 
 import structlog
 
 from magnetar.broker import commands
+from magnetar.broker.cnx_consumers import ConsumerCommands
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.consumer import Consumer
-from magnetar.broker.errors import BrokerServiceError, ConsumerBusyError
+from magnetar.broker.errors import BrokerServiceError
 from magnetar.broker.metrics import BrokerMetrics
 from magnetar.broker.producer import Producer
 from magnetar.broker.service import BrokerService, parse_topic
-from magnetar.broker.storage.api import (
-    EARLIEST,
-    LATEST,
-    Entry,
-    InitialPosition,
-    Position,
-    StorageError,
-)
-from magnetar.broker.subscription import sub_type_name
+from magnetar.broker.storage.api import StorageError
 from magnetar.broker.topics.persistent import PersistentTopic
 from magnetar.proto import pulsar_api_pb2 as pb
 from magnetar.proto.errors import (
@@ -43,8 +35,7 @@ from magnetar.proto.errors import (
     ProtocolError,
     ServerError,
 )
-from magnetar.proto.frames import FRAME_HEADROOM, Frame, FrameDecoder, Payload
-from magnetar.proto.ids import INT64_MAX, to_signed64
+from magnetar.proto.frames import FRAME_HEADROOM, Frame, FrameDecoder
 
 log = structlog.get_logger(__name__)
 
@@ -54,13 +45,6 @@ SERVER_VERSION = "Magnetar 0.1.0"
 SERVER_PROTOCOL_VERSION = 20
 
 T = pb.BaseCommand
-_SubType = pb.CommandSubscribe.SubType
-_Earliest = pb.CommandSubscribe.Earliest
-_Cumulative = pb.CommandAck.Cumulative
-
-
-def _position(mid: pb.MessageIdData) -> Position:
-    return Position(to_signed64(mid.ledgerId), to_signed64(mid.entryId))
 
 
 class ServerCnx(asyncio.Protocol):
@@ -78,13 +62,13 @@ class ServerCnx(asyncio.Protocol):
         self._decoder = FrameDecoder(config.max_message_size + FRAME_HEADROOM)
         self._transport: asyncio.Transport | None = None
         self._address = "?"
-        self._log = log
+        self.log = log
         self._connected = False  # CONNECT handled
         self._closed = False
         self.protocol_version = 0
         self.client_version = ""
         self.producers: dict[int, Producer] = {}
-        self.consumers: dict[int, tuple[Consumer, PersistentTopic]] = {}
+        self.consumer_commands = ConsumerCommands(self)
         self._producer_requests: dict[int, asyncio.Task[Any]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._in_flight_publishes = 0
@@ -93,23 +77,24 @@ class ServerCnx(asyncio.Protocol):
         self._received_since_tick = False
         self._ping_outstanding = False
         self._keepalive: asyncio.TimerHandle | None = None
+        consumer_commands = self.consumer_commands
         self._handlers: dict[int, Callable[[Frame], None]] = {
             T.SEND: self._handle_send,
-            T.FLOW: self._handle_flow,
-            T.ACK: self._handle_ack,
+            T.FLOW: consumer_commands.handle_flow,
+            T.ACK: consumer_commands.handle_ack,
             T.PING: self._handle_ping,
             T.PONG: lambda _f: None,
-            T.REDELIVER_UNACKNOWLEDGED_MESSAGES: self._handle_redeliver,
+            T.REDELIVER_UNACKNOWLEDGED_MESSAGES: consumer_commands.handle_redeliver,
             T.PRODUCER: self._handle_producer,
-            T.SUBSCRIBE: self._handle_subscribe,
+            T.SUBSCRIBE: consumer_commands.handle_subscribe,
             T.CLOSE_PRODUCER: self._handle_close_producer,
-            T.CLOSE_CONSUMER: self._handle_close_consumer,
-            T.UNSUBSCRIBE: self._handle_unsubscribe,
+            T.CLOSE_CONSUMER: consumer_commands.handle_close_consumer,
+            T.UNSUBSCRIBE: consumer_commands.handle_unsubscribe,
             T.LOOKUP: self._handle_lookup,
             T.PARTITIONED_METADATA: self._handle_partitioned_metadata,
-            T.GET_LAST_MESSAGE_ID: self._handle_get_last_message_id,
-            T.SEEK: self._handle_seek,
-            T.CONSUMER_STATS: self._handle_consumer_stats,
+            T.GET_LAST_MESSAGE_ID: consumer_commands.handle_get_last_message_id,
+            T.SEEK: consumer_commands.handle_seek,
+            T.CONSUMER_STATS: consumer_commands.handle_consumer_stats,
             T.GET_TOPICS_OF_NAMESPACE: self._handle_topics_of_namespace,
             T.GET_SCHEMA: self._handle_get_schema,
             T.CONNECT: self._handle_connect_again,
@@ -129,6 +114,10 @@ class ServerCnx(asyncio.Protocol):
     def is_closed(self) -> bool:
         return self._closed
 
+    @property
+    def consumers(self) -> dict[int, tuple[Consumer, PersistentTopic]]:
+        return self.consumer_commands.consumers
+
     def write_frames(self, frames: list[bytes]) -> None:
         transport = self._transport
         if transport is None or self._closed:
@@ -138,7 +127,7 @@ class ServerCnx(asyncio.Protocol):
         else:
             transport.write(b"".join(frames))
 
-    def _write(self, frame: bytes) -> None:
+    def write(self, frame: bytes) -> None:
         if self._transport is not None and not self._closed:
             self._transport.write(frame)
 
@@ -154,14 +143,14 @@ class ServerCnx(asyncio.Protocol):
 
     def producer_closed_by_broker(self, producer_id: int) -> None:
         self.producers.pop(producer_id, None)
-        self._write(commands.close_producer(producer_id))
+        self.write(commands.close_producer(producer_id))
 
     def consumer_closed_by_broker(self, consumer_id: int) -> None:
         self.consumers.pop(consumer_id, None)
-        self._write(commands.close_consumer(consumer_id))
+        self.write(commands.close_consumer(consumer_id))
 
     def active_consumer_changed(self, consumer_id: int, is_active: bool) -> None:
-        self._write(commands.active_consumer_change(consumer_id, is_active))
+        self.write(commands.active_consumer_change(consumer_id, is_active))
 
     # ------------------------------------------------------ asyncio.Protocol
 
@@ -171,7 +160,7 @@ class ServerCnx(asyncio.Protocol):
         self._transport = transport
         peer = transport.get_extra_info("peername")
         self._address = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
-        self._log = log.bind(remote=self._address)
+        self.log = log.bind(remote=self._address)
         hwm = self.config.connection_write_high_water_mark
         transport.set_write_buffer_limits(high=hwm, low=hwm // 4)
         self.metrics.connections.inc()
@@ -216,6 +205,12 @@ class ServerCnx(asyncio.Protocol):
                 handler(frame)
             except ProtocolError as exc:
                 self._protocol_violation("invalid command", f"{frame.name}: {exc}")
+                return
+            except Exception:
+                # Our bug, not the peer's: drop this connection only.
+                self.log.exception("command handler failed", command=frame.name)
+                self.metrics.connection_errors.labels(reason="internal error").inc()
+                self.close()
                 return
             if self._closed:
                 return
@@ -266,32 +261,32 @@ class ServerCnx(asyncio.Protocol):
 
     def _protocol_violation(self, reason: str, detail: str) -> None:
         # One line per bad connection; the peer gets the reason before the close.
-        self._log.warning("closing connection: protocol violation", reason=reason, detail=detail)
+        self.log.warning("closing connection: protocol violation", reason=reason, detail=detail)
         self.metrics.connection_errors.labels(reason=reason).inc()
-        self._write(commands.error(0, ServerError.NotAllowedError, f"{reason}: {detail}"))
+        self.write(commands.error(0, ServerError.NotAllowedError, f"{reason}: {detail}"))
         self.close()
 
     def _checksum_failed(self, exc: ChecksumMismatch) -> None:
         frame = exc.frame
         if isinstance(frame, Frame) and frame.command.type == T.SEND:
             send = frame.command.send
-            self._log.warning(
+            self.log.warning(
                 "SEND with a bad checksum", producer_id=send.producer_id, detail=str(exc)
             )
-            self._write(
+            self.write(
                 commands.send_error(
                     send.producer_id, send.sequence_id, ServerError.ChecksumError, str(exc)
                 )
             )
         else:
-            self._log.warning("frame with a bad checksum ignored", detail=str(exc))
+            self.log.warning("frame with a bad checksum ignored", detail=str(exc))
 
     def _unsupported(self, frame: Frame) -> None:
         body = frame.body
         request_id = getattr(body, "request_id", None)
-        self._log.info("unsupported command", command=frame.name)
+        self.log.info("unsupported command", command=frame.name)
         if isinstance(request_id, int):
-            self._write(
+            self.write(
                 commands.error(
                     request_id,
                     ServerError.NotAllowedError,
@@ -315,17 +310,17 @@ class ServerCnx(asyncio.Protocol):
             self._ping_outstanding = False
         elif not self._connected or self._ping_outstanding:
             # Silent for a whole interval after our PING (or never connected).
-            self._log.info("closing idle connection", connected=self._connected)
+            self.log.info("closing idle connection", connected=self._connected)
             self.close()
             return
         else:
             self._ping_outstanding = True
-            self._write(commands.ping())
+            self.write(commands.ping())
         self._schedule_keepalive()
 
     # -------------------------------------------------------------- helpers
 
-    def _spawn(self, coro: Coroutine[Any, Any, None], request_id: int, what: str) -> None:
+    def spawn(self, coro: Coroutine[Any, Any, None], request_id: int, what: str) -> None:
         task = asyncio.get_running_loop().create_task(self._guard(coro, request_id, what))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -334,15 +329,15 @@ class ServerCnx(asyncio.Protocol):
         try:
             await coro
         except BrokerServiceError as exc:
-            self._log.info("request failed", request=what, error=exc.code.name, detail=exc.message)
-            self._write(commands.error(request_id, exc.code, exc.message))
+            self.log.info("request failed", request=what, error=exc.code.name, detail=exc.message)
+            self.write(commands.error(request_id, exc.code, exc.message))
         except StorageError as exc:
-            self._log.warning("request failed in storage", request=what, detail=str(exc))
+            self.log.warning("request failed in storage", request=what, detail=str(exc))
             code = ServerError.ServiceNotReady if exc.retriable else ServerError.PersistenceError
-            self._write(commands.error(request_id, code, f"{what} failed: {exc}"))
+            self.write(commands.error(request_id, code, f"{what} failed: {exc}"))
         except Exception as exc:
-            self._log.exception("request failed unexpectedly", request=what)
-            self._write(commands.error(request_id, ServerError.UnknownError, f"{what}: {exc!r}"))
+            self.log.exception("request failed unexpectedly", request=what)
+            self.write(commands.error(request_id, ServerError.UnknownError, f"{what}: {exc!r}"))
 
     # ------------------------------------------------------------ handshake
 
@@ -352,8 +347,8 @@ class ServerCnx(asyncio.Protocol):
         self.protocol_version = min(client_version, SERVER_PROTOCOL_VERSION)
         self.client_version = connect.client_version
         self._connected = True
-        self._log = self._log.bind(client=connect.client_version)
-        self._write(
+        self.log = self.log.bind(client=connect.client_version)
+        self.write(
             commands.connected(SERVER_VERSION, self.protocol_version, self.config.max_message_size)
         )
 
@@ -361,20 +356,20 @@ class ServerCnx(asyncio.Protocol):
         raise ProtocolError("CONNECT received twice on one connection")
 
     def _handle_ping(self, frame: Frame) -> None:
-        self._write(commands.pong())
+        self.write(commands.pong())
 
     # ------------------------------------------------------------ producers
 
     def _handle_producer(self, frame: Frame) -> None:
         cmd = frame.command.producer
-        self._spawn(self._create_producer(cmd), cmd.request_id, "PRODUCER")
+        self.spawn(self._create_producer(cmd), cmd.request_id, "PRODUCER")
 
     async def _create_producer(self, cmd: pb.CommandProducer) -> None:
         pid = cmd.producer_id
         existing = self.producers.get(pid)
         if existing is not None:
             if existing.topic.name == str(parse_topic(cmd.topic)):
-                self._write(commands.producer_success(cmd.request_id, existing.name))
+                self.write(commands.producer_success(cmd.request_id, existing.name))
                 return
             raise ProducerIdInUse(pid)
         current = asyncio.current_task()
@@ -397,8 +392,8 @@ class ServerCnx(asyncio.Protocol):
             topic.remove_producer(producer)
             return
         self.producers[pid] = producer
-        self._log.info("producer created", topic=topic.name, producer=name, producer_id=pid)
-        self._write(commands.producer_success(cmd.request_id, name))
+        self.log.info("producer created", topic=topic.name, producer=name, producer_id=pid)
+        self.write(commands.producer_success(cmd.request_id, name))
 
     def _handle_send(self, frame: Frame) -> None:
         send = frame.command.send
@@ -423,7 +418,7 @@ class ServerCnx(asyncio.Protocol):
 
     def _handle_close_producer(self, frame: Frame) -> None:
         cmd = frame.command.close_producer
-        self._spawn(
+        self.spawn(
             self._close_producer(cmd.producer_id, cmd.request_id), cmd.request_id, "CLOSE_PRODUCER"
         )
 
@@ -434,257 +429,10 @@ class ServerCnx(asyncio.Protocol):
         producer = self.producers.pop(producer_id, None)
         if producer is not None:
             producer.topic.remove_producer(producer)
-            self._log.info("producer closed", topic=producer.topic.name, producer=producer.name)
-        self._write(commands.success(request_id))
+            self.log.info("producer closed", topic=producer.topic.name, producer=producer.name)
+        self.write(commands.success(request_id))
 
     # ------------------------------------------------------------ consumers
-
-    def _handle_subscribe(self, frame: Frame) -> None:
-        cmd = frame.command.subscribe
-        self._spawn(self._subscribe(cmd), cmd.request_id, "SUBSCRIBE")
-
-    async def _subscribe(self, cmd: pb.CommandSubscribe) -> None:
-        cid = cmd.consumer_id
-        if cid in self.consumers:
-            consumer, topic = self.consumers[cid]
-            if topic.name == str(parse_topic(cmd.topic)) and (
-                consumer.subscription.name == cmd.subscription
-            ):
-                self._write(commands.success(cmd.request_id))
-                return
-            raise ConsumerBusyError(f"consumer id {cid} is already in use on this connection")
-        topic = await self.service.get_topic(cmd.topic, create=cmd.force_topic_creation)
-        start: Position | None = None
-        if cmd.HasField("start_message_id"):
-            start = _position(cmd.start_message_id)
-            if start.ledger_id < 0:
-                start = EARLIEST
-            elif start.ledger_id == INT64_MAX:
-                start = LATEST
-        initial = (
-            InitialPosition.EARLIEST if cmd.initialPosition == _Earliest else InitialPosition.LATEST
-        )
-        consumer = await topic.subscribe(
-            self,
-            consumer_id=cid,
-            subscription=cmd.subscription,
-            sub_type=cmd.subType,
-            consumer_name=cmd.consumer_name or uuid.uuid4().hex[:10],
-            priority_level=cmd.priority_level,
-            initial_position=initial,
-            durable=cmd.durable,
-            start_position=start,
-            start_inclusive=start == EARLIEST,
-            epoch=cmd.consumer_epoch if cmd.HasField("consumer_epoch") else None,
-        )
-        if self._closed:
-            topic.remove_consumer(consumer)
-            return
-        self.consumers[cid] = (consumer, topic)
-        self._log.info(
-            "consumer subscribed",
-            topic=topic.name,
-            subscription=cmd.subscription,
-            type=sub_type_name(cmd.subType),
-            consumer=consumer.name,
-            consumer_id=cid,
-        )
-        self._write(commands.success(cmd.request_id))
-
-    def _handle_flow(self, frame: Frame) -> None:
-        flow = frame.command.flow
-        entry = self.consumers.get(flow.consumer_id)
-        if entry is None:
-            return  # closed meanwhile; Pulsar ignores these too
-        consumer = entry[0]
-        dispatcher = consumer.subscription.dispatcher
-        if dispatcher is not None:
-            dispatcher.consumer_flow(consumer, flow.messagePermits)
-
-    def _handle_ack(self, frame: Frame) -> None:
-        ack = frame.command.ack
-        entry = self.consumers.get(ack.consumer_id)
-        has_request = ack.HasField("request_id")
-        if entry is None:
-            if has_request:
-                self._write(
-                    commands.ack_response(
-                        ack.consumer_id,
-                        ack.request_id,
-                        ServerError.ConsumerNotFound,
-                        f"consumer {ack.consumer_id} is not open",
-                    )
-                )
-            return
-        consumer = entry[0]
-        subscription = consumer.subscription
-        try:
-            if ack.ack_type == _Cumulative:
-                if len(ack.message_id) != 1:
-                    raise BrokerServiceError(
-                        ServerError.NotAllowedError, "a cumulative ACK carries exactly one id"
-                    )
-                mid = ack.message_id[0]
-                position = _position(mid)
-                if mid.ack_set:
-                    # Part of this batch is still unacked: ack up to the entry before.
-                    subscription.cursor.delete_batch_indexes(position, list(mid.ack_set))
-                    position = subscription.ledger.previous_position(position)
-                subscription.acknowledge_cumulative(consumer, position)
-            else:
-                positions = [_position(m) for m in ack.message_id]
-                ack_sets = [list(m.ack_set) if m.ack_set else None for m in ack.message_id]
-                subscription.acknowledge_individual(consumer, positions, ack_sets)
-        except BrokerServiceError as exc:
-            self._log.info("ack refused", consumer_id=ack.consumer_id, detail=exc.message)
-            if has_request:
-                self._write(
-                    commands.ack_response(ack.consumer_id, ack.request_id, exc.code, exc.message)
-                )
-            return
-        except StorageError as exc:
-            self._log.warning("ack failed", consumer_id=ack.consumer_id, detail=str(exc))
-            if has_request:
-                self._write(
-                    commands.ack_response(
-                        ack.consumer_id, ack.request_id, ServerError.PersistenceError, str(exc)
-                    )
-                )
-            return
-        if has_request:
-            self._write(commands.ack_response(ack.consumer_id, ack.request_id, None, ""))
-
-    def _handle_redeliver(self, frame: Frame) -> None:
-        cmd = frame.command.redeliverUnacknowledgedMessages
-        entry = self.consumers.get(cmd.consumer_id)
-        if entry is None:
-            return
-        consumer = entry[0]
-        if cmd.HasField("consumer_epoch"):
-            consumer.epoch = cmd.consumer_epoch
-        positions = [_position(m) for m in cmd.message_ids] if cmd.message_ids else None
-        consumer.subscription.redeliver(consumer, positions)
-
-    def _handle_close_consumer(self, frame: Frame) -> None:
-        cmd = frame.command.close_consumer
-        entry = self.consumers.pop(cmd.consumer_id, None)
-        if entry is not None:
-            consumer, topic = entry
-            topic.remove_consumer(consumer)
-            self._log.info(
-                "consumer closed",
-                topic=topic.name,
-                subscription=consumer.subscription.name,
-                consumer_id=cmd.consumer_id,
-            )
-        # An unknown id is no error (WIRE 20).
-        self._write(commands.success(cmd.request_id))
-
-    def _handle_unsubscribe(self, frame: Frame) -> None:
-        cmd = frame.command.unsubscribe
-        self._spawn(
-            self._unsubscribe(cmd.consumer_id, cmd.request_id), cmd.request_id, "UNSUBSCRIBE"
-        )
-
-    async def _unsubscribe(self, consumer_id: int, request_id: int) -> None:
-        entry = self.consumers.get(consumer_id)
-        if entry is None:
-            raise BrokerServiceError(
-                ServerError.ConsumerNotFound, f"consumer {consumer_id} is not open"
-            )
-        consumer, topic = entry
-        await topic.unsubscribe(consumer)
-        self.consumers.pop(consumer_id, None)
-        self._log.info("unsubscribed", topic=topic.name, subscription=consumer.subscription.name)
-        self._write(commands.success(request_id))
-
-    def _handle_get_last_message_id(self, frame: Frame) -> None:
-        cmd = frame.command.getLastMessageId
-        self._spawn(
-            self._get_last_message_id(cmd.consumer_id, cmd.request_id),
-            cmd.request_id,
-            "GET_LAST_MESSAGE_ID",
-        )
-
-    async def _get_last_message_id(self, consumer_id: int, request_id: int) -> None:
-        entry = self.consumers.get(consumer_id)
-        if entry is None:
-            raise BrokerServiceError(
-                ServerError.ConsumerNotFound, f"consumer {consumer_id} is not open"
-            )
-        consumer, topic = entry
-        last, batch_index = await topic.last_message_id()
-        mark_delete = consumer.subscription.cursor.mark_delete_position
-        self._write(
-            commands.last_message_id(
-                request_id, last, batch_index, mark_delete, topic.partition_index
-            )
-        )
-
-    def _handle_seek(self, frame: Frame) -> None:
-        cmd = frame.command.seek
-        self._spawn(self._seek(cmd), cmd.request_id, "SEEK")
-
-    async def _seek(self, cmd: pb.CommandSeek) -> None:
-        entry = self.consumers.get(cmd.consumer_id)
-        if entry is None:
-            raise BrokerServiceError(
-                ServerError.ConsumerNotFound, f"consumer {cmd.consumer_id} is not open"
-            )
-        consumer, topic = entry
-        subscription = consumer.subscription
-        cursor = subscription.cursor
-        ledger = topic.ledger
-        if cmd.HasField("message_id"):
-            target = _position(cmd.message_id)
-            if target.ledger_id < 0:
-                target = EARLIEST
-        elif cmd.HasField("message_publish_time"):
-            when = cmd.message_publish_time
-
-            def published_before(e: Entry) -> bool:
-                return bool(
-                    Payload.parse(e.data, verify_checksum=False).metadata.publish_time < when
-                )
-
-            newest = await cursor.find_newest_matching(published_before, from_first_entry=True)
-            target = ledger.first_position if newest is None else ledger.next_position(newest)
-        else:
-            raise BrokerServiceError(
-                ServerError.NotAllowedError, "SEEK needs a message id or a publish time"
-            )
-        # WIRE 12: close the subscription's consumers (they resubscribe), then
-        # move the cursor, then answer.
-        for other in list(subscription.consumers):
-            topic.remove_consumer(other)
-            other.cnx.consumer_closed_by_broker(other.consumer_id)
-        await cursor.reset_cursor(target)
-        self._log.info("subscription reset", topic=topic.name, subscription=subscription.name)
-        self._write(commands.success(cmd.request_id))
-
-    def _handle_consumer_stats(self, frame: Frame) -> None:
-        cmd = frame.command.consumerStats
-        entry = self.consumers.get(cmd.consumer_id)
-        if entry is None:
-            self._write(
-                commands.error(
-                    cmd.request_id,
-                    ServerError.ConsumerNotFound,
-                    f"consumer {cmd.consumer_id} is not open",
-                )
-            )
-            return
-        consumer = entry[0]
-        self._write(
-            commands.consumer_stats(
-                cmd.request_id,
-                name=consumer.name,
-                permits=consumer.permits,
-                unacked=consumer.unacked_messages,
-                backlog=consumer.subscription.cursor.backlog_messages,
-                type_name=sub_type_name(consumer.sub_type),
-            )
-        )
 
     # --------------------------------------------------------------- lookup
 
@@ -693,13 +441,13 @@ class ServerCnx(asyncio.Protocol):
         try:
             url, url_tls = self.service.lookup(cmd.topic)
         except BrokerServiceError as exc:
-            self._write(commands.lookup_failed(cmd.request_id, exc.code, exc.message))
+            self.write(commands.lookup_failed(cmd.request_id, exc.code, exc.message))
             return
-        self._write(commands.lookup_connect(cmd.request_id, url, url_tls))
+        self.write(commands.lookup_connect(cmd.request_id, url, url_tls))
 
     def _handle_partitioned_metadata(self, frame: Frame) -> None:
         cmd = frame.command.partitionMetadata
-        self._spawn(
+        self.spawn(
             self._partitioned_metadata(cmd.topic, cmd.request_id),
             cmd.request_id,
             "PARTITIONED_METADATA",
@@ -709,27 +457,27 @@ class ServerCnx(asyncio.Protocol):
         try:
             partitions = await self.service.partitioned_metadata(topic)
         except BrokerServiceError as exc:
-            self._write(commands.partitioned_metadata_failed(request_id, exc.code, exc.message))
+            self.write(commands.partitioned_metadata_failed(request_id, exc.code, exc.message))
             return
         except StorageError as exc:
-            self._write(
+            self.write(
                 commands.partitioned_metadata_failed(
                     request_id, ServerError.MetadataError, str(exc)
                 )
             )
             return
-        self._write(commands.partitioned_metadata(request_id, partitions))
+        self.write(commands.partitioned_metadata(request_id, partitions))
 
     def _handle_topics_of_namespace(self, frame: Frame) -> None:
         cmd = frame.command.getTopicsOfNamespace
         topics = self.service.topics_of_namespace(cmd.namespace)
         if cmd.mode == pb.CommandGetTopicsOfNamespace.NON_PERSISTENT:
             topics = []
-        self._write(commands.topics_of_namespace(cmd.request_id, topics))
+        self.write(commands.topics_of_namespace(cmd.request_id, topics))
 
     def _handle_get_schema(self, frame: Frame) -> None:
         cmd = frame.command.getSchema
-        self._write(commands.schema_not_found(cmd.request_id, f"no schema for {cmd.topic}"))
+        self.write(commands.schema_not_found(cmd.request_id, f"no schema for {cmd.topic}"))
 
 
 class ProducerIdInUse(BrokerServiceError):
