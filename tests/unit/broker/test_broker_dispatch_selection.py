@@ -12,34 +12,7 @@ from magnetar.broker.storage.api import Entry, Position
 from magnetar.broker.subscription import PersistentSubscription
 from magnetar.proto import pulsar_api_pb2 as pb
 from magnetar.proto.frames import FrameDecoder, Payload
-
-
-class RecordingConnection:
-    """A ClientConnection that keeps what would go on the socket."""
-
-    def __init__(self, writable: bool = True) -> None:
-        self.frames: list[bytes] = []
-        self.writable = writable
-
-    @property
-    def address(self) -> str:
-        return "test:0"
-
-    @property
-    def is_writable(self) -> bool:
-        return self.writable
-
-    def write_frames(self, frames: list[bytes]) -> None:
-        self.frames.extend(frames)
-
-    def publish_completed(self) -> None:
-        pass
-
-    def producer_closed_by_broker(self, producer_id: int) -> None:
-        pass
-
-    def consumer_closed_by_broker(self, consumer_id: int) -> None:
-        pass
+from tests.unit.broker.recording import RecordingConnection
 
 
 def _consumer(
