@@ -113,12 +113,14 @@ def decode_range(
     """Entries of the records at ``offsets[0..k)`` (plus the end in ``offsets[k]``).
 
     ``buf`` holds the file bytes from file position ``base``; every record's CRC
-    is checked.
+    is checked. This is the catch-up read path: a plain loop measured faster
+    than map() pipelines here, and tuple.__new__ skips the NamedTuple wrappers.
     """
     mv = memoryview(buf)
     out: list[Entry] = []
     append = out.append
     unpack = HEADER.unpack_from
+    new = tuple.__new__
     entry_id = first_entry_id
     start = offsets[0] - base
     for i in range(1, len(offsets)):
@@ -126,7 +128,9 @@ def decode_range(
         crc, _length, nm = unpack(mv, start)
         if crc32c(mv[start + 4 : end]) != crc:
             raise CorruptEntryError(f"checksum mismatch at {ledger_id}:{entry_id}")
-        append(Entry(Position(ledger_id, entry_id), buf[start + HEADER_SIZE : end], nm))
+        append(
+            new(Entry, (new(Position, (ledger_id, entry_id)), buf[start + HEADER_SIZE : end], nm))
+        )
         entry_id += 1
         start = end
     return out
