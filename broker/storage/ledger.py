@@ -1,22 +1,19 @@
-"""ManagedLedgerImpl: group-committed appends, reads, rollover, trimming, cursors.
+"""ManagedLedgerImpl: the managed ledger's state, reads, cursors, trimming, close.
 
-Appends queue up on the event loop; one writer task takes everything queued,
-writes it with one write (and one fsync under ``fsync``) on an I/O thread, then
-extends the index, fills the cache, advances the last confirmed position and
-resolves the receipts in order. Opening (recovery, rollover on open) lives in
-``recovery.py``; cursor state in ``cursor.py``.
+The append path (group commit, rollover) is ``writer.py``; opening (recovery,
+rollover on open) is ``recovery.py``; cursor state is ``cursor.py``; trimming
+rules are ``trim.py``. This module ties them together and serves reads: from
+the entry cache when it holds the range, else from the file on an I/O thread.
 """
 
 from __future__ import annotations
 
 import asyncio
 import bisect
-import contextlib
 import os
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
-from itertools import repeat
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote
 
@@ -37,7 +34,6 @@ from magnetar.broker.storage.api import (
     MetadataStore,
     Position,
     StorageError,
-    SyncPolicy,
 )
 from magnetar.broker.storage.cache import EntryCacheManager
 from magnetar.broker.storage.layout import (
@@ -46,8 +42,9 @@ from magnetar.broker.storage.layout import (
     LedgerRecord,
     encode_ledger_list,
 )
-from magnetar.broker.storage.records import HEADER_SIZE, CorruptEntryError
-from magnetar.broker.storage.segment import LedgerFile, WriteFailed
+from magnetar.broker.storage.records import CorruptEntryError
+from magnetar.broker.storage.segment import LedgerFile
+from magnetar.broker.storage.writer import LedgerWriter, fail_all
 
 if TYPE_CHECKING:
     from magnetar.broker.storage.cursor import ManagedCursorImpl
@@ -56,8 +53,6 @@ log = structlog.get_logger(__name__)
 T = TypeVar("T")
 
 _OPEN, _CLOSING, _CLOSED, _FENCED = "open", "closing", "closed", "fenced"
-# One write takes at most this much queued data (bounded memory and latency).
-MAX_GROUP_BYTES = 4 * 1024 * 1024
 ML_ROOT = "/managed-ledgers"
 
 
@@ -110,15 +105,7 @@ class ManagedLedgerImpl(ManagedLedger):
         self._meta_lock = asyncio.Lock()
         self._state = _OPEN
         self._lac = Position(-1, -1)
-        # Appends waiting for the next group.
-        self._pending_datas: list[bytes] = []
-        self._pending_nmsgs: list[int] = []
-        self._pending_futs: list[asyncio.Future[Position]] = []
-        self._pending_bytes = 0
-        self._writer_wakeup: asyncio.Future[None] | None = None
-        self._writer_task: asyncio.Task[None] | None = None
-        self._sync_task: asyncio.Task[None] | None = None
-        self._unsynced: set[LedgerFile] = set()
+        self._writer = LedgerWriter(self)
         self._entry_waiters: list[asyncio.Future[None]] = []
         self._trim_lock = asyncio.Lock()
         self._trim_task: asyncio.Task[Any] | None = None
@@ -128,7 +115,6 @@ class ManagedLedgerImpl(ManagedLedger):
         # follows what survives a crash, never what is only in memory.
         self.durable_mark_deletes: dict[str, Position] = {}
         self._opening_cursors: dict[str, asyncio.Future[ManagedCursorImpl]] = {}
-        self._sync = config.sync_policy is SyncPolicy.FSYNC
         self.stats = LedgerStats()
 
     # ------------------------------------------------------------------ accessors
@@ -193,13 +179,7 @@ class ManagedLedgerImpl(ManagedLedger):
     def start(self, lac: Position) -> None:
         """Called by recovery once the layout is built: begin serving."""
         self._lac = lac
-        self._writer_task = self._loop.create_task(
-            self._write_loop(), name=f"ml-writer:{self._name}"
-        )
-        if self._config.sync_policy is SyncPolicy.INTERVAL:
-            self._sync_task = self._loop.create_task(
-                self._sync_loop(), name=f"ml-sync:{self._name}"
-            )
+        self._writer.start()
         self.schedule_trim()
 
     # ---------------------------------------------------------------------- append
@@ -209,150 +189,22 @@ class ManagedLedgerImpl(ManagedLedger):
             self.check_open()
         if type(data) is not bytes:
             data = bytes(data)
-        fut: asyncio.Future[Position] = self._loop.create_future()
-        self._pending_datas.append(data)
-        self._pending_nmsgs.append(num_messages)
-        self._pending_futs.append(fut)
-        self._pending_bytes += len(data)
-        wakeup = self._writer_wakeup
-        if wakeup is not None:
-            self._writer_wakeup = None
-            wakeup.set_result(None)
-        return fut
+        return self._writer.add(data, num_messages)
 
-    async def _write_loop(self) -> None:
-        loop = self._loop
-        while True:
-            if not self._pending_futs:
-                if self._state != _OPEN:
-                    return
-                wakeup: asyncio.Future[None] = loop.create_future()
-                self._writer_wakeup = wakeup
-                await wakeup
-                continue
-            datas, nmsgs, futs, nbytes = self._take_group()
-            try:
-                await self._write_group(datas, nmsgs, futs, nbytes)
-            except Exception as exc:  # never let the writer die with receipts pending
-                log.exception("managed ledger write failed", ledger=self._name)
-                _fail_all(futs, StorageError(f"append to {self._name} failed: {exc}"))
-
-    def _take_group(
-        self,
-    ) -> tuple[list[bytes], list[int], list[asyncio.Future[Position]], int]:
-        """Everything queued, or a prefix that fits in one group (at least one entry).
-
-        A group's records fit in MAX_GROUP_BYTES and in one segment file.
-        """
-        datas, nmsgs, futs = self._pending_datas, self._pending_nmsgs, self._pending_futs
-        nbytes = self._pending_bytes
-        cap = min(MAX_GROUP_BYTES, self._config.max_segment_size)
-        if nbytes + HEADER_SIZE * len(datas) <= cap:
-            self._pending_datas, self._pending_nmsgs, self._pending_futs = [], [], []
-            self._pending_bytes = 0
-            return datas, nmsgs, futs, nbytes
-        taken = 0
-        k = 0
-        records = 0
-        while k < len(datas):
-            size = len(datas[k]) + HEADER_SIZE
-            if k and records + size > cap:
-                break
-            records += size
-            taken += len(datas[k])
-            k += 1
-        self._pending_datas, self._pending_nmsgs, self._pending_futs = (
-            datas[k:],
-            nmsgs[k:],
-            futs[k:],
-        )
-        self._pending_bytes = nbytes - taken
-        return datas[:k], nmsgs[:k], futs[:k], taken
-
-    async def _write_group(
-        self,
-        datas: list[bytes],
-        nmsgs: list[int],
-        futs: list[asyncio.Future[Position]],
-        group_bytes: int,
-    ) -> None:
-        info = self.layout.current
-        # Roll over before a group that would take the file past the limit.
-        new_size = info.file.size + group_bytes + HEADER_SIZE * len(datas)
-        if info.entry_count and new_size > self._config.max_segment_size:
-            await self._rollover()
-            info = self.layout.current
-        lf = info.file
-        first_id = len(lf.offsets) - 1
-        start = lf.offsets[-1]
-        try:
-            ends = await self.run_blocking(lf.append, datas, nmsgs, self._sync)
-        except WriteFailed as exc:
-            err = StorageError(f"append to {self._name} failed: {exc}")
-            _fail_all(futs, err)
-            if not exc.recovered:
-                log.error("managed ledger fenced after a write error", ledger=self._name)
-                self._state = _FENCED
-                _fail_all(self._pending_futs, ManagedLedgerFenced(str(exc)))
-                self._pending_datas, self._pending_nmsgs, self._pending_futs = [], [], []
-                self._pending_bytes = 0
-            return
-        lf.extend_index(ends, nmsgs)
-        if not self._sync:
-            self._unsynced.add(lf)
-        ledger_id = info.ledger_id
-        # Built by C-level map(): no per-entry Python frame on the hot path.
-        positions: list[Position] = list(
-            map(
-                _new_tuple,
-                repeat(Position),
-                zip(repeat(ledger_id), range(first_id, first_id + len(datas))),
-            )
-        )
-        entries: list[Entry] = list(
-            map(_new_tuple, repeat(Entry), zip(positions, datas, nmsgs, strict=True))
-        )
-        nbytes = ends[-1] - start - HEADER_SIZE * len(entries)
-        info.cache.append(entries, nbytes)
-        stats = self.stats
-        stats.groups_written += 1
-        stats.entries_written += len(entries)
-        stats.bytes_written += nbytes
-        self._lac = entries[-1].position
-        try:
-            list(map(_set_result, futs, positions))
-        except asyncio.InvalidStateError:  # a caller cancelled its await
-            for fut, pos in zip(futs, positions, strict=True):
-                if not fut.done():
-                    fut.set_result(pos)
+    def entries_added(self, last: Position) -> None:
+        """The writer stored entries up to ``last``: publish them."""
+        self._lac = last
         if self._entry_waiters:
             waiters, self._entry_waiters = self._entry_waiters, []
             for w in waiters:
                 if not w.done():
                     w.set_result(None)
 
-    async def _rollover(self) -> None:
-        """Close the current ledger and start a new one (metadata first)."""
-        new_id = await self._ctx.allocate_ledger_id()
-        path = os.path.join(self.dir, f"{new_id}.log")
-        lf = await self.run_blocking(LedgerFile.create, path, new_id)
-        old = self.layout.current
-        old.closed_at = self._ctx.clock()
-        self.layout.append(LedgerInfo(new_id, lf, self._ctx.cache.new_cache(new_id)))
-        try:
-            await self.write_ledger_list()
-        except BaseException:
-            self.layout.remove(new_id)
-            old.closed_at = None
-            await self.run_blocking(_close_and_unlink, lf)
-            raise
-        self.stats.rollovers += 1
-        log.debug("ledger rolled over", ledger=self._name, closed=old.ledger_id, new=new_id)
-        try:
-            await self.run_blocking(old.file.trim_tail)
-        except OSError:
-            log.exception("cutting preallocated space failed", ledger=self._name)
-        self.schedule_trim()
+    def fence(self) -> None:
+        self._state = _FENCED
+
+    def forget_unsynced(self, lf: LedgerFile) -> None:
+        self._writer.forget_unsynced(lf)
 
     async def write_ledger_list(self) -> None:
         """Store the layout's ledger list (compare-and-set on our version)."""
@@ -371,24 +223,6 @@ class ManagedLedgerImpl(ManagedLedger):
                 self.meta_path, encode_ledger_list(records), self.meta_version
             )
             self.meta_version = stat.version
-
-    async def _sync_loop(self) -> None:
-        interval = self._config.sync_interval_ms / 1000
-        while True:
-            await asyncio.sleep(interval)
-            await self._sync_dirty()
-
-    def forget_unsynced(self, lf: LedgerFile) -> None:
-        """A trimmed file needs no fsync any more."""
-        self._unsynced.discard(lf)
-
-    async def _sync_dirty(self) -> None:
-        while self._unsynced:
-            lf = self._unsynced.pop()
-            try:
-                await self.run_blocking(lf.sync)
-            except OSError:
-                log.exception("fsync failed", ledger=self._name, file=lf.path)
 
     # ------------------------------------------------------------------------ reads
 
@@ -623,27 +457,18 @@ class ManagedLedgerImpl(ManagedLedger):
             return
         self._state = _CLOSING
         err = ManagedLedgerClosed(f"managed ledger {self._name} is closed")
-        _fail_all(self._pending_futs, err)
-        self._pending_datas, self._pending_nmsgs, self._pending_futs = [], [], []
-        self._pending_bytes = 0
-        if self._writer_wakeup is not None:
-            self._writer_wakeup.set_result(None)
-            self._writer_wakeup = None
-        if self._writer_task is not None:
-            await asyncio.wait([self._writer_task])
+        await self._writer.stop(err)
         waiters, self._entry_waiters = self._entry_waiters, []
-        _fail_all(waiters, err)
+        fail_all(waiters, err)
         for cursor in list(self.cursors_by_name.values()):
             try:
                 await cursor.close()
             except StorageError:
                 log.exception("cursor close failed", ledger=self._name, cursor=cursor.name)
         self.cursors_by_name.clear()
-        for task in (self._sync_task, self._trim_task):
-            if task is not None and not task.done():
-                task.cancel()
-                await asyncio.wait([task])
-        await self._sync_dirty()
+        if self._trim_task is not None and not self._trim_task.done():
+            self._trim_task.cancel()
+            await asyncio.wait([self._trim_task])
         for info in self.layout.infos():
             info.cache.clear()
             if info.file.refs == 0:
@@ -655,22 +480,6 @@ class ManagedLedgerImpl(ManagedLedger):
         await self.close()
         await self._ctx.store.delete_recursive(self.meta_path)
         await self.run_blocking(_remove_tree, self.dir)
-
-
-_new_tuple = tuple.__new__
-_set_result = asyncio.Future.set_result
-
-
-def _fail_all(futs: Sequence[asyncio.Future[Any]], exc: BaseException) -> None:
-    for fut in futs:
-        if not fut.done():
-            fut.set_exception(exc)
-
-
-def _close_and_unlink(lf: LedgerFile) -> None:
-    lf.close()
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(lf.path)
 
 
 def _remove_tree(path: str) -> None:
