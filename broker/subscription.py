@@ -117,6 +117,9 @@ class PersistentSubscription:
             )
         self.dispatcher = dispatcher
         self.sub_type = sub_type
+        if old is not None:
+            # The old dispatcher may have read ahead of unacked messages.
+            dispatcher.rewind()
 
     def remove_consumer(self, consumer: Consumer) -> None:
         consumer.is_closed = True

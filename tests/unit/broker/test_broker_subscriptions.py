@@ -124,3 +124,21 @@ async def test_exclusive_second_consumer_refused(topic: PersistentTopic) -> None
     with pytest.raises(BrokerServiceError) as info:
         await _subscribe(topic, Recorder(), 2, SubType.Exclusive)
     assert info.value.code.name == "ConsumerBusy"
+
+
+async def test_type_change_redelivers_unacked(topic: PersistentTopic) -> None:
+    """When every consumer left, a consumer of another type may take the
+    subscription; it gets every unacked message (SEM-3.8)."""
+    first_cnx, second_cnx = Recorder(), Recorder()
+    first = await _subscribe(topic, first_cnx, 1, SubType.Exclusive)
+    positions = await _publish(topic, 3)
+    assert first.subscription.dispatcher is not None
+    first.subscription.dispatcher.consumer_flow(first, 10)
+    await _settle()
+    first.subscription.acknowledge_individual(first, [positions[1]], [None])
+    topic.remove_consumer(first)
+    second = await _subscribe(topic, second_cnx, 2, SubType.Shared)
+    assert second.subscription.dispatcher is not None
+    second.subscription.dispatcher.consumer_flow(second, 10)
+    await _settle()
+    assert [m[1] for m in second_cnx.messages()] == [0, 2]
