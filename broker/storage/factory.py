@@ -53,6 +53,7 @@ class FileManagedLedgerFactory(ManagedLedgerFactory):
         io_threads: int,
         owns_store: bool,
         lock_fd: int,
+        trim_interval_s: float,
     ) -> None:
         self.data_dir = data_dir
         self.store = store
@@ -74,6 +75,13 @@ class FileManagedLedgerFactory(ManagedLedgerFactory):
         self._opening: dict[str, asyncio.Future[ManagedLedgerImpl]] = {}
         self._id_lock = asyncio.Lock()
         self._closed = False
+        # Time-based retention needs trimming without any activity: a sweep.
+        self._trim_interval_s = trim_interval_s
+        self._sweeper: asyncio.Task[None] | None = None
+        if trim_interval_s > 0:
+            self._sweeper = asyncio.get_running_loop().create_task(
+                self._sweep_loop(), name="ml-factory-trim-sweep"
+            )
 
     @classmethod
     async def create(
@@ -84,11 +92,13 @@ class FileManagedLedgerFactory(ManagedLedgerFactory):
         store: MetadataStore | None = None,
         clock: Clock = DEFAULT_CLOCK,
         io_threads: int = 4,
+        trim_interval_s: float = 60.0,
     ) -> FileManagedLedgerFactory:
         """Lock ``data_dir`` and open (or create) it.
 
         Without ``store``, an embedded SQLite store at ``<data_dir>/metadata.db``
-        is opened and owned (closed with the factory).
+        is opened and owned (closed with the factory). Every ``trim_interval_s``
+        (0: never) each open ledger trims what retention no longer keeps.
         """
         os.makedirs(os.path.join(data_dir, "ledgers"), exist_ok=True)
         lock_fd = await asyncio.to_thread(_lock_dir, data_dir)
@@ -100,7 +110,14 @@ class FileManagedLedgerFactory(ManagedLedgerFactory):
             os.close(lock_fd)
             raise
         return cls(
-            data_dir, store, config or ManagedLedgerConfig(), clock, io_threads, owns, lock_fd
+            data_dir,
+            store,
+            config or ManagedLedgerConfig(),
+            clock,
+            io_threads,
+            owns,
+            lock_fd,
+            trim_interval_s,
         )
 
     async def open(self, name: str, config: ManagedLedgerConfig | None = None) -> ManagedLedger:
@@ -157,6 +174,9 @@ class FileManagedLedgerFactory(ManagedLedgerFactory):
         if self._closed:
             return
         self._closed = True
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            await asyncio.wait([self._sweeper])
         for ml in list(self._ledgers.values()):
             try:
                 await ml.close()
@@ -168,6 +188,12 @@ class FileManagedLedgerFactory(ManagedLedgerFactory):
         os.close(self._lock_fd)
 
     # -------------------------------------------------------------------- internals
+
+    async def _sweep_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self._trim_interval_s)
+            for ml in list(self._ledgers.values()):
+                ml.schedule_trim()
 
     def _check_open(self) -> None:
         if self._closed:

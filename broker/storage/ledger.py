@@ -19,6 +19,7 @@ from urllib.parse import quote
 
 import structlog
 
+from magnetar.broker.storage import metrics
 from magnetar.broker.storage.api import (
     EARLIEST,
     LATEST,
@@ -279,6 +280,7 @@ class ManagedLedgerImpl(ManagedLedger):
         cached = info.cache.get_range(first, end - first)
         if len(cached) == end - first:
             self.stats.cache_reads += 1
+            metrics.CACHE_READS.inc()
             return cached, offsets[end] - base
         limit = base + self._config.max_read_bytes
         end = max(first + 1, min(end, bisect.bisect_right(offsets, limit, first + 1, end + 1) - 1))
@@ -296,6 +298,8 @@ class ManagedLedgerImpl(ManagedLedger):
                 lf.close()  # trimmed while we read
         self.stats.disk_reads += 1
         self.stats.disk_read_entries += len(entries)
+        metrics.DISK_READS.inc()
+        metrics.DISK_READ_BYTES.inc(span[-1] - span[0])
         return entries, span[-1] - span[0]
 
     async def read_positions(self, positions: Sequence[Position]) -> list[Entry]:

@@ -7,6 +7,7 @@ only, after the blocking append that produced them has returned.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from array import array
 from itertools import accumulate
@@ -118,12 +119,6 @@ class LedgerFile:
         buf = b"".join(encode_group(datas, nmsgs))
         try:
             _pwrite_all(self._fd, buf, start)
-            if sync and end > self._alloc_end:
-                # Zeros ahead of the data: later groups overwrite allocated
-                # blocks, so their fdatasync need not commit a size change (it
-                # takes half the time). Only under the fsync policy.
-                _pwrite_all(self._fd, _ZEROS, end)
-                self._alloc_end = end + len(_ZEROS)
         except OSError as exc:
             try:
                 os.ftruncate(self._fd, start)
@@ -131,6 +126,8 @@ class LedgerFile:
             except OSError as exc2:
                 raise WriteFailed(f"write failed and cut-back failed: {exc2}", False) from exc
             raise WriteFailed(f"write failed: {exc}", True) from exc
+        if sync and end > self._alloc_end:
+            self._preallocate(end)
         if sync:
             try:
                 os.fdatasync(self._fd)
@@ -140,6 +137,18 @@ class LedgerFile:
                 raise WriteFailed(f"fsync failed: {exc}", False) from exc
         self._write_end = end
         return ends
+
+    def _preallocate(self, end: int) -> None:
+        """Zeros ahead of the data: later groups overwrite allocated blocks, so
+        their fdatasync need not commit a size change (it takes half the time).
+        Best effort: without space for the zeros, go on without them."""
+        try:
+            _pwrite_all(self._fd, _ZEROS, end)
+            self._alloc_end = end + len(_ZEROS)
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, end)
+            self._alloc_end = end
 
     def trim_tail(self) -> None:
         """Cut preallocated zeros after the last record (ledger closed). *Blocking*."""

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
+from magnetar.broker.storage import metrics
 from magnetar.broker.storage.api import Position
 from magnetar.broker.storage.layout import LedgerInfo
 from magnetar.broker.storage.segment import LedgerFile
@@ -69,6 +70,7 @@ async def trim_ledgers(ml: ManagedLedgerImpl) -> int:
             idle.append(info)
         # else: the last reader closes the fd (ManagedLedgerImpl.read_in_ledger)
     await ml.run_blocking(_unlink, [i.file.path for i in victims], [i.file for i in idle])
+    metrics.LEDGERS_TRIMMED.inc(len(victims))
     log.info(
         "trimmed ledgers",
         ledger=ml.name,

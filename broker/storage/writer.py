@@ -11,11 +11,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import time
 from itertools import repeat
 from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from magnetar.broker.storage import metrics
 from magnetar.broker.storage.api import (
     Entry,
     ManagedLedgerFenced,
@@ -165,9 +167,11 @@ class LedgerWriter:
         lf = info.file
         first_id = len(lf.offsets) - 1
         start = lf.offsets[-1]
+        started = time.perf_counter()
         try:
             ends = await ml.run_blocking(lf.append, datas, nmsgs, self._sync)
         except WriteFailed as exc:
+            metrics.WRITE_ERRORS.inc()
             fail_all(futs, StorageError(f"append to {ml.name} failed: {exc}"))
             if not exc.recovered:
                 log.error("managed ledger fenced after a write error", ledger=ml.name)
@@ -195,6 +199,10 @@ class LedgerWriter:
         stats.groups_written += 1
         stats.entries_written += n
         stats.bytes_written += nbytes
+        metrics.WRITE_SECONDS.observe(time.perf_counter() - started)
+        metrics.GROUPS_WRITTEN.inc()
+        metrics.ENTRIES_WRITTEN.inc(n)
+        metrics.BYTES_WRITTEN.inc(nbytes)
         ml.entries_added(positions[-1])
         try:
             list(map(_set_result, futs, positions))
@@ -221,6 +229,7 @@ class LedgerWriter:
             await ml.run_blocking(_close_and_unlink, lf)
             raise
         ml.stats.rollovers += 1
+        metrics.ROLLOVERS.inc()
         log.debug("ledger rolled over", ledger=ml.name, closed=old.ledger_id, new=new_id)
         try:
             await ml.run_blocking(old.file.trim_tail)

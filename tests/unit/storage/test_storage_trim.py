@@ -4,9 +4,17 @@ and retention allows (SEM-5.4).
 
 from __future__ import annotations
 
+import asyncio
 import os
+from pathlib import Path
 
-from magnetar.broker.storage import EARLIEST, InitialPosition, Position
+from magnetar.broker.storage import (
+    EARLIEST,
+    FileManagedLedgerFactory,
+    InitialPosition,
+    ManagedLedgerConfig,
+    Position,
+)
 from magnetar.broker.storage.ledger import ManagedLedgerImpl
 from tests.unit.storage.conftest import Clock, OpenFactory
 
@@ -75,8 +83,6 @@ async def test_trim_runs_by_itself_after_acks(open_factory: OpenFactory) -> None
 
 
 async def _settle() -> None:
-    import asyncio
-
     await asyncio.sleep(0.01)
 
 
@@ -135,3 +141,25 @@ async def test_trimmed_state_survives_reopen(open_factory: OpenFactory) -> None:
     c2 = ml.get_cursor("a")
     assert c2 is not None and c2.backlog_entries == 3
     assert [e.position for e in await c2.read_entries(10)] == p[9:]
+
+
+async def test_the_factory_sweeps_for_time_retention(tmp_path: Path, clock: Clock) -> None:
+    """Without any activity, expired ledgers still go (the factory's periodic sweep)."""
+    config = ManagedLedgerConfig(max_segment_size=SEG, retention_time_s=60, retention_size_bytes=-1)
+    f = await FileManagedLedgerFactory.create(
+        str(tmp_path), config, clock=clock, trim_interval_s=0.01
+    )
+    try:
+        ml = await f.open_impl(NAME)
+        await _fill(ml, 12)
+        before = len(ml.layout)
+        await asyncio.sleep(0.05)
+        assert len(ml.layout) == before
+        clock.now += 61
+        for _ in range(100):
+            if len(ml.layout) == 1:
+                break
+            await asyncio.sleep(0.01)
+        assert len(ml.layout) == 1
+    finally:
+        await f.close()
