@@ -226,7 +226,12 @@ class MetadataStore(ABC):
 
     Paths are absolute, ``/``-separated, without a trailing slash. ``put`` creates
     missing parents (with empty values), as Pulsar's metadata store does.
-    Listeners are called on the event loop for changes made through this store.
+    Listeners are called on the event loop for changes made through this store
+    (the embedded store cannot see other processes' writes; a ZooKeeper store
+    would deliver its watches the same way).
+
+    Storage keeps its own records under ``/managed-ledgers/<quoted ledger
+    name>[/<quoted cursor name>]`` and ``/storage/``; other paths are free.
     """
 
     @abstractmethod

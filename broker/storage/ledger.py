@@ -294,8 +294,10 @@ class ManagedLedgerImpl(ManagedLedger):
             ) from exc
         finally:
             lf.refs -= 1
-            if lf.refs == 0 and self.layout.get(info.ledger_id) is not info:
-                lf.close()  # trimmed while we read
+            if lf.refs == 0 and (
+                self._state == _CLOSED or self.layout.get(info.ledger_id) is not info
+            ):
+                lf.close()  # trimmed or closed while we read
         self.stats.disk_reads += 1
         self.stats.disk_read_entries += len(entries)
         metrics.DISK_READS.inc()
