@@ -80,7 +80,9 @@ class ConsumerCommands:
             initial_position=initial,
             durable=cmd.durable,
             start_position=start,
-            start_inclusive=start == EARLIEST,
+            # WIRE 11: delivery starts at the id itself; the client drops what
+            # it must (the id unless inclusive, earlier messages of a batch).
+            start_inclusive=True,
             epoch=cmd.consumer_epoch if cmd.HasField("consumer_epoch") else None,
         )
         if self.cnx.is_closed:

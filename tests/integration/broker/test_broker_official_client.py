@@ -456,3 +456,45 @@ def test_failover_standby_takes_over(broker: BrokerThread) -> None:
         active.close()
         rest = _drain(standby, idle_ms=500)
         assert [m.data() for m in rest] == [b"m3", b"m4", b"m5"]
+
+
+@pytest.mark.parametrize("inclusive", [False, True], ids=["exclusive-start", "inclusive-start"])
+def test_reader_from_message_id(broker: BrokerThread, inclusive: bool) -> None:
+    """WIRE 11, SEM-5.6: a reader starts at the given id (the client drops the
+    start itself unless inclusive); batches are entered mid-way."""
+    topic = _topic()
+    with official_client(broker.url) as client:
+        producer = client.create_producer(topic, batching_enabled=False)
+        ids = [producer.send(f"m{i}".encode()) for i in range(4)]
+        batcher = client.create_producer(
+            topic, batching_enabled=True, batching_max_publish_delay_ms=20
+        )
+        for i in range(4, 8):
+            batcher.send_async(f"m{i}".encode(), None)
+        batcher.flush()
+        reader = client.create_reader(topic, ids[1], start_message_id_inclusive=inclusive)
+        got = []
+        while reader.has_message_available():
+            got.append(reader.read_next(timeout_millis=RECEIVE_MS))
+        first = 1 if inclusive else 2
+        assert [m.data() for m in got] == [f"m{i}".encode() for i in range(first, 8)]
+        # Starting inside the batch entry: only the messages after the id.
+        batch_id = got[-2].message_id()
+        reader.close()
+        reader = client.create_reader(topic, batch_id, start_message_id_inclusive=inclusive)
+        tail = []
+        while reader.has_message_available():
+            tail.append(reader.read_next(timeout_millis=RECEIVE_MS).data())
+        assert tail == ([b"m6", b"m7"] if inclusive else [b"m7"])
+
+
+def test_reader_at_latest_sees_only_new_messages(broker: BrokerThread) -> None:
+    """SEM-5.6: a reader at latest starts after the last stored message."""
+    topic = _topic()
+    with official_client(broker.url) as client:
+        producer = client.create_producer(topic)
+        producer.send(b"old")
+        reader = client.create_reader(topic, pulsar.MessageId.latest)
+        assert not reader.has_message_available()
+        producer.send(b"new")
+        assert reader.read_next(timeout_millis=RECEIVE_MS).data() == b"new"
