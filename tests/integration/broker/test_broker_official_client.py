@@ -498,3 +498,22 @@ def test_reader_at_latest_sees_only_new_messages(broker: BrokerThread) -> None:
         assert not reader.has_message_available()
         producer.send(b"new")
         assert reader.read_next(timeout_millis=RECEIVE_MS).data() == b"new"
+
+
+def test_seek_to_publish_time(broker: BrokerThread) -> None:
+    """WIRE 12: SEEK by time goes to the first entry published at or after it."""
+    topic = _topic()
+    with official_client(broker.url) as client:
+        producer = client.create_producer(topic, batching_enabled=False)
+        consumer = client.subscribe(topic, "s", initial_position=Earliest)
+        for i in range(3):
+            producer.send(f"old{i}".encode())
+        time.sleep(0.05)
+        boundary = int(time.time() * 1000)
+        time.sleep(0.05)
+        for i in range(3):
+            producer.send(f"new{i}".encode())
+        assert len(_drain(consumer)) == 6
+        consumer.seek(boundary)
+        again = _drain(consumer, idle_ms=800)
+        assert [m.data() for m in again] == [b"new0", b"new1", b"new2"]
