@@ -9,16 +9,7 @@ from typing import Any
 import pytest
 
 from magnetar.broker.storage import FileManagedLedgerFactory, ManagedLedgerConfig
-
-
-class Clock:
-    """A settable wall clock for retention tests."""
-
-    def __init__(self, now: float = 1_000_000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
+from tests.unit.storage.storage_support import Clock
 
 
 @pytest.fixture
@@ -31,9 +22,6 @@ async def factory(tmp_path: Path, clock: Clock) -> AsyncIterator[FileManagedLedg
     f = await FileManagedLedgerFactory.create(str(tmp_path), ManagedLedgerConfig(), clock=clock)
     yield f
     await f.close()
-
-
-OpenFactory = Callable[..., Any]
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ from magnetar.broker.storage import (
     Position,
 )
 from magnetar.broker.storage.ledger import ManagedLedgerImpl
-from tests.unit.storage.conftest import OpenFactory
+from tests.unit.storage.storage_support import OpenFactory
 
 NAME = "public/default/persistent/c"
 

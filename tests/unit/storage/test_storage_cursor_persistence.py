@@ -18,7 +18,7 @@ from magnetar.broker.storage import (
 )
 from magnetar.broker.storage.cursor import ManagedCursorImpl, cursor_path
 from magnetar.broker.storage.ledger import ManagedLedgerImpl
-from tests.unit.storage.conftest import OpenFactory
+from tests.unit.storage.storage_support import OpenFactory
 
 NAME = "public/default/persistent/p"
 

@@ -16,7 +16,7 @@ from magnetar.broker.storage import (
     Position,
 )
 from magnetar.broker.storage.ledger import ManagedLedgerImpl
-from tests.unit.storage.conftest import Clock, OpenFactory
+from tests.unit.storage.storage_support import Clock, OpenFactory
 
 NAME = "public/default/persistent/trim"
 SEG = 2048
