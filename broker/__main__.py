@@ -18,6 +18,7 @@ import structlog
 from magnetar.broker.config import BrokerConfig, ConfigError, load_config
 from magnetar.broker.logging import configure_logging
 from magnetar.broker.server import BrokerServer
+from magnetar.broker.storage.api import StorageError
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -84,7 +85,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     server = BrokerServer(config)
     try:
         _run(server.serve())
-    except OSError as exc:
+    except (OSError, StorageError) as exc:
+        # Port in use, data directory locked by another broker, unreadable files.
         structlog.get_logger("magnetar.broker").error("broker failed to start", error=str(exc))
         return 1
     return 0

@@ -132,3 +132,28 @@ def test_health_and_metrics_in_process(broker: BrokerThread) -> None:
     other = BrokerThread(broker.config.replace(data_dir=broker.config.data_dir / "other"))
     with other:
         assert _get(f"{other.http_url}/status.html") == (200, b"ok")
+
+
+def test_data_dir_in_use_exits_1(broker: BrokerThread) -> None:
+    """A second broker on a data directory in use fails with one clear line."""
+    result = subprocess.run(
+        [
+            str(CONSOLE_SCRIPT),
+            "standalone",
+            "--port",
+            "0",
+            "--http-port",
+            "0",
+            "--data-dir",
+            str(broker.config.data_dir),
+            "--log-format",
+            "json",
+        ],
+        capture_output=True,
+        timeout=30,
+        check=False,
+    )
+    assert result.returncode == 1
+    lines = [json.loads(line) for line in result.stderr.decode().splitlines() if line.strip()]
+    failure = [line for line in lines if line["event"] == "broker failed to start"]
+    assert failure and "in use" in failure[0]["error"]
