@@ -299,7 +299,13 @@ class ManagedCursorImpl(ManagedCursor):
         for p in positions:
             if p <= md or not layout.exists(p):
                 continue
-            if ranges.add(Position(*p)):
+            if not ranges and p == layout.next_position(md):
+                # In-order ack right after mark-delete: no range to keep.
+                md = self._md = Position(*p)
+                changed = True
+                if self._ack_sets:
+                    self._ack_sets.pop(p, None)
+            elif ranges.add(Position(*p)):
                 changed = True
                 self._ack_sets.pop(p, None)
         if changed:
