@@ -48,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def config_from_args(args: argparse.Namespace) -> BrokerConfig:
+def config_from_args(args: argparse.Namespace, warnings: list[str] | None = None) -> BrokerConfig:
     overrides = {
         key: getattr(args, key)
         for key in (
@@ -62,7 +62,7 @@ def config_from_args(args: argparse.Namespace) -> BrokerConfig:
             "sync_policy",
         )
     }
-    return load_config(config_file=args.config, overrides=overrides)
+    return load_config(config_file=args.config, overrides=overrides, warnings=warnings)
 
 
 def _run(coro: Coroutine[Any, Any, None]) -> None:
@@ -76,12 +76,15 @@ def _run(coro: Coroutine[Any, Any, None]) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    warnings: list[str] = []
     try:
-        config = config_from_args(args)
+        config = config_from_args(args, warnings)
     except ConfigError as exc:
         print(f"magnetar-broker: configuration error: {exc}", file=sys.stderr)
         return 2
     configure_logging(config.log_format, config.log_level)
+    for warning in warnings:
+        structlog.get_logger("magnetar.broker").warning(warning)
     server = BrokerServer(config)
     try:
         _run(server.serve())

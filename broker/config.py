@@ -161,8 +161,13 @@ def load_config(
     config_file: Path | None = None,
     env: Mapping[str, str] | None = None,
     overrides: Mapping[str, object] | None = None,
+    warnings: list[str] | None = None,
 ) -> BrokerConfig:
-    """Merge file < environment < overrides (CLI) and validate once."""
+    """Merge file < environment < overrides (CLI) and validate once.
+
+    Unknown `MAGNETAR_*` environment variables are not errors (other tools
+    may share the prefix); each is reported in `warnings` when given.
+    """
     values: dict[str, object] = {}
     if config_file is not None:
         try:
@@ -183,7 +188,9 @@ def load_config(
             continue
         name = env_key[len(ENV_PREFIX) :].lower()
         if name not in _FIELDS:
-            raise ConfigError(f"unknown setting {env_key} in the environment")
+            if warnings is not None:
+                warnings.append(f"ignoring {env_key}: not a broker setting")
+            continue
         values[name] = _coerce(name, value, env_key)
     for name, value in (overrides or {}).items():
         if value is None:

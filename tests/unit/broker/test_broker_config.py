@@ -52,13 +52,19 @@ def test_cli_parser_maps_to_config(tmp_path: Path) -> None:
         ({"MAGNETAR_PORT": "70000"}, "port"),
         ({"MAGNETAR_SYNC_POLICY": "sometimes"}, "fsync, interval, none"),
         ({"MAGNETAR_ALLOW_AUTO_TOPIC_CREATION": "maybe"}, "boolean"),
-        ({"MAGNETAR_NO_SUCH_KEY": "1"}, "unknown setting MAGNETAR_NO_SUCH_KEY"),
         ({"MAGNETAR_MAX_MESSAGE_SIZE": "10"}, "max_message_size"),
     ],
 )
 def test_bad_values_are_named(env: dict[str, str], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         load_config(env=env)
+
+
+def test_unknown_environment_keys_are_reported_not_fatal() -> None:
+    warnings: list[str] = []
+    config = load_config(env={"MAGNETAR_NO_SUCH_KEY": "1"}, warnings=warnings)
+    assert config == BrokerConfig()
+    assert warnings == ["ignoring MAGNETAR_NO_SUCH_KEY: not a broker setting"]
 
 
 def test_bad_toml_is_reported(tmp_path: Path) -> None:
