@@ -10,6 +10,7 @@ import sys
 
 BENCHMARKS = {
     "storage": "bench.storage.run",
+    "compare": "bench.compare",
 }
 
 
