@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable
+from functools import partial
 
 import structlog
 
@@ -80,15 +81,27 @@ class PersistentTopic:
     # ------------------------------------------------------------ publishing
 
     def append(self, data: bytes, num_messages: int) -> asyncio.Future[Position]:
-        """Start appending an entry; the future resolves once it is durable."""
-        if self.metrics is not None:
-            self.metrics.messages_in.inc(num_messages)
-            self.metrics.bytes_in.inc(len(data))
-        return asyncio.get_running_loop().create_task(self._append(data, num_messages))
+        """Queue an entry; the future resolves once it is durable.
 
-    async def _append(self, data: bytes, num_messages: int) -> Position:
-        started = time.perf_counter()
-        position = await self.ledger.add_entry(data, num_messages)
+        No task per entry: storage hands back a future, and completion fans out
+        through callbacks (subscriptions here, the receipt in the producer).
+        """
+        metrics = self.metrics
+        if metrics is not None:
+            metrics.messages_in.inc(num_messages)
+            metrics.bytes_in.inc(len(data))
+        try:
+            future = asyncio.ensure_future(self.ledger.add_entry(data, num_messages))
+        except StorageError as exc:
+            failed: asyncio.Future[Position] = asyncio.get_running_loop().create_future()
+            failed.set_exception(exc)
+            return failed
+        future.add_done_callback(partial(self._appended, time.perf_counter()))
+        return future
+
+    def _appended(self, started: float, future: asyncio.Future[Position]) -> None:
+        if future.cancelled() or future.exception() is not None:
+            return
         if self.metrics is not None:
             self.metrics.entries_in.inc()
             self.metrics.publish_latency.observe(time.perf_counter() - started)
@@ -96,7 +109,6 @@ class PersistentTopic:
             dispatcher = subscription.dispatcher
             if dispatcher is not None:
                 dispatcher.on_new_entries()
-        return position
 
     def add_producer(
         self,
