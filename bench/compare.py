@@ -100,6 +100,7 @@ def start_broker(kind: str, workdir: Path) -> Iterator[Broker]:
         _wait_for_port(port, proc)
         yield Broker(kind, f"pulsar://127.0.0.1:{port}", proc)
     finally:
+        _PEAK_RSS_MIB[kind] = max(_PEAK_RSS_MIB.get(kind, 0.0), _peak_rss_mib(proc.pid))
         proc.send_signal(signal.SIGTERM)
         try:
             proc.wait(timeout=15)
@@ -107,6 +108,21 @@ def start_broker(kind: str, workdir: Path) -> Iterator[Broker]:
             proc.kill()
             proc.wait()
         log.close()
+
+
+_PEAK_RSS_MIB: dict[str, float] = {}
+
+
+def _peak_rss_mib(pid: int) -> float:
+    """The process's high-water resident set (VmHWM), from /proc on Linux."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return 0.0
+    for line in status.splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
 
 
 def _client(url: str) -> pulsar.Client:
@@ -305,6 +321,8 @@ def run(scale: float, rounds: int) -> list[Row]:
                           f"e2e {e50:.2f}/{e99:.2f} ms", flush=True)  # fmt: skip
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+    for kind, mib in _PEAK_RSS_MIB.items():
+        record("broker peak RSS", "MiB", False, kind, mib)
     return list(rows.values())
 
 
@@ -317,7 +335,7 @@ def print_table(rows: list[Row]) -> None:
     print(f"|{'-' * 52}|{'-' * 16}|{'-' * 14}|{'-' * 8}|{'-' * 16}|")
     nan = float("nan")
     for row in rows:
-        fmt = "{:>%d,.0f}" if row.unit == "msg/s" else "{:>%d.2f}"
+        fmt = "{:>%d,.0f}" if row.unit in ("msg/s", "MiB") else "{:>%d.2f}"
         print(
             f"| {row.name + ' (' + row.unit + ')':<50} "
             f"| {(fmt % 14).format(row.values.get(LIKE_FOR_LIKE, nan))} "
