@@ -517,3 +517,19 @@ def test_seek_to_publish_time(broker: BrokerThread) -> None:
         consumer.seek(boundary)
         again = _drain(consumer, idle_ms=800)
         assert [m.data() for m in again] == [b"new0", b"new1", b"new2"]
+
+
+def test_exclusive_with_fencing_takes_over(broker: BrokerThread) -> None:
+    """WIRE 7: ExclusiveWithFencing closes the current producers and takes over;
+    the fenced producer cannot publish again."""
+    topic = _topic()
+    Mode = pulsar.ProducerAccessMode
+    with official_client(broker.url, operation_timeout_seconds=3) as client:
+        old = client.create_producer(topic, access_mode=Mode.Exclusive, send_timeout_millis=2000)
+        old.send(b"before")
+        new = client.create_producer(topic, access_mode=Mode.ExclusiveWithFencing)
+        new.send(b"after")
+        with pytest.raises(pulsar.ProducerFenced):
+            old.send(b"fenced")
+        consumer = client.subscribe(topic, "s", initial_position=Earliest)
+        assert [m.data() for m in _drain(consumer)] == [b"before", b"after"]
