@@ -78,7 +78,6 @@ async def test_send_and_receive_with_message_options(
 ) -> None:
     """SEM-9: PRODUCER, SEND -> SEND_RECEIPT; the consumer sees every option we set."""
     topic = broker.topic()
-    consumer = await _consumer(client, topic)
     producer = await _single(client, topic, batching_enabled=False, producer_name="p-opts")
     assert producer.is_connected()
     msg_id = await producer.send(
@@ -93,6 +92,7 @@ async def test_send_and_receive_with_message_options(
     assert msg_id.entry_id >= 0 and msg_id.batch_index == -1
     null_id = await producer.send(OutgoingMessage(b"", null_value=True))
     assert null_id > msg_id
+    consumer = await _consumer(client, topic)
     msg = await consumer.receive(5000)
     assert msg.data() == b"payload"
     assert msg.properties() == {"a": "1", "b": "2"}
@@ -113,13 +113,13 @@ async def test_batched_sends_share_an_entry_in_order(
 ) -> None:
     """SEM-8.3: the default batcher packs messages into one entry, indexes in send order."""
     topic = broker.topic()
-    consumer = await _consumer(client, topic)
     producer = await _single(
         client, topic, batching_enabled=True, batching_max_publish_delay_ms=1000
     )
     ids = await send_all(producer, [OutgoingMessage(b"m%d" % i) for i in range(20)])
     assert {(i.ledger_id, i.entry_id) for i in ids} == {(ids[0].ledger_id, ids[0].entry_id)}
     assert [i.batch_index for i in ids] == list(range(20))
+    consumer = await _consumer(client, topic)
     received = [await consumer.receive(5000) for _ in range(20)]
     assert [m.data() for m in received] == [b"m%d" % i for i in range(20)]
     assert [m.message_id() for m in received] == ids
@@ -149,7 +149,6 @@ async def test_batch_limits_split_batches(client: Client, broker: BrokerUnderTes
 async def test_key_based_batching_groups_by_key(client: Client, broker: BrokerUnderTest) -> None:
     """SEM-8.3 / SEM-4.4.5: one batch per key, each entry keyed by its messages' key."""
     topic = broker.topic()
-    consumer = await _consumer(client, topic)
     producer = await _single(
         client, topic, batching_enabled=True, batching_type=BatchingType.KeyBased,
         batching_max_publish_delay_ms=5000,
@@ -160,6 +159,7 @@ async def test_key_based_batching_groups_by_key(client: Client, broker: BrokerUn
                 for k in "abc"}  # fmt: skip
     assert all(len(entries) == 1 for entries in entry_of.values())
     assert len({next(iter(e)) for e in entry_of.values()}) == 3
+    consumer = await _consumer(client, topic)
     received = [await consumer.receive(5000) for _ in keys]
     assert sorted(m.partition_key() for m in received) == sorted(keys)
     assert all(m.data().decode() == m.partition_key() for m in received)
@@ -171,13 +171,13 @@ async def test_compression_round_trip(
 ) -> None:
     """SEM-8.4: every codec, batched and not; the broker never looks inside."""
     topic = broker.topic()
-    consumer = await _consumer(client, topic)
     payloads = [os.urandom(50) + b"z" * 500 for _ in range(6)]
     single = await _single(client, topic, batching_enabled=False, compression_type=codec)
     batched = await _single(client, topic, batching_enabled=True, compression_type=codec)
     for p in payloads[:3]:
         await single.send(OutgoingMessage(p))
     await send_all(batched, [OutgoingMessage(p) for p in payloads[3:]])
+    consumer = await _consumer(client, topic)
     received = [(await consumer.receive(5000)).data() for _ in payloads]
     assert received == payloads
 
@@ -185,7 +185,6 @@ async def test_compression_round_trip(
 async def test_chunking_splits_and_reassembles(client: Client, broker: BrokerUnderTest) -> None:
     """SEM-8.2: a message over the chunk size goes as chunks sharing a uuid; reassembled whole."""
     topic = broker.topic()
-    consumer = await _consumer(client, topic)
     producer = await _single(
         client, topic, batching_enabled=False, chunking_enabled=True,
         chunk_max_message_size=10_000, compression_type=CompressionType.LZ4,
@@ -196,6 +195,7 @@ async def test_chunking_splits_and_reassembles(client: Client, broker: BrokerUnd
     small_id = await producer.send(OutgoingMessage(small))
     # 35,000 random bytes stay ~35,000 after LZ4: four chunk entries before `small`.
     assert small_id.entry_id - big_id.entry_id == 1
+    consumer = await _consumer(client, topic)
     msg = await consumer.receive(5000)
     assert msg.data() == big
     assert msg.properties() == {"k": "v"}
