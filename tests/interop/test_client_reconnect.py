@@ -30,7 +30,7 @@ def _bounce(broker: PulsarLite | BrokerThread) -> None:
 
 async def _wait_until(predicate: Callable[[], bool]) -> None:
     async with asyncio.timeout(10):
-        while not predicate():
+        while not predicate():  # noqa: ASYNC110 (state of another component, no event to await)
             await asyncio.sleep(0.01)
 
 
