@@ -88,10 +88,6 @@ class BinaryLookupService:
         self._pool = pool
         self._next_host = itertools.cycle(service.addresses)
 
-    async def _service_connection(self) -> tuple[str, object]:
-        address = next(self._next_host)
-        return address, await self._pool.get_connection(address)
-
     async def get_partitioned_metadata(self, topic: TopicName) -> int:
         address = next(self._next_host)
         cnx = await self._pool.get_connection(address)
@@ -131,7 +127,10 @@ class BinaryLookupService:
                 return address if response.proxy_through_service_url else target
             address = target
             authoritative = response.authoritative
-        raise LookupError(f"lookup of {topic} redirected more than {MAX_REDIRECTS} times")
+        # A redirect loop is a broker misconfiguration: retrying would only loop again.
+        raise LookupError(
+            f"lookup of {topic} redirected more than {MAX_REDIRECTS} times", retriable=False
+        )
 
     async def close(self) -> None:
         """Connections belong to the pool, which the client closes."""
