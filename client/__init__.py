@@ -409,8 +409,12 @@ class Client:
         logger: Any = None,
         connection_timeout_ms: int = 10000,
         listener_name: str | None = None,
+        tls_private_key_file_path: str | None = None,
+        tls_certificate_file_path: str | None = None,
         **extra: Any,
     ) -> None:
+        if tls_private_key_file_path or tls_certificate_file_path or tls_trust_certs_file_path:
+            raise InvalidConfiguration("TLS is not supported yet")  # noqa: F405
         self._client = _aio_client.Client(
             service_url,
             authentication=authentication,
