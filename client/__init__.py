@@ -222,6 +222,19 @@ def _build_message(
     )
 
 
+def _wrap_callback(
+    callback: SendCallbackSync,
+) -> Callable[[PulsarException | None, _ids.MessageId | None], None]:
+    def answered(error: PulsarException | None, msg_id: _ids.MessageId | None) -> None:
+        if error is not None:
+            callback(error.result, None)
+        else:
+            assert msg_id is not None
+            callback(Result.Ok, MessageId.wrap(msg_id))
+
+    return answered
+
+
 class Producer:
     """Blocking producer; `send_async` callbacks run on the client's loop thread."""
 
@@ -239,6 +252,10 @@ class Producer:
         self._permits = permits
         self._block = block_if_queue_full
         self._submit = client._submitter.submit
+        # The core tells us when messages leave its queue, answered or failed.
+        cores = producer.producers if isinstance(producer, _AioPartitioned) else [producer]
+        for core in cores:
+            core.release_listener = permits.release
 
     def topic(self) -> str:
         return self._producer.topic()
@@ -274,14 +291,16 @@ class Producer:
         )  # fmt: skip
         future: concurrent.futures.Future[MessageId] = concurrent.futures.Future()
 
-        def done(result: Result, msg_id: MessageId | None, error: PulsarException | None) -> None:
+        def answered(error: PulsarException | None, msg_id: _ids.MessageId | None) -> None:
             if error is not None:
                 future.set_exception(error)
             else:
                 assert msg_id is not None
-                future.set_result(msg_id)
+                future.set_result(MessageId.wrap(msg_id))
 
-        self._enqueue(msg, done)
+        if not self._permits.acquire(self._block):
+            raise ProducerQueueIsFull(f"producer on {self.topic()} has too many pending messages")
+        self._submit(self._send_in_loop, msg, answered)
         return future.result()
 
     def send_async(
@@ -298,48 +317,44 @@ class Producer:
         deliver_at: int | None = None,
         deliver_after: timedelta | None = None,
     ) -> None:
-        """Queue a message; `callback(result, message_id)` runs once it is answered."""
-        msg = _build_message(
-            self._schema, content, properties, partition_key, ordering_key, sequence_id,
-            replication_clusters, disable_replication, event_timestamp, deliver_at, deliver_after,
-        )  # fmt: skip
+        """Queue a message; `callback(result, message_id)` runs once it is answered.
 
-        def done(result: Result, msg_id: MessageId | None, error: PulsarException | None) -> None:
-            if callback is not None:
-                callback(result, msg_id)
-
-        self._enqueue(msg, done)
-
-    def _enqueue(
-        self,
-        msg: OutgoingMessage,
-        done: Callable[[Result, MessageId | None, PulsarException | None], None],
-    ) -> None:
+        Callbacks run on the client's loop thread, as the official client runs
+        them on its I/O thread; they must not block.
+        """
+        if (
+            content.__class__ is bytes
+            and self._schema is None
+            and not (properties or partition_key or ordering_key or replication_clusters)
+            and sequence_id is None
+            and not (disable_replication or event_timestamp or deliver_at or deliver_after)
+        ):
+            msg = OutgoingMessage(content)  # the common case, kept cheap
+        else:
+            msg = _build_message(
+                self._schema, content, properties, partition_key, ordering_key, sequence_id,
+                replication_clusters, disable_replication, event_timestamp, deliver_at,
+                deliver_after,
+            )  # fmt: skip
         if not self._permits.acquire(self._block):
-            error = ProducerQueueIsFull(f"producer on {self.topic()} has too many pending messages")
-            done(error.result, None, error)
+            if callback is not None:
+                callback(Result.ProducerQueueIsFull, None)
             return
-        permits = self._permits
-
-        def answered(error: PulsarException | None, msg_id: _ids.MessageId | None) -> None:
-            permits.release()
-            if error is not None:
-                done(error.result, None, error)
-            else:
-                assert msg_id is not None
-                done(Result.Ok, MessageId.wrap(msg_id), None)
-
+        answered = None if callback is None else _wrap_callback(callback)
         self._submit(self._send_in_loop, msg, answered)
 
     def _send_in_loop(
         self,
         msg: OutgoingMessage,
-        answered: Callable[[PulsarException | None, _ids.MessageId | None], None],
+        answered: Callable[[PulsarException | None, _ids.MessageId | None], None] | None,
     ) -> None:
         try:
             self._producer.send_async(msg, answered)
         except PulsarException as exc:
-            answered(exc, None)
+            # Refused before it was queued: the core never counted it.
+            self._permits.release()
+            if answered is not None:
+                answered(exc, None)
 
     def _call(self, fn: Callable[[], Any]) -> Any:
         # Runs after everything submitted before it (the submitter keeps order).

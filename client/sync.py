@@ -75,49 +75,60 @@ class LoopThread:
 
 
 class Submitter:
-    """Runs callables on the loop, in submission order, with few wake-ups."""
+    """Runs callables on the loop, in submission order, with few wake-ups.
+
+    Lock-free under the GIL: deque appends and pops are atomic, and the drain
+    re-checks the queue after clearing `_scheduled`, so an item appended in
+    between is never stranded (at worst a drain is scheduled twice).
+    """
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
         self._items: deque[tuple[Callable[..., None], tuple[Any, ...]]] = deque()
-        self._lock = threading.Lock()
         self._scheduled = False
 
     def submit(self, fn: Callable[..., None], *args: Any) -> None:
-        with self._lock:
-            self._items.append((fn, args))
-            if self._scheduled:
-                return
+        self._items.append((fn, args))
+        if not self._scheduled:
             self._scheduled = True
-        self._loop.call_soon_threadsafe(self._drain)
+            self._loop.call_soon_threadsafe(self._drain)
 
     def _drain(self) -> None:
         items = self._items
         while True:
-            with self._lock:
-                if not items:
-                    self._scheduled = False
-                    return
-                batch = list(items)
-                items.clear()
-            for fn, args in batch:
+            while items:
+                fn, args = items.popleft()
                 fn(*args)
+            self._scheduled = False
+            if not items:
+                return
+            self._scheduled = True
 
 
 class Permits:
-    """A counting limit the application thread waits on (block_if_queue_full)."""
+    """A counting limit the application thread may wait on (block_if_queue_full)."""
 
     def __init__(self, limit: int) -> None:
         self.limit = limit if limit > 0 else 1 << 62
         self.used = 0
-        self._cond = threading.Condition(threading.Lock())
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
         self._waiting = 0
 
+    def try_acquire(self) -> bool:
+        with self._lock:
+            if self.used < self.limit:
+                self.used += 1
+                return True
+            return False
+
     def acquire(self, block: bool) -> bool:
+        if self.try_acquire():
+            return True
+        if not block:
+            return False
         with self._cond:
             while self.used >= self.limit:
-                if not block:
-                    return False
                 self._waiting += 1
                 try:
                     self._cond.wait()
@@ -127,7 +138,7 @@ class Permits:
             return True
 
     def release(self, count: int = 1) -> None:
-        with self._cond:
+        with self._lock:
             self.used -= count
             if self._waiting:
                 self._cond.notify(count)

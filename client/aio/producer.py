@@ -16,6 +16,7 @@ import contextlib
 import time
 import uuid as _uuid
 from collections import deque
+from collections.abc import Callable
 
 from magnetar.client.aio.batch import BatchContainer, BatchPayload, KeyBasedBatchContainer
 from magnetar.client.aio.compression import compress
@@ -136,6 +137,9 @@ class Producer(ConnectionHandler):
         self._batch_timer: asyncio.TimerHandle | None = None
         self.max_message_size = 5 * 1024 * 1024
         self.schema_version = b""
+        # Told how many messages left the pending queue (answered or failed);
+        # the blocking facade counts its own limit with it.
+        self.release_listener: Callable[[int], None] | None = None
 
     # -- accessors (official names) ----------------------------------------
 
@@ -238,6 +242,8 @@ class Producer(ConnectionHandler):
 
     def _release(self, count: int) -> None:
         self._pending_messages -= count
+        if self.release_listener is not None and count:
+            self.release_listener(count)
         waiters = self._capacity_waiters
         while waiters and self._pending_messages < self._max_pending:
             waiter = waiters.popleft()
