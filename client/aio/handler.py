@@ -16,10 +16,34 @@ import structlog
 
 from magnetar.client.aio.connection import ClientConnection
 from magnetar.client.aio.context import ClientContext
-from magnetar.client.aio.errors import AlreadyClosed, PulsarException, Timeout
+from magnetar.client.aio.errors import (
+    AlreadyClosed,
+    AuthenticationError,
+    AuthorizationError,
+    IncompatibleSchema,
+    NotAllowedError,
+    ProducerFenced,
+    PulsarException,
+    Timeout,
+    TopicNotFound,
+    TopicTerminated,
+)
 from magnetar.proto.naming import TopicName
 
 _log = structlog.get_logger("magnetar.client")
+
+# Errors that end reconnecting. Others that fail a first attach at once
+# (ProducerBusy, ConsumerBusy...) are retried here: after a drop the broker may
+# still hold our old registration for a moment.
+FATAL_ON_RECONNECT: tuple[type[PulsarException], ...] = (
+    AuthenticationError,
+    AuthorizationError,
+    IncompatibleSchema,
+    NotAllowedError,
+    ProducerFenced,
+    TopicNotFound,
+    TopicTerminated,
+)
 
 
 class State(enum.Enum):
@@ -114,7 +138,7 @@ class ConnectionHandler:
                 self._log.info("reconnected")
                 return
             except PulsarException as exc:
-                if not exc.retriable:
+                if isinstance(exc, FATAL_ON_RECONNECT):
                     self._log.warning("reconnect failed for good", error=str(exc))
                     self.state = State.FAILED
                     self.failure = exc

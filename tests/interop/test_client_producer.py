@@ -296,6 +296,24 @@ async def test_access_modes(client: Client, broker: BrokerUnderTest) -> None:
     await first.close()
 
 
+async def test_exclusive_with_fencing_fences_the_old_producer(
+    client: Client, broker: BrokerUnderTest
+) -> None:
+    """WIRE 7: ExclusiveWithFencing closes the old producer; it then fails with ProducerFenced."""
+    broker.require("access_modes")
+    topic = broker.topic()
+    old = await _single(client, topic, access_mode=ProducerAccessMode.Exclusive)
+    await old.send(OutgoingMessage(b"before"))
+    new = await _single(client, topic, access_mode=ProducerAccessMode.ExclusiveWithFencing)
+    assert (await new.send(OutgoingMessage(b"after"))).entry_id >= 0
+    async with asyncio.timeout(5):
+        while old.is_connected() or old.failure is None:  # noqa: ASYNC110 (broker-driven state)
+            await asyncio.sleep(0.01)
+    assert isinstance(old.failure, errors.ProducerFenced)
+    with pytest.raises(errors.ProducerFenced):
+        await old.send(OutgoingMessage(b"fenced"))
+
+
 async def test_close_is_idempotent_and_fails_later_sends(
     client: Client, broker: BrokerUnderTest
 ) -> None:
