@@ -11,6 +11,7 @@ import sys
 BENCHMARKS = {
     "storage": "bench.storage.run",
     "compare": "bench.compare",
+    "producer": "bench.producer",
 }
 
 
