@@ -285,6 +285,7 @@ class Producer:
         """Publish and block until the broker acknowledged the message."""
         import concurrent.futures
 
+        self._check_open()
         msg = _build_message(
             self._schema, content, properties, partition_key, ordering_key, sequence_id,
             replication_clusters, disable_replication, event_timestamp, deliver_at, deliver_after,
@@ -322,6 +323,7 @@ class Producer:
         Callbacks run on the client's loop thread, as the official client runs
         them on its I/O thread; they must not block.
         """
+        self._check_open()
         if (
             content.__class__ is bytes
             and self._schema is None
@@ -342,6 +344,10 @@ class Producer:
             return
         answered = None if callback is None else _wrap_callback(callback)
         self._submit(self._send_in_loop, msg, answered)
+
+    def _check_open(self) -> None:
+        if self._client._closed:
+            raise AlreadyClosed("the client is closed")
 
     def _send_in_loop(
         self,
@@ -365,10 +371,12 @@ class Producer:
 
     def flush(self) -> None:
         """Send what is batched and wait until every pending message is answered."""
+        self._check_open()
         self._call(self._producer.flush)
 
     def close(self) -> None:
-        self._call(self._producer.close)
+        if not self._client._closed:  # closing the client closed its producers
+            self._call(self._producer.close)
 
 
 class Consumer:
@@ -584,7 +592,3 @@ class Client:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-# Keep the names importable as in the official module, e.g. `pulsar.AlreadyClosed`.
-_ = AlreadyClosed

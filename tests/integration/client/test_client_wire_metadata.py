@@ -122,3 +122,17 @@ def test_send_async_queue_full_reports_through_the_callback(broker: FakeBroker) 
         assert results == [magnetar.Result.ProducerQueueIsFull]
         with pytest.raises(magnetar.ProducerQueueIsFull):
             producer.send(b"y")
+
+
+def test_closed_client_refuses_sends(broker: FakeBroker) -> None:
+    client = magnetar.Client(broker.url, operation_timeout_seconds=5)
+    producer = client.create_producer(TOPIC)
+    assert producer.is_connected()
+    client.close()
+    client.close()
+    assert not producer.is_connected()
+    with pytest.raises(magnetar.AlreadyClosed):
+        producer.send(b"late")
+    with pytest.raises(magnetar.AlreadyClosed):
+        producer.send_async(b"late", None)
+    producer.close()  # closing after the client is a no-op
