@@ -545,17 +545,51 @@ class Client:
         subscription_name: str,
         consumer_type: ConsumerType = ConsumerType.Exclusive,
         schema: Any = None,
+        message_listener: Any = None,
         receiver_queue_size: int = 1000,
+        max_total_receiver_queue_size_across_partitions: int = 50000,
         consumer_name: str | None = None,
+        unacked_messages_timeout_ms: int | None = None,
+        broker_consumer_stats_cache_time_ms: int = 30000,
+        negative_ack_redelivery_delay_ms: int = 60000,
+        is_read_compacted: bool = False,
         properties: Mapping[str, str] | None = None,
+        pattern_auto_discovery_period: int = 60,
         initial_position: InitialPosition = InitialPosition.Latest,
+        crypto_key_reader: Any = None,
+        replicate_subscription_state_enabled: bool = False,
         max_pending_chunked_message: int = 10,
         auto_ack_oldest_chunked_message_on_queue_full: bool = False,
-        **unsupported: Any,
+        start_message_id_inclusive: bool = False,
+        batch_receive_policy: Any = None,
+        key_shared_policy: Any = None,
+        batch_index_ack_enabled: bool = False,
+        regex_subscription_mode: int = 0,
+        dead_letter_policy: Any = None,
+        crypto_failure_action: int = 0,
     ) -> Consumer:
-        if any(value not in (None, False) for value in unsupported.values()):
-            names = ", ".join(sorted(unsupported))
-            raise InvalidConfiguration(f"consumer options not supported yet: {names}")  # noqa: F405
+        """A consumer (the basic one of part 1: one topic or partition).
+
+        Options the consumer does not implement yet raise InvalidConfiguration
+        when set to anything but their default, rather than being ignored.
+        """
+        unsupported = {
+            "message_listener": message_listener is not None,
+            "unacked_messages_timeout_ms": bool(unacked_messages_timeout_ms),
+            "is_read_compacted": is_read_compacted,
+            "crypto_key_reader": crypto_key_reader is not None,
+            "replicate_subscription_state_enabled": replicate_subscription_state_enabled,
+            "start_message_id_inclusive": start_message_id_inclusive,
+            "batch_receive_policy": batch_receive_policy is not None,
+            "key_shared_policy": key_shared_policy is not None,
+            "batch_index_ack_enabled": batch_index_ack_enabled,
+            "regex_subscription_mode": int(regex_subscription_mode) != 0,
+            "dead_letter_policy": dead_letter_policy is not None,
+            "crypto_failure_action": int(crypto_failure_action) != 0,
+        }
+        names = sorted(name for name, used in unsupported.items() if used)
+        if names:
+            raise InvalidConfiguration(f"consumer options not supported yet: {', '.join(names)}")  # noqa: F405
         consumer = self._loop.run(
             self._client.subscribe(
                 topic,

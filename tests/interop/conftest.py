@@ -24,9 +24,11 @@ LITE_LACKS = {
     "dedup": "pulsar-lite has no deduplication (last_sequence_id is always -1)",
     "access_modes": "pulsar-lite ignores producer access modes (two Exclusive producers coexist)",
     "max_message_size": "pulsar-lite does not advertise max_message_size in CONNECTED",
+    "wait_for_exclusive": "pulsar-lite ignores producer access modes",
 }
 MAGNETAR_LACKS = {
     "dedup": "the magnetar broker has no deduplication yet",
+    "wait_for_exclusive": "the magnetar broker refuses WaitForExclusive (not supported yet)",
 }
 PARTITIONS = 4
 _names = itertools.count()

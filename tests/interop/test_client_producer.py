@@ -283,7 +283,7 @@ async def test_partitioned_routing_modes(broker: BrokerUnderTest) -> None:
 
 
 async def test_access_modes(client: Client, broker: BrokerUnderTest) -> None:
-    """WIRE 7: a second Exclusive producer is refused; ExclusiveWithFencing takes over."""
+    """WIRE 7: a second Exclusive producer is refused; Shared producers coexist."""
     broker.require("access_modes")
     topic = broker.topic()
     first = await _single(client, topic, access_mode=ProducerAccessMode.Exclusive)
@@ -294,6 +294,21 @@ async def test_access_modes(client: Client, broker: BrokerUnderTest) -> None:
     b = await _single(client, shared_topic, access_mode=ProducerAccessMode.Shared)
     assert (await a.send(OutgoingMessage(b"a"))) != (await b.send(OutgoingMessage(b"b")))
     await first.close()
+
+
+async def test_wait_for_exclusive_waits_its_turn(client: Client, broker: BrokerUnderTest) -> None:
+    """WIRE 6: WaitForExclusive stays pending until the exclusive producer leaves."""
+    broker.require("wait_for_exclusive")
+    topic = broker.topic()
+    first = await _single(client, topic, access_mode=ProducerAccessMode.Exclusive)
+    waiting = asyncio.ensure_future(
+        _single(client, topic, access_mode=ProducerAccessMode.WaitForExclusive)
+    )
+    await asyncio.sleep(0.2)
+    assert not waiting.done()
+    await first.close()
+    second = await asyncio.wait_for(waiting, 5)
+    assert (await second.send(OutgoingMessage(b"mine now"))).entry_id >= 0
 
 
 async def test_exclusive_with_fencing_fences_the_old_producer(

@@ -351,3 +351,25 @@ async def test_connect_refused_is_a_retriable_connect_error() -> None:
         with pytest.raises(errors.Timeout) as caught:
             await _producer(client)
         assert isinstance(caught.value.__cause__, errors.ConnectError)
+
+
+async def test_producer_continues_after_the_brokers_last_sequence_id() -> None:
+    """SEM-7.4: PRODUCER_SUCCESS.last_sequence_id is where a named producer goes on."""
+    with fake_broker() as broker:
+
+        def known(conn: FakeConnection, frame: Frame) -> list[Reply]:
+            replies = conn.broker._on_producer(conn, frame)
+            reply = replies[0]
+            assert isinstance(reply, pb.BaseCommand)
+            reply.producer_success.last_sequence_id = 41
+            return replies
+
+        broker._handlers[T.PRODUCER] = known
+        async with _client(broker.url) as client:
+            producer = await _producer(client, producer_name="returning")
+            assert producer.last_sequence_id() == 41
+            await producer.send(OutgoingMessage(b"next"))
+            assert producer.last_sequence_id() == 42
+            explicit = await _producer(client, producer_name="explicit", initial_sequence_id=5)
+            assert explicit.last_sequence_id() == 5  # the application's choice wins
+        assert [s.frame.command.send.sequence_id for s in broker.sends] == [42]

@@ -40,8 +40,9 @@ def _comparable(value: Any) -> Any:
         (pulsar.Producer.send, ours.Producer.send),
         (pulsar.Producer.send_async, ours.Producer.send_async),
         (pulsar.Consumer.receive, ours.Consumer.receive),
+        (pulsar.Client.subscribe, ours.Client.subscribe),
     ],
-    ids=["Client", "create_producer", "send", "send_async", "receive"],
+    ids=["Client", "create_producer", "send", "send_async", "receive", "subscribe"],
 )
 def test_same_keywords_and_defaults(official: Callable[..., Any], mine: Callable[..., Any]) -> None:
     theirs = _params(official)
@@ -51,14 +52,6 @@ def test_same_keywords_and_defaults(official: Callable[..., Any], mine: Callable
         if name in _SAME_MEANING:
             continue
         assert _comparable(mine_params[name]) == _comparable(default), name
-
-
-def test_subscribe_takes_the_common_keywords() -> None:
-    theirs = _params(pulsar.Client.subscribe)
-    mine = _params(ours.Client.subscribe)
-    for name in ("topic", "subscription_name", "consumer_type", "receiver_queue_size",
-                 "consumer_name", "initial_position", "max_pending_chunked_message"):  # fmt: skip
-        assert _comparable(mine[name]) == _comparable(theirs[name]), name
 
 
 def test_enums_match_the_official_values() -> None:
