@@ -16,8 +16,10 @@ import itertools
 from typing import Protocol
 
 import structlog
+from google.protobuf.message import Message
 
 from magnetar.client.aio.errors import (
+    AlreadyClosed,
     ConnectError,
     PulsarException,
     Timeout,
@@ -186,8 +188,10 @@ class ClientConnection:
             return
         self._closed = True
         self.close_cause = cause
-        if cause is not None:
-            self._log.info("connection closed", cause=str(cause))
+        if isinstance(cause, AlreadyClosed):
+            self._log.debug("connection closed", cause=str(cause))
+        elif cause is not None:
+            self._log.info("connection lost", cause=str(cause))
         if self._writer is not None:
             self._writer.close()
         error = ConnectError(f"connection to {self.address} closed")
@@ -249,15 +253,13 @@ class ClientConnection:
             return
         self._writer.write(data)
 
-    def send_command(self, body: object) -> None:
-        from google.protobuf.message import Message
-
-        assert isinstance(body, Message)
+    def send_command(self, body: Message) -> None:
+        """Write one Command* body (wrapped in its BaseCommand)."""
         self.write(encode_command(wrap(body)))
 
     async def request(
         self,
-        body: object,
+        body: Message,
         request_id: int,
         timeout: float | None = None,  # noqa: ASYNC109 (per-request deadline)
     ) -> Frame:
@@ -271,9 +273,6 @@ class ClientConnection:
         """
         if self._closed:
             raise ConnectError(f"connection to {self.address} is closed") from self.close_cause
-        from google.protobuf.message import Message
-
-        assert isinstance(body, Message)
         future: asyncio.Future[Frame] = asyncio.get_running_loop().create_future()
         self._requests[request_id] = future
         self.write(encode_command(wrap(body)))
