@@ -136,3 +136,16 @@ def test_closed_client_refuses_sends(broker: FakeBroker) -> None:
     with pytest.raises(magnetar.AlreadyClosed):
         producer.send_async(b"late", None)
     producer.close()  # closing after the client is a no-op
+
+
+def test_block_if_queue_full_waits_instead_of_failing(
+    broker: FakeBroker, client: magnetar.Client
+) -> None:
+    """block_if_queue_full: send_async waits for room; every message is sent, in order."""
+    producer = client.create_producer(TOPIC, max_pending_messages=2, block_if_queue_full=True)
+    results: list[object] = []
+    for i in range(50):
+        producer.send_async(b"%d" % i, lambda result, msg_id: results.append(result))
+    producer.flush()
+    assert results == [magnetar.Result.Ok] * 50
+    assert [s.payload for s in broker.wait_for_sends(50)] == [b"%d" % i for i in range(50)]
