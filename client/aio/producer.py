@@ -35,6 +35,7 @@ from magnetar.client.aio.errors import (
 )
 from magnetar.client.aio.handler import ConnectionHandler, State
 from magnetar.client.aio.message import OutgoingMessage, SendCallback
+from magnetar.client.aio.pending import OpSendMsg, call_back
 from magnetar.proto import pulsar_api_pb2 as pb
 from magnetar.proto.errors import ProtocolError, ServerError
 from magnetar.proto.frames import Payload, encode_payload_command
@@ -44,54 +45,6 @@ from magnetar.proto.naming import TopicName
 T = pb.BaseCommand
 # Checksum block, metadata size field and some room for the SEND command.
 _FRAME_OVERHEAD = 10
-
-
-class OpSendMsg:
-    """One SEND frame waiting for its receipt."""
-
-    __slots__ = (
-        "callbacks",
-        "deadline",
-        "frame",
-        "highest_sequence_id",
-        "is_batch",
-        "sequence_id",
-        "waiters",
-        "weight",
-    )
-
-    def __init__(
-        self,
-        frame: bytes,
-        sequence_id: int,
-        highest_sequence_id: int,
-        callbacks: list[SendCallback | None],
-        *,
-        is_batch: bool,
-        weight: int,
-    ) -> None:
-        self.frame = frame
-        self.sequence_id = sequence_id
-        self.highest_sequence_id = highest_sequence_id
-        self.callbacks = callbacks
-        self.is_batch = is_batch
-        # Messages this op holds against max_pending_messages (0 for a non-final chunk).
-        self.weight = weight
-        self.deadline = 0.0
-        self.waiters: list[asyncio.Future[None]] | None = None
-
-
-def _call(
-    callback: SendCallback | None, error: PulsarException | None, msg_id: MessageId | None
-) -> None:
-    if callback is None:
-        return
-    try:
-        callback(error, msg_id)
-    except Exception:  # an application callback must not break the producer
-        import structlog
-
-        structlog.get_logger("magnetar.client").exception("send callback raised")
 
 
 class Producer(ConnectionHandler):
@@ -439,7 +392,7 @@ class Producer(ConnectionHandler):
             )
             self._release(batch.num_messages)
             for callback in batch.callbacks:
-                _call(callback, error, None)
+                call_back(callback, error, None)
             return
         frame = self._frame(
             batch.sequence_id, batch.highest_sequence_id, batch.num_messages, meta, body
@@ -496,9 +449,9 @@ class Producer(ConnectionHandler):
             count = len(callbacks)
             for index, callback in enumerate(callbacks):
                 if callback is not None:
-                    _call(callback, None, MessageId(ledger, entry, partition, index, count))
+                    call_back(callback, None, MessageId(ledger, entry, partition, index, count))
         elif callbacks and callbacks[0] is not None:
-            _call(callbacks[0], None, MessageId(ledger, entry, partition))
+            call_back(callbacks[0], None, MessageId(ledger, entry, partition))
         if op.waiters:
             for waiter in op.waiters:
                 if not waiter.done():
@@ -522,7 +475,7 @@ class Producer(ConnectionHandler):
     def _fail_op(self, op: OpSendMsg, error: PulsarException) -> None:
         self._release(op.weight)
         for callback in op.callbacks:
-            _call(callback, error, None)
+            call_back(callback, error, None)
         if op.waiters:
             for waiter in op.waiters:
                 if not waiter.done():
@@ -542,7 +495,7 @@ class Producer(ConnectionHandler):
             callbacks = self._batcher.fail_all()
             self._release(len(callbacks))
             for callback in callbacks:
-                _call(callback, error, None)
+                call_back(callback, error, None)
         self._fail_pending(error)
         if self._send_timer is not None:
             self._send_timer.cancel()
