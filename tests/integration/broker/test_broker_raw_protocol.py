@@ -225,9 +225,9 @@ def test_permits_count_batch_messages(broker: BrokerThread) -> None:
             client.expect_each(T.SEND_RECEIPT, T.MESSAGE)
         # 3 permits left: the batch of 5 still goes out (one entry may cross the line).
         client.send_message(1, 7, b"batch", num_messages_in_batch=5)
-        got = client.expect_each(T.SEND_RECEIPT, T.MESSAGE)
-        assert got[T.MESSAGE].payload is not None
-        assert got[T.MESSAGE].payload.metadata.num_messages_in_batch == 5
+        batch = client.expect_each(T.SEND_RECEIPT, T.MESSAGE)[T.MESSAGE].payload
+        assert batch is not None
+        assert batch.metadata.num_messages_in_batch == 5
         # Now at -2: nothing more until permits are positive again.
         client.publish(1, 8, b"single")
         with pytest.raises(TimeoutError):
