@@ -15,7 +15,6 @@ import contextlib
 import itertools
 from typing import Protocol
 
-import structlog
 from google.protobuf.message import Message
 
 from magnetar.client.aio.errors import (
@@ -25,6 +24,7 @@ from magnetar.client.aio.errors import (
     Timeout,
     from_server_error,
 )
+from magnetar.client.aio.log import get_logger
 from magnetar.proto import pulsar_api_pb2 as pb
 from magnetar.proto.errors import ChecksumMismatch
 from magnetar.proto.frames import (
@@ -37,7 +37,7 @@ from magnetar.proto.frames import (
     wrap,
 )
 
-_log = structlog.get_logger("magnetar.client.connection")
+_log = get_logger("magnetar.client.connection")
 
 T = pb.BaseCommand
 CLIENT_VERSION = "magnetar-python-0.1.0"

@@ -12,8 +12,6 @@ import asyncio
 import enum
 import time
 
-import structlog
-
 from magnetar.client.aio.connection import ClientConnection
 from magnetar.client.aio.context import ClientContext
 from magnetar.client.aio.errors import (
@@ -28,9 +26,10 @@ from magnetar.client.aio.errors import (
     TopicNotFound,
     TopicTerminated,
 )
+from magnetar.client.aio.log import get_logger
 from magnetar.proto.naming import TopicName
 
-_log = structlog.get_logger("magnetar.client")
+_log = get_logger("magnetar.client")
 
 # Errors that end reconnecting. Others that fail a first attach at once
 # (ProducerBusy, ConsumerBusy...) are retried here: after a drop the broker may

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import asyncio
 
-import structlog
-
 from magnetar.client.aio.errors import PulsarException
+from magnetar.client.aio.log import get_logger
 from magnetar.client.aio.message import SendCallback
 from magnetar.proto.ids import MessageId
 
-_log = structlog.get_logger("magnetar.client")
+_log = get_logger("magnetar.client")
 
 
 class OpSendMsg:
