@@ -8,6 +8,7 @@ or the broker answers with a fatal error.
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import enum
 import time
@@ -54,7 +55,7 @@ class State(enum.Enum):
     FAILED = "failed"
 
 
-class ConnectionHandler:
+class ConnectionHandler(abc.ABC):
     """Base of Producer and Consumer: owns the connection and the reconnect task."""
 
     def __init__(self, context: ClientContext, topic: TopicName) -> None:
@@ -67,16 +68,17 @@ class ConnectionHandler:
         self.failure: PulsarException | None = None
         self._log = _log.bind(topic=str(topic))
 
-    # Subclasses implement these two.
+    @abc.abstractmethod
     async def attach(self, cnx: ClientConnection) -> None:
         """Register on `cnx` (PRODUCER / SUBSCRIBE); raise on failure."""
-        raise NotImplementedError
 
     def on_disconnected(self) -> None:
-        """The connection is gone; forget what was tied to it."""
+        """The connection is gone; forget what was tied to it (default: nothing)."""
+        return
 
     def on_fatal(self, error: PulsarException) -> None:
-        """Reconnecting hit a non-retriable error: fail whatever waits."""
+        """Reconnecting hit a non-retriable error: fail whatever waits (default: nothing)."""
+        return
 
     def is_connected(self) -> bool:
         return self.state is State.READY and self.cnx is not None and not self.cnx.is_closed
