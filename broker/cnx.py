@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Coroutine
+from functools import partial
 from typing import Any, cast
 
 import structlog
@@ -24,7 +25,7 @@ from magnetar.broker.config import BrokerConfig
 from magnetar.broker.consumer import Consumer
 from magnetar.broker.errors import BrokerServiceError
 from magnetar.broker.metrics import BrokerMetrics
-from magnetar.broker.producer import Producer
+from magnetar.broker.producer import AccessMode, Producer
 from magnetar.broker.service import BrokerService, parse_topic
 from magnetar.broker.storage.api import StorageError
 from magnetar.broker.topics.persistent import PersistentTopic
@@ -378,6 +379,10 @@ class ServerCnx(asyncio.Protocol):
         try:
             topic = await self.service.get_topic(cmd.topic)
             name = cmd.producer_name or self.service.generate_producer_name()
+            if cmd.producer_access_mode == AccessMode.WaitForExclusive:
+                await topic.wait_for_exclusive_access(
+                    partial(self._producer_queued, cmd.request_id, name, topic.name)
+                )
             producer = topic.add_producer(
                 self,
                 pid,
@@ -394,6 +399,10 @@ class ServerCnx(asyncio.Protocol):
         self.producers[pid] = producer
         self.log.info("producer created", topic=topic.name, producer=name, producer_id=pid)
         self.write(commands.producer_success(cmd.request_id, name))
+
+    def _producer_queued(self, request_id: int, name: str, topic: str) -> None:
+        self.log.info("producer waits for exclusive access", topic=topic, producer=name)
+        self.write(commands.producer_success(request_id, name, ready=False))
 
     def _handle_send(self, frame: Frame) -> None:
         send = frame.command.send
@@ -425,6 +434,8 @@ class ServerCnx(asyncio.Protocol):
     async def _close_producer(self, producer_id: int, request_id: int) -> None:
         pending = self._producer_requests.get(producer_id)
         if pending is not None:
+            # A producer still queued for exclusive access would wait forever.
+            pending.cancel()
             await asyncio.gather(pending, return_exceptions=True)
         producer = self.producers.pop(producer_id, None)
         if producer is not None:

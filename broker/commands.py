@@ -50,13 +50,17 @@ def connected(server_version: str, protocol_version: int, max_message_size: int)
     return encode_command(command)
 
 
-def producer_success(request_id: int, producer_name: str, last_sequence_id: int = -1) -> bytes:
+def producer_success(
+    request_id: int, producer_name: str, last_sequence_id: int = -1, *, ready: bool = True
+) -> bytes:
+    """PRODUCER_SUCCESS; `ready=False` keeps a WaitForExclusive request pending (WIRE 6)."""
     return _frame(
         T.PRODUCER_SUCCESS,
         "producer_success",
         request_id=request_id,
         producer_name=producer_name,
         last_sequence_id=last_sequence_id,
+        producer_ready=ready,
     )
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections import deque
 from collections.abc import Callable
 from functools import partial
 
@@ -73,6 +74,8 @@ class PersistentTopic:
         self._subscribe_lock = asyncio.Lock()
         self._non_durable_counter = 0
         self._background: set[asyncio.Task[None]] = set()
+        # WaitForExclusive producers queued for the topic, in arrival order.
+        self._exclusive_waiters: deque[asyncio.Future[None]] = deque()
         self.is_closed = False
 
     def __repr__(self) -> str:
@@ -143,6 +146,33 @@ class PersistentTopic:
             self.metrics.producers.inc()
         return producer
 
+    async def wait_for_exclusive_access(self, on_queued: Callable[[], None]) -> None:
+        """WaitForExclusive (WIRE 6): return once no other producer holds the topic.
+
+        Waiters are served in arrival order; `on_queued` runs once when the
+        caller has to wait (the broker then answers producer_ready = false).
+        """
+        self._check_open()
+        if not self.producers and not self._exclusive_waiters:
+            return
+        on_queued()
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._exclusive_waiters.append(waiter)
+        try:
+            await waiter
+        finally:
+            if waiter in self._exclusive_waiters:
+                self._exclusive_waiters.remove(waiter)
+            if waiter.cancelled() and not self.producers:
+                self._wake_exclusive_waiter()  # pass the turn on
+
+    def _wake_exclusive_waiter(self) -> None:
+        while self._exclusive_waiters:
+            waiter = self._exclusive_waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+
     def _check_access_mode(self, mode: int) -> None:
         exclusive = [p for p in self.producers.values() if p.access_mode != AccessMode.Shared]
         if mode == AccessMode.Shared:
@@ -150,7 +180,7 @@ class PersistentTopic:
                 raise ProducerFencedError(
                     f"topic {self.name} has an exclusive producer {exclusive[0].name!r}"
                 )
-        elif mode == AccessMode.Exclusive:
+        elif mode in (AccessMode.Exclusive, AccessMode.WaitForExclusive):
             if self.producers:
                 raise ProducerFencedError(
                     f"topic {self.name} already has producers; an exclusive one is refused"
@@ -168,6 +198,8 @@ class PersistentTopic:
             del self.producers[producer.name]
             if self.metrics is not None:
                 self.metrics.producers.dec()
+            if not self.producers:
+                self._wake_exclusive_waiter()
         producer.close()
 
     # ------------------------------------------------------------ consuming
@@ -354,6 +386,10 @@ class PersistentTopic:
         if self.is_closed:
             return
         self.is_closed = True
+        while self._exclusive_waiters:
+            waiter = self._exclusive_waiters.popleft()
+            if not waiter.done():
+                waiter.set_exception(ServiceNotReadyError(f"topic {self.name} is closing"))
         for producer in list(self.producers.values()):
             self.remove_producer(producer)
             if notify_clients:

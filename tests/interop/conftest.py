@@ -28,7 +28,6 @@ LITE_LACKS = {
 }
 MAGNETAR_LACKS = {
     "dedup": "the magnetar broker has no deduplication yet",
-    "wait_for_exclusive": "the magnetar broker refuses WaitForExclusive (not supported yet)",
 }
 PARTITIONS = 4
 _names = itertools.count()

@@ -6,6 +6,7 @@ with the unmodified C++-based client (short timeouts, closed in `finally`).
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from typing import Any
@@ -533,3 +534,30 @@ def test_exclusive_with_fencing_takes_over(broker: BrokerThread) -> None:
             old.send(b"fenced")
         consumer = client.subscribe(topic, "s", initial_position=Earliest)
         assert [m.data() for m in _drain(consumer)] == [b"before", b"after"]
+
+
+def test_wait_for_exclusive_is_queued_until_the_holder_leaves(broker: BrokerThread) -> None:
+    """WIRE 6: a WaitForExclusive producer gets producer_ready = false and stays
+    pending while an exclusive producer holds the topic; it takes over when that
+    producer closes, and its messages follow the holder's."""
+    topic = _topic()
+    Mode = pulsar.ProducerAccessMode
+    with official_client(broker.url, operation_timeout_seconds=10) as client:
+        holder = client.create_producer(topic, access_mode=Mode.Exclusive)
+        holder.send(b"first")
+        created: list[Any] = []
+        waiter = threading.Thread(
+            target=lambda: created.append(
+                client.create_producer(topic, access_mode=Mode.WaitForExclusive)
+            )
+        )
+        waiter.start()
+        waiter.join(0.5)
+        assert waiter.is_alive() and not created  # queued, not refused
+        holder.send(b"still mine")
+        holder.close()
+        waiter.join(5)
+        assert created, "the queued producer did not take over"
+        created[0].send(b"second")
+        consumer = client.subscribe(topic, "s", initial_position=Earliest)
+        assert [m.data() for m in _drain(consumer)] == [b"first", b"still mine", b"second"]
