@@ -98,6 +98,25 @@ class _Counter:
         self.ok += 1
 
 
+def _run_blocking(
+    client: Any, topic: str, count: int, payload: bytes, batched: bool, callback: bool
+) -> float:
+    """Timed send_async loop through a blocking client shaped like `pulsar.Client`."""
+    try:
+        producer = client.create_producer(topic, **_producer_options(batched))
+        counter = _Counter() if callback else None
+        start = time.perf_counter()
+        for _ in range(count):
+            producer.send_async(payload, counter)
+        producer.flush()
+        elapsed = time.perf_counter() - start
+        producer.close()
+    finally:
+        client.close()
+    assert counter is None or counter.ok == count
+    return count / elapsed
+
+
 def run_official(
     url: str, topic: str, count: int, payload: bytes, batched: bool, callback: bool = False
 ) -> float:
@@ -106,19 +125,7 @@ def run_official(
     quiet = logging.getLogger("bench.official")
     quiet.setLevel(logging.ERROR)
     client = pulsar.Client(url, operation_timeout_seconds=10, logger=quiet)
-    try:
-        producer = client.create_producer(topic, **_producer_options(batched))
-        counter = _Counter() if callback else None
-        start = time.perf_counter()
-        for _ in range(count):
-            producer.send_async(payload, counter)
-        producer.flush()
-        elapsed = time.perf_counter() - start
-        producer.close()
-    finally:
-        client.close()
-    assert counter is None or counter.ok == count
-    return count / elapsed
+    return _run_blocking(client, topic, count, payload, batched, callback)
 
 
 def run_facade(
@@ -127,19 +134,7 @@ def run_facade(
     from magnetar import client as magnetar_client
 
     client = magnetar_client.Client(url, operation_timeout_seconds=10)
-    try:
-        producer = client.create_producer(topic, **_producer_options(batched))
-        counter = _Counter() if callback else None
-        start = time.perf_counter()
-        for _ in range(count):
-            producer.send_async(payload, counter)
-        producer.flush()
-        elapsed = time.perf_counter() - start
-        producer.close()
-    finally:
-        client.close()
-    assert counter is None or counter.ok == count
-    return count / elapsed
+    return _run_blocking(client, topic, count, payload, batched, callback)
 
 
 def run_aio(url: str, topic: str, count: int, payload: bytes, batched: bool) -> float:

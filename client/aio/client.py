@@ -203,13 +203,7 @@ class Client:
             producer = PartitionedProducer(self._context, name, conf, partitions)
         else:
             producer = Producer(self._context, name, conf, partition=name.partition_index)
-        self._context.endpoints.add(producer)
-        try:
-            await producer.start()
-        except BaseException:
-            self._context.endpoints.discard(producer)
-            await producer.close()
-            raise
+        await self._start_endpoint(producer)
         return producer
 
     async def subscribe(
@@ -259,14 +253,18 @@ class Client:
                 "(partitioned consumers are not supported yet)"
             )
         consumer = Consumer(self._context, name, subscription_name, conf)
-        self._context.endpoints.add(consumer)
-        try:
-            await consumer.start()
-        except BaseException:
-            self._context.endpoints.discard(consumer)
-            await consumer.close()
-            raise
+        await self._start_endpoint(consumer)
         return consumer
+
+    async def _start_endpoint(self, endpoint: AnyProducer | Consumer) -> None:
+        """Register a producer or consumer and start it; on failure undo both."""
+        self._context.endpoints.add(endpoint)
+        try:
+            await endpoint.start()
+        except BaseException:
+            self._context.endpoints.discard(endpoint)
+            await endpoint.close()
+            raise
 
     async def close(self) -> None:
         """Close every producer and consumer, then the connections (idempotent)."""
