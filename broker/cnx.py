@@ -23,7 +23,7 @@ from magnetar.broker import commands
 from magnetar.broker.cnx_consumers import ConsumerCommands
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.consumer import Consumer
-from magnetar.broker.errors import BrokerServiceError
+from magnetar.broker.errors import BrokerServiceError, ProducerIdInUse
 from magnetar.broker.metrics import BrokerMetrics
 from magnetar.broker.producer import AccessMode, Producer
 from magnetar.broker.service import BrokerService, parse_topic
@@ -489,11 +489,3 @@ class ServerCnx(asyncio.Protocol):
     def _handle_get_schema(self, frame: Frame) -> None:
         cmd = frame.command.getSchema
         self.write(commands.schema_not_found(cmd.request_id, f"no schema for {cmd.topic}"))
-
-
-class ProducerIdInUse(BrokerServiceError):
-    def __init__(self, producer_id: int) -> None:
-        super().__init__(
-            ServerError.ProducerBusy,
-            f"producer id {producer_id} is already used on this connection for another topic",
-        )

@@ -1,11 +1,15 @@
-"""Encoded response frames the broker sends, built in one place."""
+"""Every frame the broker sends is built here.
+
+The hot builders (SEND_RECEIPT, MESSAGE) fill a protobuf object field by
+field and skip the generic `_frame` helper: they run once per entry.
+"""
 
 from __future__ import annotations
 
 from magnetar.broker.storage.api import Position
 from magnetar.proto import pulsar_api_pb2 as pb
 from magnetar.proto.errors import ServerError
-from magnetar.proto.frames import encode_command
+from magnetar.proto.frames import encode_command, encode_payload_command
 from magnetar.proto.ids import to_unsigned64
 
 T = pb.BaseCommand
@@ -85,6 +89,59 @@ def send_error(producer_id: int, sequence_id: int, code: ServerError, message: s
         error=int(code),
         message=message,
     )
+
+
+_SEND_RECEIPT = T.SEND_RECEIPT
+_MESSAGE = T.MESSAGE
+
+
+def send_receipt(
+    producer_id: int,
+    sequence_id: int,
+    highest_sequence_id: int,
+    position: Position,
+    partition: int,
+) -> bytes:
+    """SEND_RECEIPT for a durable entry (hot path: one per SEND)."""
+    command = pb.BaseCommand(type=_SEND_RECEIPT)
+    receipt = command.send_receipt
+    receipt.producer_id = producer_id
+    receipt.sequence_id = sequence_id
+    if highest_sequence_id:
+        receipt.highest_sequence_id = highest_sequence_id
+    mid = receipt.message_id
+    mid.ledgerId = position.ledger_id
+    mid.entryId = position.entry_id
+    if partition >= 0:
+        mid.partition = partition
+    return encode_command(command)
+
+
+def message(
+    consumer_id: int,
+    position: Position,
+    partition: int,
+    redelivery_count: int,
+    ack_set: list[int] | None,
+    epoch: int | None,
+    data: bytes,
+) -> bytes:
+    """MESSAGE around an entry's stored bytes (hot path: one per entry sent)."""
+    command = pb.BaseCommand(type=_MESSAGE)
+    body = command.message
+    body.consumer_id = consumer_id
+    mid = body.message_id
+    mid.ledgerId = position.ledger_id
+    mid.entryId = position.entry_id
+    if partition >= 0:
+        mid.partition = partition
+    if redelivery_count:
+        body.redelivery_count = redelivery_count
+    if ack_set is not None:
+        body.ack_set.extend(ack_set)
+    if epoch is not None:
+        body.consumer_epoch = epoch
+    return encode_payload_command(command, data)
 
 
 def partitioned_metadata(request_id: int, partitions: int) -> bytes:

@@ -15,15 +15,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
+from magnetar.broker import commands
 from magnetar.broker.endpoint import ClientConnection
 from magnetar.broker.storage.api import Entry, Position
 from magnetar.proto import pulsar_api_pb2 as pb
-from magnetar.proto.frames import encode_payload_command
 
 if TYPE_CHECKING:
     from magnetar.broker.subscription import PersistentSubscription
 
-_MESSAGE = pb.BaseCommand.MESSAGE
 SubType = pb.CommandSubscribe.SubType
 
 
@@ -34,7 +33,6 @@ class Consumer:
         "consumer_id",
         "epoch",
         "is_closed",
-        "messages_out",
         "name",
         "partition_index",
         "pending_acks",
@@ -71,7 +69,6 @@ class Consumer:
         # The first FLOW grants the receiver queue size (SEM-2.1).
         # position -> message count, in dispatch order.
         self.pending_acks: dict[Position, int] = {}
-        self.messages_out = 0
         self.is_closed = False
 
     def __repr__(self) -> str:
@@ -111,31 +108,26 @@ class Consumer:
         consumer_id = self.consumer_id
         partition = self.partition_index
         pending = self.pending_acks
+        epoch = self.epoch
+        build = commands.message
         for entry in entries:
             position = entry.position
-            command = pb.BaseCommand(type=_MESSAGE)
-            message = command.message
-            message.consumer_id = consumer_id
-            mid = message.message_id
-            mid.ledgerId = position.ledger_id
-            mid.entryId = position.entry_id
-            if partition >= 0:
-                mid.partition = partition
-            count = redelivery_count(position)
-            if count:
-                message.redelivery_count = count
-            if ack_set is not None:
-                bits = ack_set(position)
-                if bits is not None:
-                    message.ack_set.extend(bits)
-            if self.epoch is not None:
-                message.consumer_epoch = self.epoch
-            frames.append(encode_payload_command(command, entry.data))
+            bits = None if ack_set is None else ack_set(position)
+            frames.append(
+                build(
+                    consumer_id,
+                    position,
+                    partition,
+                    redelivery_count(position),
+                    bits,
+                    epoch,
+                    entry.data,
+                )
+            )
             n = entry.num_messages
             pending[position] = n
             sent += n
         self.permits -= sent
-        self.messages_out += sent
         self.cnx.write_frames(frames)
         return sent
 

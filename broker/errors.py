@@ -58,3 +58,13 @@ class ServiceNotReadyError(BrokerServiceError):
 
     def __init__(self, message: str) -> None:
         super().__init__(ServerError.ServiceNotReady, message)
+
+
+class ProducerIdInUse(BrokerServiceError):
+    """A PRODUCER reuses an id that names another topic's producer on the connection."""
+
+    def __init__(self, producer_id: int) -> None:
+        super().__init__(
+            ServerError.ProducerBusy,
+            f"producer id {producer_id} is already used on this connection for another topic",
+        )

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
+from magnetar.broker import commands
 from magnetar.broker.endpoint import ClientConnection
 from magnetar.broker.storage.api import (
     ManagedLedgerClosed,
@@ -21,7 +22,7 @@ from magnetar.broker.storage.api import (
     StorageError,
 )
 from magnetar.proto import pulsar_api_pb2 as pb
-from magnetar.proto.frames import encode_command
+from magnetar.proto.errors import ServerError
 
 if TYPE_CHECKING:
     from magnetar.broker.topics.persistent import PersistentTopic
@@ -29,8 +30,6 @@ if TYPE_CHECKING:
 log = structlog.get_logger(__name__)
 
 AccessMode = pb.ProducerAccessMode
-_SEND_RECEIPT = pb.BaseCommand.SEND_RECEIPT
-_SEND_ERROR = pb.BaseCommand.SEND_ERROR
 
 
 class _PendingPublish:
@@ -107,26 +106,16 @@ class Producer:
             else:
                 message = f"append failed: {exc!r}"
             log.warning("publish failed", topic=self.topic.name, producer=self.name, error=message)
-            error = pb.BaseCommand(type=_SEND_ERROR)
-            body = error.send_error
-            body.producer_id = self.producer_id
-            body.sequence_id = item.sequence_id
-            body.error = pb.ServerError.PersistenceError
-            body.message = message
-            return encode_command(error)
-        position = future.result()
-        command = pb.BaseCommand(type=_SEND_RECEIPT)
-        receipt = command.send_receipt
-        receipt.producer_id = self.producer_id
-        receipt.sequence_id = item.sequence_id
-        if item.highest_sequence_id:
-            receipt.highest_sequence_id = item.highest_sequence_id
-        mid = receipt.message_id
-        mid.ledgerId = position.ledger_id
-        mid.entryId = position.entry_id
-        if self._partition >= 0:
-            mid.partition = self._partition
-        return encode_command(command)
+            return commands.send_error(
+                self.producer_id, item.sequence_id, ServerError.PersistenceError, message
+            )
+        return commands.send_receipt(
+            self.producer_id,
+            item.sequence_id,
+            item.highest_sequence_id,
+            future.result(),
+            self._partition,
+        )
 
     def close(self) -> None:
         """Detach; appends already made still complete but no receipt is sent."""
