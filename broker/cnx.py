@@ -14,21 +14,19 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Coroutine
-from functools import partial
 from typing import Any, cast
 
 import structlog
+from structlog.typing import FilteringBoundLogger
 
 from magnetar.broker import commands
 from magnetar.broker.cnx_consumers import ConsumerCommands
+from magnetar.broker.cnx_producers import ProducerCommands
 from magnetar.broker.config import BrokerConfig
-from magnetar.broker.consumer import Consumer
-from magnetar.broker.errors import BrokerServiceError, ProducerIdInUse
+from magnetar.broker.errors import BrokerServiceError
 from magnetar.broker.metrics import BrokerMetrics
-from magnetar.broker.producer import AccessMode, Producer
-from magnetar.broker.service import BrokerService, parse_topic
+from magnetar.broker.service import BrokerService
 from magnetar.broker.storage.api import StorageError
-from magnetar.broker.topics.persistent import PersistentTopic
 from magnetar.proto import pulsar_api_pb2 as pb
 from magnetar.proto.errors import (
     ChecksumMismatch,
@@ -56,21 +54,20 @@ class ServerCnx(asyncio.Protocol):
         metrics: BrokerMetrics,
         on_closed: Callable[[ServerCnx], None] | None = None,
     ) -> None:
-        self.service = service
+        self._service = service
         self.config = config
         self.metrics = metrics
         self._on_closed = on_closed
         self._decoder = FrameDecoder(config.max_message_size + FRAME_HEADROOM)
         self._transport: asyncio.Transport | None = None
         self._address = "?"
-        self.log = log
+        self._log: FilteringBoundLogger = log
         self._connected = False  # CONNECT handled
         self._closed = False
         self.protocol_version = 0
         self.client_version = ""
-        self.producers: dict[int, Producer] = {}
+        self.producer_commands = ProducerCommands(self)
         self.consumer_commands = ConsumerCommands(self)
-        self._producer_requests: dict[int, asyncio.Task[Any]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._in_flight_publishes = 0
         self._reading_paused = False
@@ -78,17 +75,18 @@ class ServerCnx(asyncio.Protocol):
         self._received_since_tick = False
         self._ping_outstanding = False
         self._keepalive: asyncio.TimerHandle | None = None
+        producer_commands = self.producer_commands
         consumer_commands = self.consumer_commands
         self._handlers: dict[int, Callable[[Frame], None]] = {
-            T.SEND: self._handle_send,
+            T.SEND: producer_commands.handle_send,
             T.FLOW: consumer_commands.handle_flow,
             T.ACK: consumer_commands.handle_ack,
             T.PING: self._handle_ping,
             T.PONG: lambda _f: None,
             T.REDELIVER_UNACKNOWLEDGED_MESSAGES: consumer_commands.handle_redeliver,
-            T.PRODUCER: self._handle_producer,
+            T.PRODUCER: producer_commands.handle_producer,
             T.SUBSCRIBE: consumer_commands.handle_subscribe,
-            T.CLOSE_PRODUCER: self._handle_close_producer,
+            T.CLOSE_PRODUCER: producer_commands.handle_close_producer,
             T.CLOSE_CONSUMER: consumer_commands.handle_close_consumer,
             T.UNSUBSCRIBE: consumer_commands.handle_unsubscribe,
             T.LOOKUP: self._handle_lookup,
@@ -101,7 +99,15 @@ class ServerCnx(asyncio.Protocol):
             T.CONNECT: self._handle_connect_again,
         }
 
-    # -------------------------------------------------- ClientConnection API
+    # ------------------------------------ ClientConnection / CommandContext
+
+    @property
+    def service(self) -> BrokerService:
+        return self._service
+
+    @property
+    def log(self) -> FilteringBoundLogger:
+        return self._log
 
     @property
     def address(self) -> str:
@@ -114,10 +120,6 @@ class ServerCnx(asyncio.Protocol):
     @property
     def is_closed(self) -> bool:
         return self._closed
-
-    @property
-    def consumers(self) -> dict[int, tuple[Consumer, PersistentTopic]]:
-        return self.consumer_commands.consumers
 
     def write_frames(self, frames: list[bytes]) -> None:
         transport = self._transport
@@ -132,6 +134,17 @@ class ServerCnx(asyncio.Protocol):
         if self._transport is not None and not self._closed:
             self._transport.write(frame)
 
+    def publish_started(self) -> None:
+        self._in_flight_publishes += 1
+        if (
+            not self._reading_paused
+            and self._in_flight_publishes >= self.config.max_pending_publish_per_connection
+        ):
+            self._reading_paused = True
+            self.metrics.read_pauses.inc()
+            assert self._transport is not None
+            self._transport.pause_reading()
+
     def publish_completed(self) -> None:
         self._in_flight_publishes -= 1
         if (
@@ -143,11 +156,11 @@ class ServerCnx(asyncio.Protocol):
                 self._transport.resume_reading()
 
     def producer_closed_by_broker(self, producer_id: int) -> None:
-        self.producers.pop(producer_id, None)
+        self.producer_commands.closed_by_broker(producer_id)
         self.write(commands.close_producer(producer_id))
 
     def consumer_closed_by_broker(self, consumer_id: int) -> None:
-        self.consumers.pop(consumer_id, None)
+        self.consumer_commands.closed_by_broker(consumer_id)
         self.write(commands.close_consumer(consumer_id))
 
     def active_consumer_changed(self, consumer_id: int, is_active: bool) -> None:
@@ -161,7 +174,7 @@ class ServerCnx(asyncio.Protocol):
         self._transport = transport
         peer = transport.get_extra_info("peername")
         self._address = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
-        self.log = log.bind(remote=self._address)
+        self._log = log.bind(remote=self._address)
         hwm = self.config.connection_write_high_water_mark
         transport.set_write_buffer_limits(high=hwm, low=hwm // 4)
         self.metrics.connections.inc()
@@ -221,10 +234,7 @@ class ServerCnx(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self._writable = True
-        for consumer, _topic in list(self.consumers.values()):
-            dispatcher = consumer.subscription.dispatcher
-            if dispatcher is not None:
-                dispatcher.wake()
+        self.consumer_commands.consumers_writable()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._shutdown_connection()
@@ -245,12 +255,8 @@ class ServerCnx(asyncio.Protocol):
         if self._keepalive is not None:
             self._keepalive.cancel()
             self._keepalive = None
-        for producer in list(self.producers.values()):
-            producer.topic.remove_producer(producer)
-        self.producers.clear()
-        for consumer, topic in list(self.consumers.values()):
-            topic.remove_consumer(consumer)
-        self.consumers.clear()
+        self.producer_commands.detach_all()
+        self.consumer_commands.detach_all()
         self.metrics.connections.dec()
         if self._on_closed is not None:
             self._on_closed(self)
@@ -348,7 +354,7 @@ class ServerCnx(asyncio.Protocol):
         self.protocol_version = min(client_version, SERVER_PROTOCOL_VERSION)
         self.client_version = connect.client_version
         self._connected = True
-        self.log = self.log.bind(client=connect.client_version)
+        self._log = self._log.bind(client=connect.client_version)
         self.write(
             commands.connected(SERVER_VERSION, self.protocol_version, self.config.max_message_size)
         )
@@ -358,92 +364,6 @@ class ServerCnx(asyncio.Protocol):
 
     def _handle_ping(self, frame: Frame) -> None:
         self.write(commands.pong())
-
-    # ------------------------------------------------------------ producers
-
-    def _handle_producer(self, frame: Frame) -> None:
-        cmd = frame.command.producer
-        self.spawn(self._create_producer(cmd), cmd.request_id, "PRODUCER")
-
-    async def _create_producer(self, cmd: pb.CommandProducer) -> None:
-        pid = cmd.producer_id
-        existing = self.producers.get(pid)
-        if existing is not None:
-            if existing.topic.name == str(parse_topic(cmd.topic)):
-                self.write(commands.producer_success(cmd.request_id, existing.name))
-                return
-            raise ProducerIdInUse(pid)
-        current = asyncio.current_task()
-        assert current is not None
-        self._producer_requests[pid] = current
-        try:
-            topic = await self.service.get_topic(cmd.topic)
-            name = cmd.producer_name or self.service.generate_producer_name()
-            if cmd.producer_access_mode == AccessMode.WaitForExclusive:
-                await topic.wait_for_exclusive_access(
-                    partial(self._producer_queued, cmd.request_id, name, topic.name)
-                )
-            producer = topic.add_producer(
-                self,
-                pid,
-                name,
-                access_mode=cmd.producer_access_mode,
-                user_provided_name=cmd.user_provided_producer_name and bool(cmd.producer_name),
-                epoch=cmd.epoch,
-            )
-        finally:
-            self._producer_requests.pop(pid, None)
-        if self._closed:
-            topic.remove_producer(producer)
-            return
-        self.producers[pid] = producer
-        self.log.info("producer created", topic=topic.name, producer=name, producer_id=pid)
-        self.write(commands.producer_success(cmd.request_id, name))
-
-    def _producer_queued(self, request_id: int, name: str, topic: str) -> None:
-        self.log.info("producer waits for exclusive access", topic=topic, producer=name)
-        self.write(commands.producer_success(request_id, name, ready=False))
-
-    def _handle_send(self, frame: Frame) -> None:
-        send = frame.command.send
-        payload = frame.payload
-        producer = self.producers.get(send.producer_id)
-        if producer is None:
-            raise ProtocolError(f"SEND for producer {send.producer_id}, which is not open")
-        if payload is None:
-            raise ProtocolError("SEND without a payload")
-        self._in_flight_publishes += 1
-        producer.publish(
-            send.sequence_id, send.highest_sequence_id, send.num_messages, payload.data
-        )
-        if (
-            not self._reading_paused
-            and self._in_flight_publishes >= self.config.max_pending_publish_per_connection
-        ):
-            self._reading_paused = True
-            self.metrics.read_pauses.inc()
-            assert self._transport is not None
-            self._transport.pause_reading()
-
-    def _handle_close_producer(self, frame: Frame) -> None:
-        cmd = frame.command.close_producer
-        self.spawn(
-            self._close_producer(cmd.producer_id, cmd.request_id), cmd.request_id, "CLOSE_PRODUCER"
-        )
-
-    async def _close_producer(self, producer_id: int, request_id: int) -> None:
-        pending = self._producer_requests.get(producer_id)
-        if pending is not None:
-            # A producer still queued for exclusive access would wait forever.
-            pending.cancel()
-            await asyncio.gather(pending, return_exceptions=True)
-        producer = self.producers.pop(producer_id, None)
-        if producer is not None:
-            producer.topic.remove_producer(producer)
-            self.log.info("producer closed", topic=producer.topic.name, producer=producer.name)
-        self.write(commands.success(request_id))
-
-    # ------------------------------------------------------------ consumers
 
     # --------------------------------------------------------------- lookup
 

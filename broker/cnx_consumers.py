@@ -8,29 +8,25 @@ consumers opened on the connection live here.
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING
+from typing import NamedTuple
 
 from magnetar.broker import commands
-from magnetar.broker.consumer import Consumer
+from magnetar.broker.cnx_context import CommandContext
+from magnetar.broker.consumer import Consumer, sub_type_name
 from magnetar.broker.errors import BrokerServiceError, ConsumerBusyError
 from magnetar.broker.service import parse_topic
 from magnetar.broker.storage.api import (
     EARLIEST,
     LATEST,
-    Entry,
     InitialPosition,
     Position,
     StorageError,
 )
-from magnetar.broker.subscription import sub_type_name
-from magnetar.broker.topics.persistent import PersistentTopic
+from magnetar.broker.topics.base import SubscribeOptions, Subscription, Topic
 from magnetar.proto import pulsar_api_pb2 as pb
 from magnetar.proto.errors import ServerError
-from magnetar.proto.frames import Frame, Payload
+from magnetar.proto.frames import Frame
 from magnetar.proto.ids import INT64_MAX, to_signed64
-
-if TYPE_CHECKING:
-    from magnetar.broker.cnx import ServerCnx
 
 _Earliest = pb.CommandSubscribe.Earliest
 _Cumulative = pb.CommandAck.Cumulative
@@ -40,10 +36,16 @@ def wire_position(mid: pb.MessageIdData) -> Position:
     return Position(to_signed64(mid.ledgerId), to_signed64(mid.entryId))
 
 
+class AttachedConsumer(NamedTuple):
+    consumer: Consumer
+    subscription: Subscription
+    topic: Topic
+
+
 class ConsumerCommands:
-    def __init__(self, cnx: ServerCnx) -> None:
+    def __init__(self, cnx: CommandContext) -> None:
         self.cnx = cnx
-        self.consumers: dict[int, tuple[Consumer, PersistentTopic]] = {}
+        self.consumers: dict[int, AttachedConsumer] = {}
 
     def handle_subscribe(self, frame: Frame) -> None:
         cmd = frame.command.subscribe
@@ -52,9 +54,9 @@ class ConsumerCommands:
     async def _subscribe(self, cmd: pb.CommandSubscribe) -> None:
         cid = cmd.consumer_id
         if cid in self.consumers:
-            consumer, topic = self.consumers[cid]
-            if topic.name == str(parse_topic(cmd.topic)) and (
-                consumer.subscription.name == cmd.subscription
+            attached = self.consumers[cid]
+            if attached.topic.name == str(parse_topic(cmd.topic)) and (
+                attached.subscription.name == cmd.subscription
             ):
                 self.cnx.write(commands.success(cmd.request_id))
                 return
@@ -70,8 +72,7 @@ class ConsumerCommands:
         initial = (
             InitialPosition.EARLIEST if cmd.initialPosition == _Earliest else InitialPosition.LATEST
         )
-        consumer = await topic.subscribe(
-            self.cnx,
+        options = SubscribeOptions(
             consumer_id=cid,
             subscription=cmd.subscription,
             sub_type=cmd.subType,
@@ -85,10 +86,11 @@ class ConsumerCommands:
             start_inclusive=True,
             epoch=cmd.consumer_epoch if cmd.HasField("consumer_epoch") else None,
         )
+        consumer, subscription = await topic.subscribe(self.cnx, options)
         if self.cnx.is_closed:
-            topic.remove_consumer(consumer)
+            subscription.remove_consumer(consumer)
             return
-        self.consumers[cid] = (consumer, topic)
+        self.consumers[cid] = AttachedConsumer(consumer, subscription, topic)
         self.cnx.log.info(
             "consumer subscribed",
             topic=topic.name,
@@ -104,10 +106,7 @@ class ConsumerCommands:
         entry = self.consumers.get(flow.consumer_id)
         if entry is None:
             return  # closed meanwhile; Pulsar ignores these too
-        consumer = entry[0]
-        dispatcher = consumer.subscription.dispatcher
-        if dispatcher is not None:
-            dispatcher.consumer_flow(consumer, flow.messagePermits)
+        entry.subscription.consumer_flow(entry.consumer, flow.messagePermits)
 
     def handle_ack(self, frame: Frame) -> None:
         ack = frame.command.ack
@@ -124,8 +123,7 @@ class ConsumerCommands:
                     )
                 )
             return
-        consumer = entry[0]
-        subscription = consumer.subscription
+        consumer, subscription = entry.consumer, entry.subscription
         try:
             if ack.ack_type == _Cumulative:
                 if len(ack.message_id) != 1:
@@ -133,12 +131,9 @@ class ConsumerCommands:
                         ServerError.NotAllowedError, "a cumulative ACK carries exactly one id"
                     )
                 mid = ack.message_id[0]
-                position = wire_position(mid)
-                if mid.ack_set:
-                    # Part of this batch is still unacked: ack up to the entry before.
-                    subscription.cursor.delete_batch_indexes(position, list(mid.ack_set))
-                    position = subscription.ledger.previous_position(position)
-                subscription.acknowledge_cumulative(consumer, position)
+                subscription.acknowledge_cumulative(
+                    consumer, wire_position(mid), list(mid.ack_set) if mid.ack_set else None
+                )
             else:
                 positions = [wire_position(m) for m in ack.message_id]
                 ack_sets = [list(m.ack_set) if m.ack_set else None for m in ack.message_id]
@@ -167,22 +162,21 @@ class ConsumerCommands:
         entry = self.consumers.get(cmd.consumer_id)
         if entry is None:
             return
-        consumer = entry[0]
+        consumer = entry.consumer
         if cmd.HasField("consumer_epoch"):
             consumer.epoch = cmd.consumer_epoch
         positions = [wire_position(m) for m in cmd.message_ids] if cmd.message_ids else None
-        consumer.subscription.redeliver(consumer, positions)
+        entry.subscription.redeliver(consumer, positions)
 
     def handle_close_consumer(self, frame: Frame) -> None:
         cmd = frame.command.close_consumer
         entry = self.consumers.pop(cmd.consumer_id, None)
         if entry is not None:
-            consumer, topic = entry
-            topic.remove_consumer(consumer)
+            entry.subscription.remove_consumer(entry.consumer)
             self.cnx.log.info(
                 "consumer closed",
-                topic=topic.name,
-                subscription=consumer.subscription.name,
+                topic=entry.topic.name,
+                subscription=entry.subscription.name,
                 consumer_id=cmd.consumer_id,
             )
         # An unknown id is no error (WIRE 20).
@@ -200,10 +194,11 @@ class ConsumerCommands:
             raise BrokerServiceError(
                 ServerError.ConsumerNotFound, f"consumer {consumer_id} is not open"
             )
-        consumer, topic = entry
-        await topic.unsubscribe(consumer)
+        await entry.topic.unsubscribe(entry.subscription, entry.consumer)
         self.consumers.pop(consumer_id, None)
-        self.cnx.log.info("unsubscribed", topic=topic.name, subscription=consumer.subscription.name)
+        self.cnx.log.info(
+            "unsubscribed", topic=entry.topic.name, subscription=entry.subscription.name
+        )
         self.cnx.write(commands.success(request_id))
 
     def handle_get_last_message_id(self, frame: Frame) -> None:
@@ -220,12 +215,14 @@ class ConsumerCommands:
             raise BrokerServiceError(
                 ServerError.ConsumerNotFound, f"consumer {consumer_id} is not open"
             )
-        consumer, topic = entry
-        last, batch_index = await topic.last_message_id()
-        mark_delete = consumer.subscription.cursor.mark_delete_position
+        last = await entry.subscription.last_message_id()
         self.cnx.write(
             commands.last_message_id(
-                request_id, last, batch_index, mark_delete, topic.partition_index
+                request_id,
+                last.position,
+                last.batch_index,
+                last.mark_delete,
+                entry.topic.partition_index,
             )
         )
 
@@ -239,35 +236,15 @@ class ConsumerCommands:
             raise BrokerServiceError(
                 ServerError.ConsumerNotFound, f"consumer {cmd.consumer_id} is not open"
             )
-        consumer, topic = entry
-        subscription = consumer.subscription
-        cursor = subscription.cursor
-        ledger = topic.ledger
+        subscription = entry.subscription
         if cmd.HasField("message_id"):
-            target = wire_position(cmd.message_id)
-            if target.ledger_id < 0:
-                target = EARLIEST
+            await subscription.reset_cursor(wire_position(cmd.message_id))
         elif cmd.HasField("message_publish_time"):
-            when = cmd.message_publish_time
-
-            def published_before(e: Entry) -> bool:
-                return bool(
-                    Payload.parse(e.data, verify_checksum=False).metadata.publish_time < when
-                )
-
-            newest = await cursor.find_newest_matching(published_before, from_first_entry=True)
-            target = ledger.first_position if newest is None else ledger.next_position(newest)
+            await subscription.reset_cursor_to_time(cmd.message_publish_time)
         else:
             raise BrokerServiceError(
                 ServerError.NotAllowedError, "SEEK needs a message id or a publish time"
             )
-        # WIRE 12: close the subscription's consumers (they resubscribe), then
-        # move the cursor, then answer.
-        for other in list(subscription.consumers):
-            topic.remove_consumer(other)
-            other.cnx.consumer_closed_by_broker(other.consumer_id)
-        await cursor.reset_cursor(target)
-        self.cnx.log.info("subscription reset", topic=topic.name, subscription=subscription.name)
         self.cnx.write(commands.success(cmd.request_id))
 
     def handle_consumer_stats(self, frame: Frame) -> None:
@@ -282,14 +259,29 @@ class ConsumerCommands:
                 )
             )
             return
-        consumer = entry[0]
+        consumer = entry.consumer
         self.cnx.write(
             commands.consumer_stats(
                 cmd.request_id,
                 name=consumer.name,
                 permits=consumer.permits,
                 unacked=consumer.unacked_messages,
-                backlog=consumer.subscription.cursor.backlog_messages,
+                backlog=entry.subscription.stats().msg_backlog,
                 type_name=sub_type_name(consumer.sub_type),
             )
         )
+
+    def closed_by_broker(self, consumer_id: int) -> None:
+        """The topic closed this consumer; forget it."""
+        self.consumers.pop(consumer_id, None)
+
+    def consumers_writable(self) -> None:
+        """The socket drained: let this connection's subscriptions dispatch."""
+        for entry in list(self.consumers.values()):
+            entry.subscription.consumers_writable()
+
+    def detach_all(self) -> None:
+        """The connection is gone: every consumer leaves its subscription."""
+        for entry in list(self.consumers.values()):
+            entry.subscription.remove_consumer(entry.consumer)
+        self.consumers.clear()

@@ -13,17 +13,19 @@ its batch_receive waits for a full queue that the broker would never fill
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING
 
 from magnetar.broker import commands
 from magnetar.broker.endpoint import ClientConnection
 from magnetar.broker.storage.api import Entry, Position
 from magnetar.proto import pulsar_api_pb2 as pb
 
-if TYPE_CHECKING:
-    from magnetar.broker.subscription import PersistentSubscription
-
 SubType = pb.CommandSubscribe.SubType
+
+_TYPE_NAMES: dict[int, str] = {int(value): name for name, value in SubType.items()}
+
+
+def sub_type_name(sub_type: int) -> str:
+    return _TYPE_NAMES.get(sub_type, str(sub_type))
 
 
 class Consumer:
@@ -39,12 +41,12 @@ class Consumer:
         "permits",
         "priority_level",
         "sub_type",
-        "subscription",
+        "subscription_name",
     )
 
     def __init__(
         self,
-        subscription: PersistentSubscription,
+        subscription_name: str,
         consumer_id: int,
         name: str,
         sub_type: int,
@@ -54,7 +56,8 @@ class Consumer:
         partition_index: int = -1,
         epoch: int | None = None,
     ) -> None:
-        self.subscription = subscription
+        # The name only: the subscription owns its consumers, not the reverse.
+        self.subscription_name = subscription_name
         self.consumer_id = consumer_id
         self.name = name
         self.sub_type = sub_type

@@ -35,3 +35,7 @@ class ClientConnection(Protocol):
     def consumer_closed_by_broker(self, consumer_id: int) -> None:
         """Tell the client its consumer is closed (it will resubscribe) and forget it."""
         ...
+
+    def active_consumer_changed(self, consumer_id: int, is_active: bool) -> None:
+        """Failover: tell a consumer whether it is now the active one."""
+        ...

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import structlog
 
@@ -24,12 +24,21 @@ from magnetar.broker.storage.api import (
 from magnetar.proto import pulsar_api_pb2 as pb
 from magnetar.proto.errors import ServerError
 
-if TYPE_CHECKING:
-    from magnetar.broker.topics.persistent import PersistentTopic
-
 log = structlog.get_logger(__name__)
 
 AccessMode = pb.ProducerAccessMode
+
+
+class PublishTarget(Protocol):
+    """The part of a topic its producers use (a Topic is one)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def partition_index(self) -> int: ...
+
+    def append(self, data: bytes, num_messages: int) -> asyncio.Future[Position]: ...
 
 
 class _PendingPublish:
@@ -46,7 +55,7 @@ class _PendingPublish:
 class Producer:
     def __init__(
         self,
-        topic: PersistentTopic,
+        topic: PublishTarget,
         producer_id: int,
         name: str,
         cnx: ClientConnection,

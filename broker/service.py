@@ -26,7 +26,8 @@ from magnetar.broker.errors import (
 from magnetar.broker.metrics import BrokerMetrics
 from magnetar.broker.storage.api import ManagedLedgerFactory, MetadataStore, StorageError
 from magnetar.broker.storage_setup import ledger_config
-from magnetar.broker.topics.persistent import PersistentTopic, ledger_name
+from magnetar.broker.topics.base import Topic
+from magnetar.broker.topics.loader import TopicSettings, open_topic, topic_exists
 from magnetar.proto.errors import ServerError
 from magnetar.proto.naming import InvalidTopicName, TopicName
 
@@ -61,9 +62,13 @@ class BrokerService:
         self.factory = factory
         self.metadata_store = metadata_store
         self.metrics = metrics
-        self.topics: dict[str, PersistentTopic] = {}
-        self._loading: dict[str, asyncio.Task[PersistentTopic]] = {}
-        self._ledger_config = ledger_config(config)
+        self.topics: dict[str, Topic] = {}
+        self._loading: dict[str, asyncio.Task[Topic]] = {}
+        self._topic_settings = TopicSettings(
+            ledger_config=ledger_config(config),
+            max_read_batch_size=config.dispatcher_max_read_batch_size,
+            allow_auto_subscription_creation=config.allow_auto_subscription_creation,
+        )
         self.service_url = ""
         self.service_url_tls = ""
         # Broker-assigned producer names: unique per process start and counter.
@@ -74,6 +79,12 @@ class BrokerService:
         metrics.topics.set_function(lambda: len(self.topics))
         metrics.subscriptions.set_function(
             lambda: sum(len(t.subscriptions) for t in self.topics.values())
+        )
+        metrics.producers.set_function(lambda: sum(len(t.producers) for t in self.topics.values()))
+        metrics.consumers.set_function(
+            lambda: sum(
+                len(s.consumers) for t in self.topics.values() for s in t.subscriptions.values()
+            )
         )
 
     def set_advertised_port(self, port: int) -> None:
@@ -129,12 +140,10 @@ class BrokerService:
 
     # --------------------------------------------------------------- topics
 
-    async def get_topic(self, topic: str, *, create: bool = True) -> PersistentTopic:
+    async def get_topic(self, topic: str, *, create: bool = True) -> Topic:
         """The loaded topic, loading (and if allowed creating) it on first use."""
         name = parse_topic(topic)
         self._check_open()
-        if not name.persistent:
-            raise NotAllowedError(f"{name}: non-persistent topics are not supported yet")
         key = str(name)
         loaded = self.topics.get(key)
         if loaded is not None:
@@ -146,25 +155,12 @@ class BrokerService:
             task.add_done_callback(lambda _t: self._loading.pop(key, None))
         return await asyncio.shield(task)
 
-    async def _load(self, name: TopicName, create: bool) -> PersistentTopic:
-        ml_name = ledger_name(name)
-        if not await self._may_create(name, create) and not await self.factory.exists(ml_name):
+    async def _load(self, name: TopicName, create: bool) -> Topic:
+        if not await self._may_create(name, create) and not await topic_exists(name, self.factory):
             raise TopicNotFoundError(
                 f"topic {name} does not exist and automatic topic creation is disabled"
             )
-        try:
-            ledger = await self.factory.open(ml_name, self._ledger_config)
-        except StorageError as exc:
-            raise BrokerServiceError(
-                ServerError.ServiceNotReady, f"cannot open topic {name}: {exc}"
-            ) from exc
-        topic = PersistentTopic(
-            name,
-            ledger,
-            metrics=self.metrics,
-            max_read_batch_size=self.config.dispatcher_max_read_batch_size,
-            allow_auto_subscription_creation=self.config.allow_auto_subscription_creation,
-        )
+        topic = await open_topic(name, self.factory, self._topic_settings, self.metrics)
         if self.is_closed:
             await topic.close(notify_clients=False)
             raise ServiceNotReadyError("broker is shutting down")

@@ -1,42 +1,41 @@
-"""A durable subscription: one cursor, one dispatcher, its consumers.
+"""A persistent subscription: one cursor, one dispatcher, its consumers.
 
-Acks go to the cursor (SEM-3.1 individual, SEM-3.2 cumulative; the cursor
-moves mark-delete and persists it, SEM-3.9). The dispatcher is created for
-the subscription type of the first consumer; a consumer of another type is
-refused while consumers are attached.
+Everything a subscription does lives here once, for the wire and the admin
+API alike: acks (SEM-3.1 individual, SEM-3.2 cumulative, batch-index acks),
+redelivery, reset cursor by id or publish time, last message id, stats. The
+cursor moves mark-delete and persists it (SEM-3.9). The dispatcher is built
+for the subscription type of the first consumer; a consumer of another type
+is refused while consumers are attached.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import structlog
 
-from magnetar.broker.consumer import Consumer, SubType
-from magnetar.broker.dispatchers.base import DispatchListener, PersistentDispatcher
-from magnetar.broker.dispatchers.shared import SharedDispatcher
-from magnetar.broker.dispatchers.single_active import ActiveChangeListener, SingleActiveDispatcher
+from magnetar.broker.consumer import Consumer, SubType, sub_type_name
+from magnetar.broker.dispatchers.base import DispatcherSettings, PersistentDispatcher
+from magnetar.broker.dispatchers.factory import new_dispatcher
+from magnetar.broker.entries import last_entry_id, publish_time
 from magnetar.broker.errors import (
     BrokerServiceError,
     ConsumerBusyError,
     NotAllowedError,
 )
 from magnetar.broker.storage.api import (
+    EARLIEST,
+    Entry,
     InvalidPosition,
     ManagedCursor,
     ManagedLedger,
     Position,
     StorageError,
 )
+from magnetar.broker.topics.base import LastMessageId, SubscriptionStats
 from magnetar.proto.errors import ServerError
 
 log = structlog.get_logger(__name__)
-
-_TYPE_NAMES: dict[int, str] = {int(value): name for name, value in SubType.items()}
-
-
-def sub_type_name(sub_type: int) -> str:
-    return _TYPE_NAMES.get(sub_type, str(sub_type))
 
 
 class PersistentSubscription:
@@ -46,30 +45,32 @@ class PersistentSubscription:
         name: str,
         ledger: ManagedLedger,
         cursor: ManagedCursor,
+        settings: DispatcherSettings,
         *,
-        partition_index: int = -1,
-        max_read_batch_size: int = 100,
-        on_dispatch: DispatchListener | None = None,
-        on_active_change: ActiveChangeListener | None = None,
+        on_emptied: Callable[[PersistentSubscription], None] | None = None,
     ) -> None:
         self.topic_name = topic_name
         self.name = name
         self.ledger = ledger
         self.cursor = cursor
-        self.partition_index = partition_index
         self.sub_type: int | None = None
-        self.dispatcher: PersistentDispatcher | None = None
-        self._max_read_batch_size = max_read_batch_size
-        self._on_dispatch = on_dispatch
-        self._on_active_change = on_active_change
+        self._dispatcher: PersistentDispatcher | None = None
+        self._settings = settings
+        # Called when the last consumer of a non-durable subscription leaves:
+        # a reader's subscription lives only as long as its consumer.
+        self._on_emptied = on_emptied
         self.is_closed = False
 
     def __repr__(self) -> str:
         return f"PersistentSubscription({self.topic_name!r}, {self.name!r})"
 
     @property
+    def is_durable(self) -> bool:
+        return self.cursor.is_durable
+
+    @property
     def consumers(self) -> list[Consumer]:
-        return self.dispatcher.consumers if self.dispatcher is not None else []
+        return self._dispatcher.consumers if self._dispatcher is not None else []
 
     # ------------------------------------------------------------ consumers
 
@@ -78,53 +79,65 @@ class PersistentSubscription:
             raise BrokerServiceError(
                 ServerError.ServiceNotReady, f"subscription {self.name!r} is closing"
             )
-        if self.dispatcher is not None and self.dispatcher.consumers:
+        dispatcher = self._dispatcher
+        if dispatcher is not None and dispatcher.consumers:
             if consumer.sub_type != self.sub_type:
                 raise ConsumerBusyError(
                     f"subscription {self.name!r} is {sub_type_name(self.sub_type or 0)}; "
                     f"cannot attach a {sub_type_name(consumer.sub_type)} consumer"
                 )
-        elif self.dispatcher is None or consumer.sub_type != self.sub_type:
-            await self._replace_dispatcher(consumer.sub_type)
-        assert self.dispatcher is not None
-        self.dispatcher.add_consumer(consumer)
+        elif dispatcher is None or consumer.sub_type != self.sub_type:
+            dispatcher = await self._replace_dispatcher(consumer.sub_type)
+        dispatcher.add_consumer(consumer)
 
-    async def _replace_dispatcher(self, sub_type: int) -> None:
-        old = self.dispatcher
+    async def _replace_dispatcher(self, sub_type: int) -> PersistentDispatcher:
+        dispatcher = new_dispatcher(sub_type, self.ledger, self.cursor, self._settings)
+        old = self._dispatcher
         if old is not None:
             # No consumer is attached to it any more: a new type may take over.
-            self.dispatcher = None
+            self._dispatcher = None
             await old.close()
-        dispatcher: PersistentDispatcher
-        kwargs = {
-            "max_read_batch_size": self._max_read_batch_size,
-            "on_dispatch": self._on_dispatch,
-            "name": f"{self.topic_name}/{self.name}",
-        }
-        if sub_type in (SubType.Exclusive, SubType.Failover):
-            single = SingleActiveDispatcher(self.ledger, self.cursor, **kwargs)  # type: ignore[arg-type]
-            single.configure(
-                exclusive=sub_type == SubType.Exclusive,
-                partition_index=self.partition_index,
-                on_active_change=self._on_active_change,
-            )
-            dispatcher = single
-        elif sub_type == SubType.Shared:
-            dispatcher = SharedDispatcher(self.ledger, self.cursor, **kwargs)  # type: ignore[arg-type]
-        else:
-            raise NotAllowedError(
-                f"subscription type {sub_type_name(sub_type)} is not supported yet"
-            )
-        self.dispatcher = dispatcher
+        self._dispatcher = dispatcher
         self.sub_type = sub_type
         if old is not None:
             # The old dispatcher may have read ahead of unacked messages.
             dispatcher.rewind()
+        return dispatcher
 
     def remove_consumer(self, consumer: Consumer) -> None:
+        """Detach a consumer; its unacked messages go back to the others (SEM-3.8)."""
+        if consumer.is_closed:
+            return
         consumer.is_closed = True
-        if self.dispatcher is not None:
-            self.dispatcher.remove_consumer(consumer)
+        if self._dispatcher is not None:
+            self._dispatcher.remove_consumer(consumer)
+        if not self.consumers and not self.is_durable and self._on_emptied is not None:
+            self._on_emptied(self)
+
+    def disconnect_consumers(self) -> None:
+        """Close every consumer and tell its client (it resubscribes)."""
+        for consumer in list(self.consumers):
+            self.remove_consumer(consumer)
+            consumer.cnx.consumer_closed_by_broker(consumer.consumer_id)
+
+    # ------------------------------------------------------------ dispatch
+
+    def consumer_flow(self, consumer: Consumer, permits: int) -> None:
+        if self._dispatcher is not None:
+            self._dispatcher.consumer_flow(consumer, permits)
+
+    def consumers_writable(self) -> None:
+        """A connection's socket drained: dispatch may progress again."""
+        if self._dispatcher is not None:
+            self._dispatcher.wake()
+
+    def on_new_entries(self) -> None:
+        if self._dispatcher is not None:
+            self._dispatcher.on_new_entries()
+
+    def redeliver(self, consumer: Consumer, positions: Sequence[Position] | None) -> None:
+        if self._dispatcher is not None:
+            self._dispatcher.redeliver(consumer, positions)
 
     # ----------------------------------------------------------------- acks
 
@@ -150,46 +163,95 @@ class PersistentSubscription:
         except InvalidPosition as exc:
             raise BrokerServiceError(ServerError.UnknownError, f"invalid ack: {exc}") from exc
         missing = consumer.remove_pending(whole)
-        if len(missing) != len(whole) and self.dispatcher is not None:
+        dispatcher = self._dispatcher
+        if len(missing) != len(whole) and dispatcher is not None:
             # Acked by a consumer that did not receive them last (after a
             # redelivery): clear them from whoever holds them.
             found = set(missing)
             rest = [p for p in whole if p not in found]
-            for other in self.dispatcher.consumers:
+            for other in dispatcher.consumers:
                 if other is not consumer:
                     other.remove_pending(rest)
-        if self.dispatcher is not None:
-            self.dispatcher.on_ack(whole)
+        if dispatcher is not None:
+            dispatcher.on_ack(whole)
 
-    def acknowledge_cumulative(self, consumer: Consumer, position: Position) -> None:
+    def acknowledge_cumulative(
+        self, consumer: Consumer, position: Position, ack_set: list[int] | None = None
+    ) -> None:
+        """Ack everything up to `position`; with an ack_set, that entry is a
+        batch acked only up to some index: the entry before it is the line."""
         if self.sub_type in (SubType.Shared, SubType.Key_Shared):
             raise NotAllowedError(
                 f"cumulative ack is not allowed on {sub_type_name(self.sub_type or 0)} "
                 f"subscription {self.name!r} (SEM-3.2); ack messages individually"
             )
         try:
+            if ack_set:
+                self.cursor.delete_batch_indexes(position, ack_set)
+                position = self.ledger.previous_position(position)
             self.cursor.mark_delete(position)
         except InvalidPosition as exc:
             raise BrokerServiceError(
                 ServerError.UnknownError, f"invalid cumulative ack: {exc}"
             ) from exc
         consumer.remove_pending_up_to(position)
-        if self.dispatcher is not None:
-            self.dispatcher.on_cumulative_ack(position)
+        if self._dispatcher is not None:
+            self._dispatcher.on_cumulative_ack(position)
 
-    def redeliver(self, consumer: Consumer, positions: Sequence[Position] | None) -> None:
-        if self.dispatcher is not None:
-            self.dispatcher.redeliver(consumer, positions)
+    # ------------------------------------------------------ reset cursor
+
+    async def reset_cursor(self, target: Position) -> None:
+        """Move the cursor to `target` (next delivery starts there; acks at and
+        after it are cleared). WIRE 12: consumers are closed first, they
+        resubscribe."""
+        if target.ledger_id < 0:
+            target = EARLIEST
+        self.disconnect_consumers()
+        await self.cursor.reset_cursor(target)
+        log.info("subscription reset", topic=self.topic_name, subscription=self.name)
+
+    async def reset_cursor_to_time(self, timestamp_ms: int) -> None:
+        """Reset to the first entry published at or after `timestamp_ms`."""
+
+        def published_before(entry: Entry) -> bool:
+            return publish_time(entry) < timestamp_ms
+
+        newest = await self.cursor.find_newest_matching(published_before, from_first_entry=True)
+        ledger = self.ledger
+        await self.reset_cursor(
+            ledger.first_position if newest is None else ledger.next_position(newest)
+        )
+
+    # ------------------------------------------------------------- queries
+
+    async def last_message_id(self) -> LastMessageId:
+        last, batch_index = await last_entry_id(self.ledger)
+        return LastMessageId(last, batch_index, self.cursor.mark_delete_position)
+
+    def stats(self) -> SubscriptionStats:
+        return SubscriptionStats(
+            name=self.name,
+            type_name=sub_type_name(self.sub_type) if self.sub_type is not None else "",
+            msg_backlog=self.cursor.backlog_messages,
+            is_durable=self.is_durable,
+            consumers=len(self.consumers),
+        )
 
     # ------------------------------------------------------------ lifecycle
 
-    async def close(self) -> None:
-        """Detach the dispatcher and flush the cursor; consumers are closed by the topic."""
+    async def close(self, *, notify_clients: bool = False) -> None:
+        """Detach consumers (telling their clients when asked), stop the
+        dispatcher and flush the cursor. Idempotent."""
         if self.is_closed:
             return
+        if notify_clients:
+            self.disconnect_consumers()
+        else:
+            for consumer in list(self.consumers):
+                self.remove_consumer(consumer)
         self.is_closed = True
-        if self.dispatcher is not None:
-            await self.dispatcher.close()
+        if self._dispatcher is not None:
+            await self._dispatcher.close()
         try:
             await self.cursor.flush()
         except StorageError as exc:

@@ -16,6 +16,7 @@ import contextlib
 from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import structlog
 
@@ -33,22 +34,29 @@ from magnetar.broker.storage.api import (
 log = structlog.get_logger(__name__)
 
 DispatchListener = Callable[[Consumer, int, int, bool], None]
+ActiveChangeListener = Callable[[Consumer, bool], None]
+
+
+@dataclass(frozen=True, slots=True)
+class DispatcherSettings:
+    """What every dispatcher of one subscription is built with."""
+
+    name: str = ""
+    max_read_batch_size: int = 100
+    # The topic's partition (-1: not a partition); Failover elects by it.
+    partition_index: int = -1
+    on_dispatch: DispatchListener | None = None
+    on_active_change: ActiveChangeListener | None = None
 
 
 class PersistentDispatcher(ABC):
     def __init__(
-        self,
-        ledger: ManagedLedger,
-        cursor: ManagedCursor,
-        *,
-        max_read_batch_size: int = 100,
-        on_dispatch: DispatchListener | None = None,
-        name: str = "",
+        self, ledger: ManagedLedger, cursor: ManagedCursor, settings: DispatcherSettings
     ) -> None:
         self.ledger = ledger
         self.cursor = cursor
-        self.name = name
-        self.max_read_batch_size = max_read_batch_size
+        self.name = settings.name
+        self.max_read_batch_size = settings.max_read_batch_size
         self.consumers: list[Consumer] = []
         self.redelivery = RedeliveryTracker()
         self.replay = ReplayQueue()
@@ -59,12 +67,7 @@ class PersistentDispatcher(ABC):
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._closed = False
-        self._on_dispatch = on_dispatch
-        self._setup()
-
-    @abstractmethod
-    def _setup(self) -> None:
-        """Subclass state, created with the dispatcher."""
+        self._on_dispatch = settings.on_dispatch
 
     # ------------------------------------------------------------ consumers
 

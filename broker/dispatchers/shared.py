@@ -18,8 +18,8 @@ from collections import deque
 from collections.abc import Sequence
 
 from magnetar.broker.consumer import Consumer
-from magnetar.broker.dispatchers.base import PersistentDispatcher
-from magnetar.broker.storage.api import Entry, Position
+from magnetar.broker.dispatchers.base import DispatcherSettings, PersistentDispatcher
+from magnetar.broker.storage.api import Entry, ManagedCursor, ManagedLedger, Position
 
 
 class ConsumerSelector:
@@ -89,9 +89,10 @@ class ConsumerSelector:
 
 
 class SharedDispatcher(PersistentDispatcher):
-    selector: ConsumerSelector
-
-    def _setup(self) -> None:
+    def __init__(
+        self, ledger: ManagedLedger, cursor: ManagedCursor, settings: DispatcherSettings
+    ) -> None:
+        super().__init__(ledger, cursor, settings)
         self.selector = ConsumerSelector()
 
     def add_consumer(self, consumer: Consumer) -> None:

@@ -11,34 +11,28 @@ message (SEM-5.3) and consumers hear ACTIVE_CONSUMER_CHANGE.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from magnetar.broker.consumer import Consumer
-from magnetar.broker.dispatchers.base import PersistentDispatcher
+from magnetar.broker.dispatchers.base import DispatcherSettings, PersistentDispatcher
 from magnetar.broker.errors import ConsumerBusyError
-from magnetar.broker.storage.api import Entry, Position
-
-ActiveChangeListener = Callable[[Consumer, bool], None]
+from magnetar.broker.storage.api import Entry, ManagedCursor, ManagedLedger, Position
 
 
 class SingleActiveDispatcher(PersistentDispatcher):
-    exclusive: bool = True
-    partition_index: int = -1
-    active_change_listener: ActiveChangeListener | None = None
-
-    def _setup(self) -> None:
-        self.active: Consumer | None = None
-
-    def configure(
+    def __init__(
         self,
+        ledger: ManagedLedger,
+        cursor: ManagedCursor,
+        settings: DispatcherSettings,
         *,
         exclusive: bool,
-        partition_index: int = -1,
-        on_active_change: ActiveChangeListener | None = None,
     ) -> None:
+        super().__init__(ledger, cursor, settings)
         self.exclusive = exclusive
-        self.partition_index = partition_index
-        self.active_change_listener = on_active_change
+        self.partition_index = settings.partition_index
+        self.active_change_listener = settings.on_active_change
+        self.active: Consumer | None = None
 
     def add_consumer(self, consumer: Consumer) -> None:
         if self.exclusive and self.consumers:

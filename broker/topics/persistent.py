@@ -17,7 +17,9 @@ from functools import partial
 import structlog
 
 from magnetar.broker.consumer import Consumer
+from magnetar.broker.dispatchers.base import DispatcherSettings
 from magnetar.broker.endpoint import ClientConnection
+from magnetar.broker.entries import last_entry_id
 from magnetar.broker.errors import (
     BrokerServiceError,
     ConsumerBusyError,
@@ -39,9 +41,8 @@ from magnetar.broker.storage.api import (
     StorageError,
 )
 from magnetar.broker.subscription import PersistentSubscription
-from magnetar.proto.errors import ProtocolError, ServerError
-from magnetar.proto.frames import Payload
-from magnetar.proto.messages import is_batch
+from magnetar.broker.topics.base import SubscribeOptions, Subscription
+from magnetar.proto.errors import ServerError
 from magnetar.proto.naming import TopicName
 
 log = structlog.get_logger(__name__)
@@ -109,9 +110,7 @@ class PersistentTopic:
             self.metrics.entries_in.inc()
             self.metrics.publish_latency.observe(time.perf_counter() - started)
         for subscription in self.subscriptions.values():
-            dispatcher = subscription.dispatcher
-            if dispatcher is not None:
-                dispatcher.on_new_entries()
+            subscription.on_new_entries()
 
     def add_producer(
         self,
@@ -142,8 +141,6 @@ class PersistentTopic:
             epoch=epoch,
         )
         self.producers[name] = producer
-        if self.metrics is not None:
-            self.metrics.producers.inc()
         return producer
 
     async def wait_for_exclusive_access(self, on_queued: Callable[[], None]) -> None:
@@ -196,8 +193,6 @@ class PersistentTopic:
     def remove_producer(self, producer: Producer) -> None:
         if self.producers.get(producer.name) is producer:
             del self.producers[producer.name]
-            if self.metrics is not None:
-                self.metrics.producers.dec()
             if not self.producers:
                 self._wake_exclusive_waiter()
         producer.close()
@@ -205,48 +200,38 @@ class PersistentTopic:
     # ------------------------------------------------------------ consuming
 
     async def subscribe(
-        self,
-        cnx: ClientConnection,
-        *,
-        consumer_id: int,
-        subscription: str,
-        sub_type: int,
-        consumer_name: str,
-        priority_level: int = 0,
-        initial_position: InitialPosition = InitialPosition.LATEST,
-        durable: bool = True,
-        start_position: Position | None = None,
-        start_inclusive: bool = False,
-        epoch: int | None = None,
-    ) -> Consumer:
+        self, cnx: ClientConnection, options: SubscribeOptions
+    ) -> tuple[Consumer, Subscription]:
         self._check_open()
         async with self._subscribe_lock:
             self._check_open()
-            if durable:
-                sub = await self._durable_subscription(subscription, initial_position)
+            if options.durable:
+                sub = await self._durable_subscription(
+                    options.subscription, options.initial_position
+                )
             else:
                 sub = self._non_durable_subscription(
-                    subscription, start_position or LATEST, start_inclusive
+                    options.subscription,
+                    options.start_position or LATEST,
+                    options.start_inclusive,
                 )
             consumer = Consumer(
-                sub,
-                consumer_id,
-                consumer_name,
-                sub_type,
+                sub.name,
+                options.consumer_id,
+                options.consumer_name,
+                options.sub_type,
                 cnx,
-                priority_level=priority_level,
+                priority_level=options.priority_level,
                 partition_index=self.partition_index,
-                epoch=epoch,
+                epoch=options.epoch,
             )
             try:
                 await sub.add_consumer(consumer)
             except BrokerServiceError:
-                if not durable:
+                if not options.durable:
                     await self._drop_subscription(sub)
                 raise
-        if self.metrics is not None:
-            self.metrics.consumers.inc()
-        return consumer
+        return consumer, sub
 
     async def _durable_subscription(
         self, name: str, initial_position: InitialPosition
@@ -273,7 +258,7 @@ class PersistentTopic:
         self, name: str, start: Position, inclusive: bool
     ) -> PersistentSubscription:
         existing = self.subscriptions.get(name)
-        if existing is not None and (existing.consumers or existing.cursor.is_durable):
+        if existing is not None and (existing.consumers or existing.is_durable):
             raise ConsumerBusyError(f"subscription {name!r} on {self.name} is in use")
         self._non_durable_counter += 1
         if start == EARLIEST:
@@ -296,55 +281,47 @@ class PersistentTopic:
                     metrics.redelivered.inc()
 
         def on_active_change(consumer: Consumer, is_active: bool) -> None:
-            notify: Callable[[int, bool], None] | None = getattr(
-                consumer.cnx, "active_consumer_changed", None
-            )
-            if notify is not None:
-                notify(consumer.consumer_id, is_active)
+            consumer.cnx.active_consumer_changed(consumer.consumer_id, is_active)
 
-        return PersistentSubscription(
-            self.name,
-            name,
-            self.ledger,
-            cursor,
-            partition_index=self.partition_index,
+        settings = DispatcherSettings(
+            name=f"{self.name}/{name}",
             max_read_batch_size=self._max_read_batch_size,
+            partition_index=self.partition_index,
             on_dispatch=on_dispatch,
             on_active_change=on_active_change,
         )
+        return PersistentSubscription(
+            self.name, name, self.ledger, cursor, settings, on_emptied=self._subscription_emptied
+        )
 
-    def remove_consumer(self, consumer: Consumer) -> None:
-        """Detach a consumer; its unacked messages go back to the others (SEM-3.8)."""
-        sub = consumer.subscription
-        if consumer.is_closed:
-            return
-        sub.remove_consumer(consumer)
-        if self.metrics is not None:
-            self.metrics.consumers.dec()
-        if not sub.cursor.is_durable and not sub.consumers:
-            # A reader's subscription lives only as long as its consumer.
-            if self.subscriptions.get(sub.name) is sub:
-                del self.subscriptions[sub.name]
-            task = asyncio.get_running_loop().create_task(self._drop_subscription(sub))
-            self._background.add(task)
-            task.add_done_callback(self._background.discard)
+    def _subscription_emptied(self, sub: PersistentSubscription) -> None:
+        # A reader's subscription lives only as long as its consumer.
+        if self.subscriptions.get(sub.name) is sub:
+            del self.subscriptions[sub.name]
+        task = asyncio.get_running_loop().create_task(self._drop_subscription(sub))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     async def _drop_subscription(self, sub: PersistentSubscription) -> None:
         if self.subscriptions.get(sub.name) is sub:
             del self.subscriptions[sub.name]
         await sub.close()
-        if not sub.cursor.is_durable:
+        if not sub.is_durable:
             with contextlib.suppress(StorageError):
                 await self.ledger.delete_cursor(sub.cursor.name)
 
-    async def unsubscribe(self, consumer: Consumer) -> None:
-        sub = consumer.subscription
+    async def unsubscribe(self, subscription: Subscription, consumer: Consumer) -> None:
+        sub = self.subscriptions.get(subscription.name)
+        if sub is None or sub is not subscription:
+            raise SubscriptionNotFoundError(
+                f"subscription {subscription.name!r} is not open on {self.name}"
+            )
         others = [c for c in sub.consumers if c is not consumer]
         if others:
             raise ConsumerBusyError(
                 f"subscription {sub.name!r} has {len(others)} other connected consumer(s)"
             )
-        self.remove_consumer(consumer)
+        sub.remove_consumer(consumer)
         if self.subscriptions.get(sub.name) is sub:
             del self.subscriptions[sub.name]
         await sub.close()
@@ -359,20 +336,7 @@ class PersistentTopic:
 
     async def last_message_id(self) -> tuple[Position, int]:
         """The newest entry's position and its last batch index (-1: not a batch)."""
-        position = self.ledger.last_confirmed_position
-        if position.entry_id < 0:
-            return position, -1
-        entries = await self.ledger.read_positions([position])
-        if not entries:
-            return position, -1
-        entry = entries[0]
-        if entry.num_messages > 1:
-            return position, entry.num_messages - 1
-        try:
-            batched = is_batch(Payload.parse(entry.data, verify_checksum=False).metadata)
-        except ProtocolError:
-            batched = False
-        return position, 0 if batched else -1
+        return await last_entry_id(self.ledger)
 
     # ------------------------------------------------------------- lifecycle
 
@@ -395,11 +359,7 @@ class PersistentTopic:
             if notify_clients:
                 producer.cnx.producer_closed_by_broker(producer.producer_id)
         for sub in list(self.subscriptions.values()):
-            for consumer in list(sub.consumers):
-                self.remove_consumer(consumer)
-                if notify_clients:
-                    consumer.cnx.consumer_closed_by_broker(consumer.consumer_id)
-            await sub.close()
+            await sub.close(notify_clients=notify_clients)
         self.subscriptions.clear()
         if self._background:
             await asyncio.gather(*self._background, return_exceptions=True)

@@ -33,6 +33,9 @@ class RecordingConnection:
     def consumer_closed_by_broker(self, consumer_id: int) -> None:
         pass
 
+    def active_consumer_changed(self, consumer_id: int, is_active: bool) -> None:
+        pass
+
     def messages(self) -> list[tuple[int, int, int]]:
         """(consumer id, entry id, redelivery count) of every MESSAGE so far."""
         decoder = FrameDecoder()

@@ -3,13 +3,10 @@ broker Consumer objects attached to a recording connection."""
 
 from __future__ import annotations
 
-from typing import cast
-
 from magnetar.broker.consumer import Consumer, SubType
 from magnetar.broker.dispatchers.redelivery import RedeliveryTracker, ReplayQueue
 from magnetar.broker.dispatchers.shared import ConsumerSelector
 from magnetar.broker.storage.api import Entry, Position
-from magnetar.broker.subscription import PersistentSubscription
 from magnetar.proto import pulsar_api_pb2 as pb
 from magnetar.proto.frames import FrameDecoder, Payload
 from tests.unit.broker.recording import RecordingConnection
@@ -18,10 +15,8 @@ from tests.unit.broker.recording import RecordingConnection
 def _consumer(
     name: str, priority: int, permits: int, cnx: RecordingConnection | None = None
 ) -> Consumer:
-    # The selector never touches the subscription.
-    subscription = cast(PersistentSubscription, None)
     consumer = Consumer(
-        subscription,
+        "s",
         consumer_id=int(name[1:]),
         name=name,
         sub_type=SubType.Shared,
@@ -122,7 +117,7 @@ def test_consumer_message_frames_and_pending_acks() -> None:
     redelivery count; permits drop by the entry's message count (SEM-2.2)."""
     cnx = RecordingConnection()
     consumer = Consumer(
-        cast(PersistentSubscription, None),
+        "s",
         consumer_id=7,
         name="c",
         sub_type=SubType.Exclusive,

@@ -13,6 +13,8 @@ from magnetar.broker.consumer import Consumer, SubType
 from magnetar.broker.errors import BrokerServiceError
 from magnetar.broker.storage import FileManagedLedgerFactory
 from magnetar.broker.storage.api import InitialPosition, ManagedLedgerConfig, Position, SyncPolicy
+from magnetar.broker.subscription import PersistentSubscription
+from magnetar.broker.topics.base import SubscribeOptions
 from magnetar.broker.topics.persistent import PersistentTopic
 from magnetar.proto import pulsar_api_pb2 as pb
 from magnetar.proto.frames import Payload
@@ -49,27 +51,31 @@ async def _settle() -> None:
 
 async def _subscribe(
     topic: PersistentTopic, cnx: Recorder, cid: int, sub_type: int, sub: str = "s"
-) -> Consumer:
-    return await topic.subscribe(
+) -> tuple[Consumer, PersistentSubscription]:
+    consumer, _ = await topic.subscribe(
         cnx,
-        consumer_id=cid,
-        subscription=sub,
-        sub_type=sub_type,
-        consumer_name=f"c{cid}",
-        initial_position=InitialPosition.EARLIEST,
+        SubscribeOptions(
+            consumer_id=cid,
+            subscription=sub,
+            sub_type=sub_type,
+            consumer_name=f"c{cid}",
+            initial_position=InitialPosition.EARLIEST,
+        ),
     )
+    # The concrete subscription, to look at its cursor.
+    return consumer, topic.subscriptions[sub]
 
 
 async def test_no_read_without_permits(topic: PersistentTopic) -> None:
     """SEM-2.5: the cursor is not read while no consumer has permits."""
     cnx = Recorder()
-    consumer = await _subscribe(topic, cnx, 1, SubType.Exclusive)
+    consumer, sub = await _subscribe(topic, cnx, 1, SubType.Exclusive)
     positions = await _publish(topic, 5)
     await _settle()
-    cursor = consumer.subscription.cursor
+    cursor = sub.cursor
     assert cursor.read_position == positions[0]
     assert cnx.messages() == []
-    consumer.subscription.dispatcher.consumer_flow(consumer, 2)  # type: ignore[union-attr]
+    sub.consumer_flow(consumer, 2)
     await _settle()
     assert [m[1] for m in cnx.messages()] == [0, 1]
     assert consumer.permits == 0
@@ -78,17 +84,15 @@ async def test_no_read_without_permits(topic: PersistentTopic) -> None:
 async def test_shared_leaver_hands_pending_to_others(topic: PersistentTopic) -> None:
     """SEM-3.8: pending messages of a leaving consumer go to the others, count 1."""
     a_cnx, b_cnx = Recorder(), Recorder()
-    a = await _subscribe(topic, a_cnx, 1, SubType.Shared)
+    a, sub = await _subscribe(topic, a_cnx, 1, SubType.Shared)
     positions = await _publish(topic, 4)
-    dispatcher = a.subscription.dispatcher
-    assert dispatcher is not None
-    dispatcher.consumer_flow(a, 10)
+    sub.consumer_flow(a, 10)
     await _settle()
     assert [m[1] for m in a_cnx.messages()] == [0, 1, 2, 3]
-    a.subscription.acknowledge_individual(a, [positions[1]], [None])
-    b = await _subscribe(topic, b_cnx, 2, SubType.Shared)
-    dispatcher.consumer_flow(b, 10)
-    topic.remove_consumer(a)
+    sub.acknowledge_individual(a, [positions[1]], [None])
+    b, _ = await _subscribe(topic, b_cnx, 2, SubType.Shared)
+    sub.consumer_flow(b, 10)
+    sub.remove_consumer(a)
     await _settle()
     assert b_cnx.messages() == [(2, 0, 1), (2, 2, 1), (2, 3, 1)]
     assert list(b.pending_acks) == [positions[0], positions[2], positions[3]]
@@ -97,11 +101,9 @@ async def test_shared_leaver_hands_pending_to_others(topic: PersistentTopic) -> 
 async def test_exclusive_redeliver_all_rewinds(topic: PersistentTopic) -> None:
     """SEM-3.7: REDELIVER without ids on Exclusive rewinds to the first unacked."""
     cnx = Recorder()
-    consumer = await _subscribe(topic, cnx, 1, SubType.Exclusive)
+    consumer, sub = await _subscribe(topic, cnx, 1, SubType.Exclusive)
     positions = await _publish(topic, 3)
-    sub = consumer.subscription
-    assert sub.dispatcher is not None
-    sub.dispatcher.consumer_flow(consumer, 3)
+    sub.consumer_flow(consumer, 3)
     await _settle()
     sub.acknowledge_cumulative(consumer, positions[0])
     consumer.flow(3)
@@ -112,10 +114,10 @@ async def test_exclusive_redeliver_all_rewinds(topic: PersistentTopic) -> None:
 
 async def test_cumulative_ack_refused_on_shared(topic: PersistentTopic) -> None:
     """SEM-3.2: cumulative ack on Shared is refused with a clear error."""
-    consumer = await _subscribe(topic, Recorder(), 1, SubType.Shared)
+    consumer, sub = await _subscribe(topic, Recorder(), 1, SubType.Shared)
     positions = await _publish(topic, 1)
     with pytest.raises(BrokerServiceError, match="cumulative ack is not allowed on Shared"):
-        consumer.subscription.acknowledge_cumulative(consumer, positions[0])
+        sub.acknowledge_cumulative(consumer, positions[0])
 
 
 async def test_exclusive_second_consumer_refused(topic: PersistentTopic) -> None:
@@ -130,15 +132,13 @@ async def test_type_change_redelivers_unacked(topic: PersistentTopic) -> None:
     """When every consumer left, a consumer of another type may take the
     subscription; it gets every unacked message (SEM-3.8)."""
     first_cnx, second_cnx = Recorder(), Recorder()
-    first = await _subscribe(topic, first_cnx, 1, SubType.Exclusive)
+    first, sub = await _subscribe(topic, first_cnx, 1, SubType.Exclusive)
     positions = await _publish(topic, 3)
-    assert first.subscription.dispatcher is not None
-    first.subscription.dispatcher.consumer_flow(first, 10)
+    sub.consumer_flow(first, 10)
     await _settle()
-    first.subscription.acknowledge_individual(first, [positions[1]], [None])
-    topic.remove_consumer(first)
-    second = await _subscribe(topic, second_cnx, 2, SubType.Shared)
-    assert second.subscription.dispatcher is not None
-    second.subscription.dispatcher.consumer_flow(second, 10)
+    sub.acknowledge_individual(first, [positions[1]], [None])
+    sub.remove_consumer(first)
+    second, _ = await _subscribe(topic, second_cnx, 2, SubType.Shared)
+    sub.consumer_flow(second, 10)
     await _settle()
     assert [m[1] for m in second_cnx.messages()] == [0, 2]

@@ -1,0 +1,39 @@
+"""What the command handlers need from the connection that owns them.
+
+ServerCnx implements it; the producer and consumer handlers are written
+against this protocol, so neither imports the connection (no cycle).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Coroutine
+from typing import Any, Protocol
+
+from structlog.typing import FilteringBoundLogger
+
+from magnetar.broker.endpoint import ClientConnection
+from magnetar.broker.service import BrokerService
+
+
+class CommandContext(ClientConnection, Protocol):
+    @property
+    def service(self) -> BrokerService: ...
+
+    @property
+    def log(self) -> FilteringBoundLogger: ...
+
+    @property
+    def is_closed(self) -> bool: ...
+
+    def write(self, frame: bytes) -> None:
+        """Queue one encoded frame (no-op once closed)."""
+        ...
+
+    def spawn(self, coro: Coroutine[Any, Any, None], request_id: int, what: str) -> None:
+        """Run a request that waits; a BrokerServiceError it raises becomes an
+        ERROR frame for `request_id`."""
+        ...
+
+    def publish_started(self) -> None:
+        """One more publish awaits its receipt (reading pauses above the limit)."""
+        ...

@@ -1,0 +1,123 @@
+"""Producer-side commands of one connection: PRODUCER, SEND, CLOSE_PRODUCER.
+
+ServerCnx owns one ProducerCommands and routes these frames to it; the
+producers opened on the connection live here. SEND is on the hot path: it
+decodes nothing beyond the command and hands the stored bytes to the
+producer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from functools import partial
+from typing import Any, NamedTuple
+
+from magnetar.broker import commands
+from magnetar.broker.cnx_context import CommandContext
+from magnetar.broker.errors import ProducerIdInUse
+from magnetar.broker.producer import AccessMode, Producer
+from magnetar.broker.service import parse_topic
+from magnetar.broker.topics.base import Topic
+from magnetar.proto import pulsar_api_pb2 as pb
+from magnetar.proto.errors import ProtocolError
+from magnetar.proto.frames import Frame
+
+
+class AttachedProducer(NamedTuple):
+    producer: Producer
+    topic: Topic
+
+
+class ProducerCommands:
+    def __init__(self, cnx: CommandContext) -> None:
+        self.cnx = cnx
+        self.producers: dict[int, AttachedProducer] = {}
+        # PRODUCER requests still running, by producer id (CLOSE_PRODUCER
+        # cancels one that waits for exclusive access).
+        self._requests: dict[int, asyncio.Task[Any]] = {}
+
+    def handle_producer(self, frame: Frame) -> None:
+        cmd = frame.command.producer
+        self.cnx.spawn(self._create_producer(cmd), cmd.request_id, "PRODUCER")
+
+    async def _create_producer(self, cmd: pb.CommandProducer) -> None:
+        cnx = self.cnx
+        pid = cmd.producer_id
+        existing = self.producers.get(pid)
+        if existing is not None:
+            if existing.topic.name == str(parse_topic(cmd.topic)):
+                cnx.write(commands.producer_success(cmd.request_id, existing.producer.name))
+                return
+            raise ProducerIdInUse(pid)
+        current = asyncio.current_task()
+        assert current is not None
+        self._requests[pid] = current
+        try:
+            topic = await cnx.service.get_topic(cmd.topic)
+            name = cmd.producer_name or cnx.service.generate_producer_name()
+            if cmd.producer_access_mode == AccessMode.WaitForExclusive:
+                await topic.wait_for_exclusive_access(
+                    partial(self._producer_queued, cmd.request_id, name, topic.name)
+                )
+            producer = topic.add_producer(
+                cnx,
+                pid,
+                name,
+                access_mode=cmd.producer_access_mode,
+                user_provided_name=cmd.user_provided_producer_name and bool(cmd.producer_name),
+                epoch=cmd.epoch,
+            )
+        finally:
+            self._requests.pop(pid, None)
+        if cnx.is_closed:
+            topic.remove_producer(producer)
+            return
+        self.producers[pid] = AttachedProducer(producer, topic)
+        cnx.log.info("producer created", topic=topic.name, producer=name, producer_id=pid)
+        cnx.write(commands.producer_success(cmd.request_id, name))
+
+    def _producer_queued(self, request_id: int, name: str, topic: str) -> None:
+        self.cnx.log.info("producer waits for exclusive access", topic=topic, producer=name)
+        self.cnx.write(commands.producer_success(request_id, name, ready=False))
+
+    def handle_send(self, frame: Frame) -> None:
+        send = frame.command.send
+        payload = frame.payload
+        attached = self.producers.get(send.producer_id)
+        if attached is None:
+            raise ProtocolError(f"SEND for producer {send.producer_id}, which is not open")
+        if payload is None:
+            raise ProtocolError("SEND without a payload")
+        self.cnx.publish_started()
+        attached.producer.publish(
+            send.sequence_id, send.highest_sequence_id, send.num_messages, payload.data
+        )
+
+    def handle_close_producer(self, frame: Frame) -> None:
+        cmd = frame.command.close_producer
+        self.cnx.spawn(
+            self._close_producer(cmd.producer_id, cmd.request_id), cmd.request_id, "CLOSE_PRODUCER"
+        )
+
+    async def _close_producer(self, producer_id: int, request_id: int) -> None:
+        pending = self._requests.get(producer_id)
+        if pending is not None:
+            # A producer still queued for exclusive access would wait forever.
+            pending.cancel()
+            await asyncio.gather(pending, return_exceptions=True)
+        attached = self.producers.pop(producer_id, None)
+        if attached is not None:
+            producer, topic = attached
+            topic.remove_producer(producer)
+            self.cnx.log.info("producer closed", topic=topic.name, producer=producer.name)
+        self.cnx.write(commands.success(request_id))
+
+    def closed_by_broker(self, producer_id: int) -> None:
+        """The topic closed this producer; forget it."""
+        self.producers.pop(producer_id, None)
+
+    def detach_all(self) -> None:
+        """The connection is gone: every producer leaves its topic."""
+        for producer, topic in list(self.producers.values()):
+            topic.remove_producer(producer)
+        self.producers.clear()

@@ -1,0 +1,27 @@
+"""The one place a subscription type becomes a dispatcher.
+
+Each dispatcher is complete when its constructor returns; Key_Shared's
+selectors plug in here.
+"""
+
+from __future__ import annotations
+
+from magnetar.broker.consumer import SubType, sub_type_name
+from magnetar.broker.dispatchers.base import DispatcherSettings, PersistentDispatcher
+from magnetar.broker.dispatchers.shared import SharedDispatcher
+from magnetar.broker.dispatchers.single_active import SingleActiveDispatcher
+from magnetar.broker.errors import NotAllowedError
+from magnetar.broker.storage.api import ManagedCursor, ManagedLedger
+
+
+def new_dispatcher(
+    sub_type: int, ledger: ManagedLedger, cursor: ManagedCursor, settings: DispatcherSettings
+) -> PersistentDispatcher:
+    """A dispatcher for `sub_type`; NotAllowedError for a type not served yet."""
+    if sub_type == SubType.Exclusive:
+        return SingleActiveDispatcher(ledger, cursor, settings, exclusive=True)
+    if sub_type == SubType.Failover:
+        return SingleActiveDispatcher(ledger, cursor, settings, exclusive=False)
+    if sub_type == SubType.Shared:
+        return SharedDispatcher(ledger, cursor, settings)
+    raise NotAllowedError(f"subscription type {sub_type_name(sub_type)} is not supported yet")

@@ -1,0 +1,148 @@
+"""The Topic and Subscription interfaces the connection layer and the admin
+API are written against (Pulsar has the same two).
+
+A persistent topic implements them over a managed ledger; a non-persistent
+topic (dispatch or drop) will implement them without storage, and nothing
+above this seam changes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import NamedTuple, Protocol
+
+from magnetar.broker.consumer import Consumer
+from magnetar.broker.endpoint import ClientConnection
+from magnetar.broker.producer import Producer
+from magnetar.broker.storage.api import InitialPosition, Position
+from magnetar.proto.naming import TopicName
+
+
+class LastMessageId(NamedTuple):
+    """GET_LAST_MESSAGE_ID's answer: the newest entry (and its last batch
+    index, -1 when not a batch) and the subscription's mark-delete position."""
+
+    position: Position
+    batch_index: int
+    mark_delete: Position
+
+
+@dataclass(frozen=True, slots=True)
+class SubscriptionStats:
+    name: str
+    type_name: str
+    msg_backlog: int
+    is_durable: bool
+    consumers: int
+
+
+@dataclass(frozen=True, slots=True)
+class SubscribeOptions:
+    """One SUBSCRIBE, decoded: what a topic needs to attach a consumer."""
+
+    consumer_id: int
+    subscription: str
+    sub_type: int
+    consumer_name: str
+    priority_level: int = 0
+    initial_position: InitialPosition = InitialPosition.LATEST
+    durable: bool = True
+    # Non-durable (reader) subscriptions start here; None: latest.
+    start_position: Position | None = None
+    start_inclusive: bool = False
+    epoch: int | None = None
+
+
+class Subscription(Protocol):
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def topic_name(self) -> str: ...
+
+    @property
+    def is_durable(self) -> bool: ...
+
+    @property
+    def consumers(self) -> Sequence[Consumer]: ...
+
+    def remove_consumer(self, consumer: Consumer) -> None:
+        """Detach a consumer; its unacked messages go to the others (SEM-3.8)."""
+        ...
+
+    def consumer_flow(self, consumer: Consumer, permits: int) -> None: ...
+
+    def consumers_writable(self) -> None:
+        """A connection's socket drained; dispatch may progress."""
+        ...
+
+    def acknowledge_individual(
+        self,
+        consumer: Consumer,
+        positions: Sequence[Position],
+        ack_sets: Sequence[list[int] | None],
+    ) -> None: ...
+
+    def acknowledge_cumulative(
+        self, consumer: Consumer, position: Position, ack_set: list[int] | None = None
+    ) -> None: ...
+
+    def redeliver(self, consumer: Consumer, positions: Sequence[Position] | None) -> None: ...
+
+    async def reset_cursor(self, target: Position) -> None: ...
+
+    async def reset_cursor_to_time(self, timestamp_ms: int) -> None: ...
+
+    async def last_message_id(self) -> LastMessageId: ...
+
+    def stats(self) -> SubscriptionStats: ...
+
+    async def close(self, *, notify_clients: bool = False) -> None: ...
+
+
+class Topic(Protocol):
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def topic_name(self) -> TopicName: ...
+
+    @property
+    def partition_index(self) -> int: ...
+
+    @property
+    def producers(self) -> Mapping[str, Producer]: ...
+
+    @property
+    def subscriptions(self) -> Mapping[str, Subscription]: ...
+
+    def append(self, data: bytes, num_messages: int) -> asyncio.Future[Position]:
+        """Store one entry; the future resolves once it is durable."""
+        ...
+
+    def add_producer(
+        self,
+        cnx: ClientConnection,
+        producer_id: int,
+        name: str,
+        *,
+        access_mode: int,
+        user_provided_name: bool,
+        epoch: int = 0,
+    ) -> Producer: ...
+
+    async def wait_for_exclusive_access(self, on_queued: Callable[[], None]) -> None: ...
+
+    def remove_producer(self, producer: Producer) -> None: ...
+
+    async def subscribe(
+        self, cnx: ClientConnection, options: SubscribeOptions
+    ) -> tuple[Consumer, Subscription]: ...
+
+    async def unsubscribe(self, subscription: Subscription, consumer: Consumer) -> None: ...
+
+    async def last_message_id(self) -> tuple[Position, int]: ...
+
+    async def close(self, *, notify_clients: bool = True) -> None: ...

@@ -1,0 +1,51 @@
+"""Opens the topic a name denotes; the service never names a topic class.
+
+Non-persistent topics will branch off here by the name's domain.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from magnetar.broker.errors import BrokerServiceError, NotAllowedError
+from magnetar.broker.metrics import BrokerMetrics
+from magnetar.broker.storage.api import ManagedLedgerConfig, ManagedLedgerFactory, StorageError
+from magnetar.broker.topics.base import Topic
+from magnetar.broker.topics.persistent import PersistentTopic, ledger_name
+from magnetar.proto.errors import ServerError
+from magnetar.proto.naming import TopicName
+
+
+@dataclass(frozen=True, slots=True)
+class TopicSettings:
+    ledger_config: ManagedLedgerConfig
+    max_read_batch_size: int = 100
+    allow_auto_subscription_creation: bool = True
+
+
+async def topic_exists(name: TopicName, factory: ManagedLedgerFactory) -> bool:
+    """Whether the topic has stored state (it was created before)."""
+    return await factory.exists(ledger_name(name))
+
+
+async def open_topic(
+    name: TopicName,
+    factory: ManagedLedgerFactory,
+    settings: TopicSettings,
+    metrics: BrokerMetrics | None,
+) -> Topic:
+    if not name.persistent:
+        raise NotAllowedError(f"{name}: non-persistent topics are not supported yet")
+    try:
+        ledger = await factory.open(ledger_name(name), settings.ledger_config)
+    except StorageError as exc:
+        raise BrokerServiceError(
+            ServerError.ServiceNotReady, f"cannot open topic {name}: {exc}"
+        ) from exc
+    return PersistentTopic(
+        name,
+        ledger,
+        metrics=metrics,
+        max_read_batch_size=settings.max_read_batch_size,
+        allow_auto_subscription_creation=settings.allow_auto_subscription_creation,
+    )
