@@ -19,7 +19,7 @@ from magnetar.broker.producer import AccessMode, Producer
 from magnetar.broker.service import parse_topic
 from magnetar.broker.topics.base import Topic
 from magnetar.proto import pulsar_api_pb2 as pb
-from magnetar.proto.errors import ProtocolError
+from magnetar.proto.errors import ProtocolError, ServerError
 from magnetar.proto.frames import Frame
 
 
@@ -89,7 +89,25 @@ class ProducerCommands:
         if payload is None:
             raise ProtocolError("SEND without a payload")
         self.cnx.publish_started()
-        attached.producer.publish(
+        producer = attached.producer
+        try:
+            # Parsed once here: a consumer's client cannot skip an entry whose
+            # metadata it cannot parse, so such an entry is never stored.
+            payload.metadata  # noqa: B018
+        except ProtocolError as exc:
+            self.cnx.log.info(
+                "SEND refused: invalid message metadata",
+                topic=attached.topic.name,
+                producer=producer.name,
+                detail=str(exc),
+            )
+            # ChecksumError is the one SEND_ERROR the official client fails
+            # the message for instead of reconnecting and resending it (WIRE 5).
+            producer.reject(
+                send.sequence_id, ServerError.ChecksumError, f"invalid message metadata: {exc}"
+            )
+            return
+        producer.publish(
             send.sequence_id, send.highest_sequence_id, send.num_messages, payload.data
         )
 

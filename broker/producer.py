@@ -41,6 +41,15 @@ class PublishTarget(Protocol):
     def append(self, data: bytes, num_messages: int) -> asyncio.Future[Position]: ...
 
 
+class SendRejected(Exception):
+    """A SEND refused before storage (bad metadata): answered in SEND order."""
+
+    def __init__(self, code: ServerError, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
 class _PendingPublish:
     __slots__ = ("future", "highest_sequence_id", "sequence_id")
 
@@ -91,6 +100,15 @@ class Producer:
         self._pending.append(item)
         future.add_done_callback(self._on_append_done)
 
+    def reject(self, sequence_id: int, code: ServerError, message: str) -> None:
+        """Answer a SEND with SEND_ERROR without storing it, after the receipts
+        of earlier SENDs (the official client matches errors to the head of
+        its pending queue and drops the connection otherwise)."""
+        future: asyncio.Future[Position] = asyncio.get_running_loop().create_future()
+        future.set_exception(SendRejected(code, message))
+        self._pending.append(_PendingPublish(sequence_id, sequence_id, future))
+        self._on_append_done(future)
+
     def _on_append_done(self, future: asyncio.Future[Position]) -> None:
         if not future.cancelled():
             future.exception()  # retrieved here even when nobody waits any more
@@ -107,6 +125,8 @@ class Producer:
     def _answer(self, item: _PendingPublish) -> bytes:
         future = item.future
         exc = None if future.cancelled() else future.exception()
+        if isinstance(exc, SendRejected):
+            return commands.send_error(self.producer_id, item.sequence_id, exc.code, exc.message)
         if future.cancelled() or exc is not None:
             if isinstance(exc, ManagedLedgerClosed | ManagedLedgerFenced):
                 message = f"topic {self.topic.name} is not writable: {exc}"
