@@ -4,7 +4,7 @@ broker's log, and other clients keep working."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, MutableMapping
 from typing import Any
 
 import pulsar
@@ -24,13 +24,13 @@ def _topic() -> str:
 
 
 @pytest.fixture
-def broker_log() -> Iterator[list[dict[str, Any]]]:
+def broker_log() -> Iterator[list[MutableMapping[str, Any]]]:
     """Every structlog entry the in-process broker writes during the test."""
     with structlog.testing.capture_logs() as entries:
         yield entries
 
 
-def _assert_no_traceback(entries: list[dict[str, Any]]) -> None:
+def _assert_no_traceback(entries: list[MutableMapping[str, Any]]) -> None:
     bad = [e for e in entries if "exc_info" in e or e.get("log_level") in ("error", "critical")]
     assert bad == []
 
@@ -54,7 +54,7 @@ def _garbage_metadata_payload(body: bytes) -> Payload:
 
 
 def test_unparseable_metadata_is_refused_in_order(
-    broker: BrokerThread, broker_log: list[dict[str, Any]]
+    broker: BrokerThread, broker_log: list[MutableMapping[str, Any]]
 ) -> None:
     """Issue 19.3: a SEND whose metadata does not parse is answered SEND_ERROR
     ChecksumError (the official client then fails that message instead of
