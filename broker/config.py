@@ -20,6 +20,7 @@ ENV_PREFIX = "MAGNETAR_"
 LogFormat = Literal["console", "json"]
 LogLevel = Literal["debug", "info", "warning", "error"]
 SyncPolicy = Literal["fsync", "interval", "none"]
+TopicType = Literal["non-partitioned", "partitioned"]
 
 
 class ConfigError(ValueError):
@@ -44,7 +45,14 @@ class BrokerConfig:
     max_pending_publish_per_connection: int = 1000
     keepalive_interval_seconds: float = 30.0
     allow_auto_topic_creation: bool = True
+    # What automatic creation makes (Pulsar's allowAutoTopicCreationType).
+    allow_auto_topic_creation_type: TopicType = "non-partitioned"
+    default_num_partitions: int = 1
     allow_auto_subscription_creation: bool = True
+    cluster_name: str = "standalone"
+    # Named listeners, "name:pulsar://host:port" comma-separated (Pulsar's
+    # advertisedListeners); LOOKUP with a listener name answers its URL.
+    advertised_listeners: str = ""
     # Entries read from the cursor for one dispatch round (SEM-2.5).
     dispatcher_max_read_batch_size: int = 100
     # Above this many bytes queued on a socket, dispatch to it pauses.
@@ -60,6 +68,16 @@ class BrokerConfig:
             return "127.0.0.1"
         return self.bind
 
+    def listeners(self) -> dict[str, str]:
+        """advertised_listeners as name -> service URL."""
+        found: dict[str, str] = {}
+        for item in filter(None, (part.strip() for part in self.advertised_listeners.split(","))):
+            name, sep, url = item.partition(":")
+            if not sep or not name or "://" not in url:
+                raise ConfigError(f"advertised_listeners: {item!r} is not name:pulsar://host:port")
+            found[name] = url
+        return found
+
     def replace(self, **changes: Any) -> BrokerConfig:
         """A validated copy with some keys changed (tests use it for ports)."""
         return _validated(dataclasses.replace(self, **changes))
@@ -70,6 +88,7 @@ _LITERALS: dict[str, tuple[str, ...]] = {
     "log_format": get_args(LogFormat),
     "log_level": get_args(LogLevel),
     "sync_policy": get_args(SyncPolicy),
+    "allow_auto_topic_creation_type": get_args(TopicType),
 }
 
 
@@ -153,6 +172,9 @@ def _validated(config: BrokerConfig) -> BrokerConfig:
         "must be at least 1024 bytes",
     )
     need(config.shutdown_timeout_seconds > 0, "shutdown_timeout_seconds", "must be > 0")
+    need(config.default_num_partitions >= 1, "default_num_partitions", "must be at least 1")
+    need(bool(config.cluster_name.strip()), "cluster_name", "must not be empty")
+    config.listeners()  # raises ConfigError naming the bad entry
     return config
 
 
