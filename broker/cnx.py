@@ -369,12 +369,22 @@ class ServerCnx(asyncio.Protocol):
 
     def _handle_lookup(self, frame: Frame) -> None:
         cmd = frame.command.lookupTopic
+        self.spawn(
+            self._lookup(cmd.topic, cmd.request_id, cmd.advertised_listener_name),
+            cmd.request_id,
+            "LOOKUP",
+        )
+
+    async def _lookup(self, topic: str, request_id: int, listener_name: str) -> None:
         try:
-            url, url_tls = self.service.lookup(cmd.topic)
+            url, url_tls = await self.service.lookup(topic, listener_name)
         except BrokerServiceError as exc:
-            self.write(commands.lookup_failed(cmd.request_id, exc.code, exc.message))
+            self.write(commands.lookup_failed(request_id, exc.code, exc.message))
             return
-        self.write(commands.lookup_connect(cmd.request_id, url, url_tls))
+        except StorageError as exc:
+            self.write(commands.lookup_failed(request_id, ServerError.MetadataError, str(exc)))
+            return
+        self.write(commands.lookup_connect(request_id, url, url_tls))
 
     def _handle_partitioned_metadata(self, frame: Frame) -> None:
         cmd = frame.command.partitionMetadata

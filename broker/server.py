@@ -109,6 +109,7 @@ class BrokerServer:
     async def _open_storage(self) -> None:
         self._factory, self._metadata_store = await open_storage(self.config)
         self.service = BrokerService(self.config, self._factory, self._metadata_store, self.metrics)
+        await self.service.start()
 
     async def _bind_binary(self) -> None:
         loop = asyncio.get_running_loop()

@@ -9,8 +9,8 @@ the metadata store; PARTITIONED_METADATA answers 0 for anything else.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
-import json
 import os
 import time
 
@@ -24,7 +24,8 @@ from magnetar.broker.errors import (
     TopicNotFoundError,
 )
 from magnetar.broker.metrics import BrokerMetrics
-from magnetar.broker.storage.api import ManagedLedgerFactory, MetadataStore, StorageError
+from magnetar.broker.resources import PulsarResources, ResourceError, ResourceExists
+from magnetar.broker.storage.api import ManagedLedgerFactory, MetadataStore
 from magnetar.broker.storage_setup import ledger_config
 from magnetar.broker.topics.base import Topic
 from magnetar.broker.topics.loader import TopicSettings, open_topic, topic_exists
@@ -33,21 +34,12 @@ from magnetar.proto.naming import InvalidTopicName, TopicName
 
 log = structlog.get_logger(__name__)
 
-PARTITIONED_TOPICS_ROOT = "/admin/partitioned-topics"
-
 
 def parse_topic(name: str) -> TopicName:
     try:
         return TopicName.parse(name)
     except InvalidTopicName as exc:
         raise BrokerServiceError(ServerError.InvalidTopicName, str(exc)) from exc
-
-
-def partitioned_metadata_path(topic: TopicName) -> str:
-    return (
-        f"{PARTITIONED_TOPICS_ROOT}/{topic.tenant}/{topic.namespace}/"
-        f"{topic.domain}/{topic.local_name}"
-    )
 
 
 class BrokerService:
@@ -69,6 +61,8 @@ class BrokerService:
             max_read_batch_size=config.dispatcher_max_read_batch_size,
             allow_auto_subscription_creation=config.allow_auto_subscription_creation,
         )
+        self.resources = PulsarResources(metadata_store, config.cluster_name)
+        self._listeners = config.listeners()
         self.service_url = ""
         self.service_url_tls = ""
         # Broker-assigned producer names: unique per process start and counter.
@@ -94,29 +88,63 @@ class BrokerService:
         # but both must be filled (WIRE 3).
         self.service_url_tls = f"pulsar+ssl://{host}:{port}"
 
+    async def start(self) -> None:
+        """Create what a standalone broker has on first start (cluster, tenant
+        `public`, namespace `public/default`), before any client can ask."""
+        host, config = self.config.advertised_host, self.config
+        await self.resources.ensure_defaults(
+            f"pulsar://{host}:{config.port}", f"http://{host}:{config.http_port}"
+        )
+
     def generate_producer_name(self) -> str:
         return f"{self._name_prefix}-{next(self._name_counter)}"
 
     # --------------------------------------------------------------- lookup
 
-    def lookup(self, topic: str) -> tuple[str, str]:
-        parse_topic(topic)
+    async def lookup(self, topic: str, listener_name: str = "") -> tuple[str, str]:
+        """The service URLs (plain, TLS) a client should connect to for `topic`."""
+        name = parse_topic(topic)
         self._check_open()
-        return self.service_url, self.service_url_tls
+        await self.check_namespace(name)
+        if not listener_name:
+            return self.service_url, self.service_url_tls
+        url = self._listeners.get(listener_name)
+        if url is None:
+            # Pulsar's words: the official client recognises them and keeps
+            # the connection while it retries.
+            raise ServiceNotReadyError(f"the broker do not have {listener_name} listener")
+        return url, url
+
+    async def check_namespace(self, name: TopicName) -> None:
+        """TopicNotFound for a topic in a namespace that does not exist."""
+        if not await self.resources.namespace_exists(name.tenant, name.namespace):
+            raise TopicNotFoundError(
+                f"namespace {name.namespace_name} does not exist (topic {name})"
+            )
 
     async def partitioned_metadata(self, topic: str) -> int:
+        """The partition count (0: not partitioned). With automatic creation of
+        partitioned topics, an unknown topic becomes one here, as in Pulsar."""
         name = parse_topic(topic)
         if name.partition_index >= 0:
             return 0
-        result = await self.metadata_store.get(partitioned_metadata_path(name))
-        if result is None:
-            return 0
+        await self.check_namespace(name)
         try:
-            partitions = int(json.loads(result.value)["partitions"])
-        except (ValueError, KeyError, TypeError) as exc:
-            raise BrokerServiceError(
-                ServerError.MetadataError, f"corrupt partitioned metadata for {name}: {exc}"
-            ) from exc
+            partitions = await self.resources.get_partitions(name)
+        except ResourceError as exc:
+            raise BrokerServiceError(ServerError.MetadataError, str(exc)) from exc
+        if (
+            partitions == 0
+            and self.config.allow_auto_topic_creation
+            and self.config.allow_auto_topic_creation_type == "partitioned"
+            and name.persistent
+            and str(name) not in self.topics
+            and not await topic_exists(name, self.factory)
+        ):
+            partitions = self.config.default_num_partitions
+            with contextlib.suppress(ResourceExists):
+                await self.resources.create_partitioned_topic(name, partitions)
+            partitions = await self.resources.get_partitions(name)
         return partitions
 
     async def create_partitioned_topic(self, topic: str, partitions: int) -> None:
@@ -128,12 +156,9 @@ class BrokerService:
             )
         if name.partition_index >= 0:
             raise NotAllowedError(f"{name} is a partition name; use the base topic name")
-        body = json.dumps({"partitions": partitions}).encode()
         try:
-            await self.metadata_store.put(
-                partitioned_metadata_path(name), body, expected_version=-1
-            )
-        except StorageError as exc:
+            await self.resources.create_partitioned_topic(name, partitions)
+        except ResourceExists as exc:
             raise BrokerServiceError(
                 ServerError.NotAllowedError, f"partitioned topic {name} already exists"
             ) from exc
@@ -148,6 +173,7 @@ class BrokerService:
         loaded = self.topics.get(key)
         if loaded is not None:
             return loaded
+        await self.check_namespace(name)
         task = self._loading.get(key)
         if task is None:
             task = asyncio.get_running_loop().create_task(self._load(name, create))
@@ -177,7 +203,7 @@ class BrokerService:
         index = name.partition_index
         if index < 0:
             return False
-        return index < await self.partitioned_metadata(str(name.partitioned_base))
+        return index < await self.resources.get_partitions(name.partitioned_base)
 
     def topics_of_namespace(self, namespace: str) -> list[str]:
         return sorted(

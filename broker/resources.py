@@ -1,0 +1,210 @@
+"""Clusters, tenants, namespaces and partitioned topics as metadata (Pulsar's
+PulsarResources), kept in the metadata store under Pulsar's own paths.
+
+Values are JSON documents in Pulsar's admin shapes (TenantInfo, Policies,
+PartitionedTopicMetadata), so what the admin API stores is what it returns.
+Every method raises a ResourceError subclass the admin layer maps to an HTTP
+status and the wire layer to a ServerError.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from magnetar.broker.storage.api import BadVersion, MetadataStore, NotEmpty, NotFound
+from magnetar.proto.naming import TopicName
+
+CLUSTERS = "/admin/clusters"
+POLICIES = "/admin/policies"
+PARTITIONED_TOPICS = "/admin/partitioned-topics"
+
+Json = dict[str, Any]
+
+
+class ResourceError(Exception):
+    """A metadata operation refused; the message is for humans."""
+
+
+class ResourceNotFound(ResourceError):
+    pass
+
+
+class ResourceExists(ResourceError):
+    pass
+
+
+class ResourceBusy(ResourceError):
+    """The resource still has children (a tenant's namespaces, a namespace's topics)."""
+
+
+class InvalidResource(ResourceError):
+    """The request names or describes a resource that cannot exist."""
+
+
+def _check_name(kind: str, name: str) -> None:
+    # Pulsar's rule for tenant, namespace and cluster names.
+    if not name or not all(c.isalnum() or c in "-_.=:" for c in name) or name in (".", ".."):
+        raise InvalidResource(f"invalid {kind} name {name!r}")
+
+
+def partitioned_topic_path(topic: TopicName) -> str:
+    return (
+        f"{PARTITIONED_TOPICS}/{topic.tenant}/{topic.namespace}/{topic.domain}/{topic.local_name}"
+    )
+
+
+class PulsarResources:
+    def __init__(self, store: MetadataStore, cluster: str) -> None:
+        self.store = store
+        self.cluster = cluster
+
+    async def _get_json(self, path: str) -> Json | None:
+        got = await self.store.get(path)
+        if got is None:
+            return None
+        value = json.loads(got.value) if got.value else {}
+        return value if isinstance(value, dict) else {"value": value}
+
+    async def _create(self, path: str, value: Json, what: str) -> None:
+        try:
+            await self.store.put(path, json.dumps(value).encode(), expected_version=-1)
+        except BadVersion as exc:
+            raise ResourceExists(f"{what} already exists") from exc
+
+    # -------------------------------------------------------------- clusters
+
+    async def ensure_defaults(self, service_url: str, web_url: str) -> None:
+        """What a standalone broker creates on first start: its cluster, the
+        tenant `public` and the namespace `public/default`."""
+        if not await self.store.exists(f"{CLUSTERS}/{self.cluster}"):
+            await self.put_cluster(
+                self.cluster, {"serviceUrl": web_url, "brokerServiceUrl": service_url}
+            )
+        if not await self.store.exists(f"{POLICIES}/public"):
+            await self.create_tenant("public", {"adminRoles": [], "allowedClusters": []})
+        if not await self.store.exists(f"{POLICIES}/public/default"):
+            await self.create_namespace("public", "default", {})
+
+    async def clusters(self) -> list[str]:
+        return await self.store.get_children(CLUSTERS)
+
+    async def get_cluster(self, name: str) -> Json:
+        data = await self._get_json(f"{CLUSTERS}/{name}")
+        if data is None:
+            raise ResourceNotFound(f"cluster {name} does not exist")
+        return data
+
+    async def put_cluster(self, name: str, data: Json) -> None:
+        _check_name("cluster", name)
+        await self._create(f"{CLUSTERS}/{name}", data, f"cluster {name}")
+
+    # --------------------------------------------------------------- tenants
+
+    async def tenants(self) -> list[str]:
+        return await self.store.get_children(POLICIES)
+
+    async def get_tenant(self, tenant: str) -> Json:
+        data = await self._get_json(f"{POLICIES}/{tenant}")
+        if data is None:
+            raise ResourceNotFound(f"tenant {tenant} does not exist")
+        return data
+
+    async def _check_clusters(self, info: Json) -> None:
+        wanted = info.get("allowedClusters") or []
+        if not isinstance(wanted, list):
+            raise InvalidResource("allowedClusters must be a list")
+        known = set(await self.clusters())
+        unknown = [c for c in wanted if c not in known]
+        if unknown:
+            raise InvalidResource(f"clusters do not exist: {', '.join(map(str, unknown))}")
+
+    async def create_tenant(self, tenant: str, info: Json) -> None:
+        _check_name("tenant", tenant)
+        await self._check_clusters(info)
+        info = {"adminRoles": [], "allowedClusters": [], **info}
+        await self._create(f"{POLICIES}/{tenant}", info, f"tenant {tenant}")
+
+    async def update_tenant(self, tenant: str, info: Json) -> None:
+        current = await self.get_tenant(tenant)
+        await self._check_clusters(info)
+        merged = {**current, **info}
+        await self.store.put(f"{POLICIES}/{tenant}", json.dumps(merged).encode())
+
+    async def delete_tenant(self, tenant: str) -> None:
+        await self.get_tenant(tenant)
+        if await self.store.get_children(f"{POLICIES}/{tenant}"):
+            raise ResourceBusy(f"tenant {tenant} still has namespaces")
+        try:
+            await self.store.delete(f"{POLICIES}/{tenant}")
+        except NotFound as exc:
+            raise ResourceNotFound(f"tenant {tenant} does not exist") from exc
+        except NotEmpty as exc:
+            raise ResourceBusy(f"tenant {tenant} still has namespaces") from exc
+
+    # ------------------------------------------------------------ namespaces
+
+    async def namespaces(self, tenant: str) -> list[str]:
+        await self.get_tenant(tenant)
+        return [f"{tenant}/{ns}" for ns in await self.store.get_children(f"{POLICIES}/{tenant}")]
+
+    async def namespace_exists(self, tenant: str, namespace: str) -> bool:
+        return await self.store.exists(f"{POLICIES}/{tenant}/{namespace}")
+
+    async def get_policies(self, tenant: str, namespace: str) -> Json:
+        data = await self._get_json(f"{POLICIES}/{tenant}/{namespace}")
+        if data is None:
+            raise ResourceNotFound(f"namespace {tenant}/{namespace} does not exist")
+        return data
+
+    async def create_namespace(self, tenant: str, namespace: str, policies: Json) -> None:
+        _check_name("namespace", namespace)
+        await self.get_tenant(tenant)
+        await self._create(
+            f"{POLICIES}/{tenant}/{namespace}", policies, f"namespace {tenant}/{namespace}"
+        )
+
+    async def set_policies(self, tenant: str, namespace: str, policies: Json) -> None:
+        await self.get_policies(tenant, namespace)
+        await self.store.put(f"{POLICIES}/{tenant}/{namespace}", json.dumps(policies).encode())
+
+    async def delete_namespace(self, tenant: str, namespace: str) -> None:
+        await self.get_policies(tenant, namespace)
+        await self.store.delete(f"{POLICIES}/{tenant}/{namespace}")
+
+    # ---------------------------------------------------- partitioned topics
+
+    async def get_partitions(self, topic: TopicName) -> int:
+        """The partition count; 0 for a topic that is not partitioned."""
+        data = await self._get_json(partitioned_topic_path(topic))
+        if data is None:
+            return 0
+        try:
+            return int(data["partitions"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise InvalidResource(f"corrupt partitioned metadata for {topic}: {exc}") from exc
+
+    async def create_partitioned_topic(self, topic: TopicName, partitions: int) -> None:
+        await self._create(
+            partitioned_topic_path(topic),
+            {"partitions": partitions},
+            f"partitioned topic {topic}",
+        )
+
+    async def update_partitions(self, topic: TopicName, partitions: int) -> None:
+        await self.store.put(
+            partitioned_topic_path(topic), json.dumps({"partitions": partitions}).encode()
+        )
+
+    async def delete_partitioned_topic(self, topic: TopicName) -> None:
+        try:
+            await self.store.delete(partitioned_topic_path(topic))
+        except NotFound as exc:
+            raise ResourceNotFound(f"partitioned topic {topic} does not exist") from exc
+
+    async def partitioned_topics(self, tenant: str, namespace: str, domain: str) -> list[str]:
+        path = f"{PARTITIONED_TOPICS}/{tenant}/{namespace}/{domain}"
+        return [
+            f"{domain}://{tenant}/{namespace}/{name}"
+            for name in await self.store.get_children(path)
+        ]
