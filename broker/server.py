@@ -22,6 +22,7 @@ from typing import Literal
 import structlog
 from aiohttp import web
 
+from magnetar.broker import admin
 from magnetar.broker.cnx import ServerCnx
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.metrics import BrokerMetrics
@@ -123,6 +124,8 @@ class BrokerServer:
 
     async def _bind_http(self) -> None:
         app = build_app(self.metrics, self.is_healthy)
+        assert self.service is not None
+        admin.install(app, self.service)
         runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await runner.setup()
         self._http_runner = runner

@@ -19,16 +19,25 @@ import structlog
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.errors import (
     BrokerServiceError,
-    NotAllowedError,
     ServiceNotReadyError,
     TopicNotFoundError,
 )
 from magnetar.broker.metrics import BrokerMetrics
-from magnetar.broker.resources import PulsarResources, ResourceError, ResourceExists
+from magnetar.broker.resources import (
+    InvalidResource,
+    PulsarResources,
+    ResourceError,
+    ResourceExists,
+)
 from magnetar.broker.storage.api import ManagedLedgerFactory, MetadataStore
 from magnetar.broker.storage_setup import ledger_config
 from magnetar.broker.topics.base import Topic
-from magnetar.broker.topics.loader import TopicSettings, open_topic, topic_exists
+from magnetar.broker.topics.loader import (
+    TopicSettings,
+    delete_topic_data,
+    open_topic,
+    topic_exists,
+)
 from magnetar.proto.errors import ServerError
 from magnetar.proto.naming import InvalidTopicName, TopicName
 
@@ -148,20 +157,72 @@ class BrokerService:
         return partitions
 
     async def create_partitioned_topic(self, topic: str, partitions: int) -> None:
-        """Record a partitioned topic; its partitions are created on first use."""
+        """Record a partitioned topic; its partitions are created on first use.
+        ResourceExists when it exists, InvalidResource for a bad request."""
         name = parse_topic(topic)
         if partitions < 1:
-            raise NotAllowedError(
+            raise InvalidResource(
                 f"a partitioned topic needs at least 1 partition, got {partitions}"
             )
         if name.partition_index >= 0:
-            raise NotAllowedError(f"{name} is a partition name; use the base topic name")
-        try:
-            await self.resources.create_partitioned_topic(name, partitions)
-        except ResourceExists as exc:
+            raise InvalidResource(f"{name} is a partition name; use the base topic name")
+        await self.check_namespace(name)
+        await self.resources.create_partitioned_topic(name, partitions)
+
+    async def update_partitions(self, topic: str, partitions: int) -> None:
+        """Grow a partitioned topic (Pulsar never shrinks one)."""
+        name = parse_topic(topic)
+        current = await self.resources.get_partitions(name)
+        if current == 0:
+            raise TopicNotFoundError(f"partitioned topic {name} does not exist")
+        if partitions <= current:
+            raise InvalidResource(f"{name} has {current} partitions; the count can only grow")
+        await self.resources.update_partitions(name, partitions)
+
+    async def delete_partitioned_topic(self, topic: str) -> None:
+        """Delete a partitioned topic and its partitions' data; refused while a
+        partition has producers or consumers."""
+        name = parse_topic(topic)
+        count = await self.resources.get_partitions(name)
+        if count == 0:
+            raise TopicNotFoundError(f"partitioned topic {name} does not exist")
+        partitions = [str(name.partition(i)) for i in range(count)]
+        for partition in partitions:
+            self._check_unused(partition)
+        for partition in partitions:
+            await self.delete_topic(partition)
+        await self.resources.delete_partitioned_topic(name)
+
+    def _check_unused(self, topic: str) -> None:
+        loaded = self.topics.get(topic)
+        if loaded is None:
+            return
+        if loaded.producers or any(s.consumers for s in loaded.subscriptions.values()):
             raise BrokerServiceError(
-                ServerError.NotAllowedError, f"partitioned topic {name} already exists"
-            ) from exc
+                ServerError.ConsumerBusy, f"topic {topic} has connected producers or consumers"
+            )
+
+    async def delete_topic(self, topic: str) -> None:
+        """Unload a topic and delete its stored data (no error when it has none)."""
+        name = parse_topic(topic)
+        self._check_unused(str(name))
+        loaded = self.topics.pop(str(name), None)
+        if loaded is not None:
+            await loaded.close()
+        await delete_topic_data(name, self.factory)
+
+    async def namespace_topics(self, tenant: str, namespace: str) -> list[str]:
+        """Every topic the broker knows in a namespace: loaded ones and
+        partitioned topics (as their base names)."""
+        await self.resources.get_policies(tenant, namespace)
+        found = {
+            t.name
+            for t in self.topics.values()
+            if (t.topic_name.tenant, t.topic_name.namespace) == (tenant, namespace)
+        }
+        for domain in ("persistent", "non-persistent"):
+            found.update(await self.resources.partitioned_topics(tenant, namespace, domain))
+        return sorted(found)
 
     # --------------------------------------------------------------- topics
 

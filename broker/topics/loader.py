@@ -28,6 +28,12 @@ async def topic_exists(name: TopicName, factory: ManagedLedgerFactory) -> bool:
     return await factory.exists(ledger_name(name))
 
 
+async def delete_topic_data(name: TopicName, factory: ManagedLedgerFactory) -> None:
+    """Delete a (closed) topic's stored entries and cursors, if it has any."""
+    if name.persistent and await factory.exists(ledger_name(name)):
+        await factory.delete(ledger_name(name))
+
+
 async def open_topic(
     name: TopicName,
     factory: ManagedLedgerFactory,

@@ -12,9 +12,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import json
 import socket
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from types import TracebackType
@@ -332,3 +335,17 @@ def free_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
+
+
+def http_call(method: str, url: str, body: object = None) -> tuple[int, Any]:
+    """One HTTP request; (status, decoded JSON body or None). Errors are answers."""
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(url, data=data, method=method)
+    if data is not None:
+        request.add_header("Content-Type", "application/json")
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            status, raw = response.status, response.read()
+    except urllib.error.HTTPError as exc:
+        status, raw = exc.code, exc.read()
+    return status, json.loads(raw) if raw else None
