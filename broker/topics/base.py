@@ -36,6 +36,8 @@ class SubscriptionStats:
     msg_backlog: int
     is_durable: bool
     consumers: int
+    # Messages a non-persistent subscription dropped (no consumer could take them).
+    msg_dropped: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,16 +1,15 @@
-"""Opens the topic a name denotes; the service never names a topic class.
-
-Non-persistent topics will branch off here by the name's domain.
-"""
+"""Opens the topic a name denotes (persistent or non-persistent by its
+domain); the service never names a topic class."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from magnetar.broker.errors import BrokerServiceError, NotAllowedError
+from magnetar.broker.errors import BrokerServiceError
 from magnetar.broker.metrics import BrokerMetrics
 from magnetar.broker.storage.api import ManagedLedgerConfig, ManagedLedgerFactory, StorageError
 from magnetar.broker.topics.base import Topic
+from magnetar.broker.topics.non_persistent import NonPersistentTopic
 from magnetar.broker.topics.persistent import PersistentTopic, ledger_name
 from magnetar.proto.errors import ServerError
 from magnetar.proto.naming import TopicName
@@ -41,7 +40,7 @@ async def open_topic(
     metrics: BrokerMetrics | None,
 ) -> Topic:
     if not name.persistent:
-        raise NotAllowedError(f"{name}: non-persistent topics are not supported yet")
+        return NonPersistentTopic(name, metrics=metrics)
     try:
         ledger = await factory.open(ledger_name(name), settings.ledger_config)
     except StorageError as exc:

@@ -10,8 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections import deque
-from collections.abc import Callable
 from functools import partial
 
 import structlog
@@ -23,14 +21,9 @@ from magnetar.broker.entries import last_entry_id
 from magnetar.broker.errors import (
     BrokerServiceError,
     ConsumerBusyError,
-    NotAllowedError,
-    ProducerBusyError,
-    ProducerFencedError,
-    ServiceNotReadyError,
     SubscriptionNotFoundError,
 )
 from magnetar.broker.metrics import BrokerMetrics
-from magnetar.broker.producer import AccessMode, Producer
 from magnetar.broker.storage.api import (
     EARLIEST,
     LATEST,
@@ -42,6 +35,7 @@ from magnetar.broker.storage.api import (
 )
 from magnetar.broker.subscription import PersistentSubscription
 from magnetar.broker.topics.base import SubscribeOptions, Subscription
+from magnetar.broker.topics.producers import TopicProducers
 from magnetar.proto.errors import ServerError
 from magnetar.proto.naming import TopicName
 
@@ -53,7 +47,7 @@ def ledger_name(topic: TopicName) -> str:
     return f"{topic.tenant}/{topic.namespace}/{topic.domain}/{topic.local_name}"
 
 
-class PersistentTopic:
+class PersistentTopic(TopicProducers):
     def __init__(
         self,
         name: TopicName,
@@ -63,21 +57,16 @@ class PersistentTopic:
         max_read_batch_size: int = 100,
         allow_auto_subscription_creation: bool = True,
     ) -> None:
+        super().__init__(str(name), name.partition_index)
         self.topic_name = name
-        self.name = str(name)
-        self.partition_index = name.partition_index
         self.ledger = ledger
         self.metrics = metrics
-        self.producers: dict[str, Producer] = {}
         self.subscriptions: dict[str, PersistentSubscription] = {}
         self._max_read_batch_size = max_read_batch_size
         self._allow_auto_subscription_creation = allow_auto_subscription_creation
         self._subscribe_lock = asyncio.Lock()
         self._non_durable_counter = 0
         self._background: set[asyncio.Task[None]] = set()
-        # WaitForExclusive producers queued for the topic, in arrival order.
-        self._exclusive_waiters: deque[asyncio.Future[None]] = deque()
-        self.is_closed = False
 
     def __repr__(self) -> str:
         return f"PersistentTopic({self.name!r})"
@@ -111,91 +100,6 @@ class PersistentTopic:
             self.metrics.publish_latency.observe(time.perf_counter() - started)
         for subscription in self.subscriptions.values():
             subscription.on_new_entries()
-
-    def add_producer(
-        self,
-        cnx: ClientConnection,
-        producer_id: int,
-        name: str,
-        *,
-        access_mode: int,
-        user_provided_name: bool,
-        epoch: int = 0,
-    ) -> Producer:
-        self._check_open()
-        existing = self.producers.get(name)
-        if existing is not None:
-            if existing.cnx is cnx and existing.producer_id == producer_id:
-                return existing  # the client retried its PRODUCER request
-            raise ProducerBusyError(
-                f"producer with name {name!r} is already connected to topic {self.name}"
-            )
-        self._check_access_mode(access_mode)
-        producer = Producer(
-            self,
-            producer_id,
-            name,
-            cnx,
-            access_mode=access_mode,
-            user_provided_name=user_provided_name,
-            epoch=epoch,
-        )
-        self.producers[name] = producer
-        return producer
-
-    async def wait_for_exclusive_access(self, on_queued: Callable[[], None]) -> None:
-        """WaitForExclusive (WIRE 6): return once no other producer holds the topic.
-
-        Waiters are served in arrival order; `on_queued` runs once when the
-        caller has to wait (the broker then answers producer_ready = false).
-        """
-        self._check_open()
-        if not self.producers and not self._exclusive_waiters:
-            return
-        on_queued()
-        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._exclusive_waiters.append(waiter)
-        try:
-            await waiter
-        finally:
-            if waiter in self._exclusive_waiters:
-                self._exclusive_waiters.remove(waiter)
-            if waiter.cancelled() and not self.producers:
-                self._wake_exclusive_waiter()  # pass the turn on
-
-    def _wake_exclusive_waiter(self) -> None:
-        while self._exclusive_waiters:
-            waiter = self._exclusive_waiters.popleft()
-            if not waiter.done():
-                waiter.set_result(None)
-                return
-
-    def _check_access_mode(self, mode: int) -> None:
-        exclusive = [p for p in self.producers.values() if p.access_mode != AccessMode.Shared]
-        if mode == AccessMode.Shared:
-            if exclusive:
-                raise ProducerFencedError(
-                    f"topic {self.name} has an exclusive producer {exclusive[0].name!r}"
-                )
-        elif mode in (AccessMode.Exclusive, AccessMode.WaitForExclusive):
-            if self.producers:
-                raise ProducerFencedError(
-                    f"topic {self.name} already has producers; an exclusive one is refused"
-                )
-        elif mode == AccessMode.ExclusiveWithFencing:
-            # WIRE 7: the new producer takes over; the old ones are closed.
-            for producer in list(self.producers.values()):
-                self.remove_producer(producer)
-                producer.cnx.producer_closed_by_broker(producer.producer_id)
-        else:
-            raise NotAllowedError(f"producer access mode {mode} is not supported yet")
-
-    def remove_producer(self, producer: Producer) -> None:
-        if self.producers.get(producer.name) is producer:
-            del self.producers[producer.name]
-            if not self.producers:
-                self._wake_exclusive_waiter()
-        producer.close()
 
     # ------------------------------------------------------------ consuming
 
@@ -340,24 +244,13 @@ class PersistentTopic:
 
     # ------------------------------------------------------------- lifecycle
 
-    def _check_open(self) -> None:
-        if self.is_closed:
-            raise ServiceNotReadyError(f"topic {self.name} is closing")
-
     async def close(self, *, notify_clients: bool = True) -> None:
         """Close producers and consumers (telling their clients), persist cursors,
         close the ledger. Idempotent."""
         if self.is_closed:
             return
         self.is_closed = True
-        while self._exclusive_waiters:
-            waiter = self._exclusive_waiters.popleft()
-            if not waiter.done():
-                waiter.set_exception(ServiceNotReadyError(f"topic {self.name} is closing"))
-        for producer in list(self.producers.values()):
-            self.remove_producer(producer)
-            if notify_clients:
-                producer.cnx.producer_closed_by_broker(producer.producer_id)
+        self.close_producers(notify_clients=notify_clients)
         for sub in list(self.subscriptions.values()):
             await sub.close(notify_clients=notify_clients)
         self.subscriptions.clear()

@@ -1,0 +1,265 @@
+"""A non-persistent topic: dispatch or drop, no storage, no backlog.
+
+Each published entry goes at once to one consumer of every subscription (by
+the subscription's type); a subscription with no consumer able to take it
+(no permits, or a full socket) drops it and counts the drop, as Pulsar's
+non-persistent topics do. Message ids are unique: the "ledger" id is the
+load time of the topic in ms and entry ids count up from 0 (WIRE 8).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Sequence
+
+import structlog
+
+from magnetar.broker.consumer import Consumer, SubType, sub_type_name
+from magnetar.broker.dispatchers.shared import ConsumerSelector
+from magnetar.broker.endpoint import ClientConnection
+from magnetar.broker.errors import ConsumerBusyError
+from magnetar.broker.metrics import BrokerMetrics
+from magnetar.broker.storage.api import Entry, Position
+from magnetar.broker.topics.base import (
+    LastMessageId,
+    SubscribeOptions,
+    Subscription,
+    SubscriptionStats,
+)
+from magnetar.broker.topics.producers import TopicProducers
+from magnetar.proto.naming import TopicName
+
+log = structlog.get_logger(__name__)
+
+_NO_POSITION = Position(-1, -1)
+
+
+def _no_redeliveries(_position: Position) -> int:
+    return 0
+
+
+class NonPersistentSubscription:
+    def __init__(
+        self,
+        topic_name: str,
+        name: str,
+        partition_index: int,
+        on_emptied: Callable[[NonPersistentSubscription], None],
+    ) -> None:
+        self.topic_name = topic_name
+        self.name = name
+        self.sub_type: int | None = None
+        self.consumers: list[Consumer] = []
+        self.dropped_messages = 0
+        self._partition_index = partition_index
+        self._selector = ConsumerSelector()
+        self._active: Consumer | None = None
+        self._on_emptied = on_emptied
+        self.is_closed = False
+
+    @property
+    def is_durable(self) -> bool:
+        return False
+
+    # ------------------------------------------------------------ consumers
+
+    def add_consumer(self, consumer: Consumer) -> None:
+        if self.consumers and consumer.sub_type != self.sub_type:
+            raise ConsumerBusyError(
+                f"subscription {self.name!r} is {sub_type_name(self.sub_type or 0)}; "
+                f"cannot attach a {sub_type_name(consumer.sub_type)} consumer"
+            )
+        if self.consumers and consumer.sub_type == SubType.Exclusive:
+            raise ConsumerBusyError(f"Exclusive subscription {self.name!r} already has a consumer")
+        self.sub_type = consumer.sub_type
+        self.consumers.append(consumer)
+        self._selector.add(consumer)
+        self._elect()
+
+    def remove_consumer(self, consumer: Consumer) -> None:
+        if consumer.is_closed:
+            return
+        consumer.is_closed = True
+        if consumer in self.consumers:
+            self.consumers.remove(consumer)
+            self._selector.remove(consumer)
+            consumer.take_pending()  # nothing to hand back: dropped, as in Pulsar
+            self._elect()
+        if not self.consumers:
+            self._on_emptied(self)
+
+    def _elect(self) -> None:
+        """Failover's active consumer, by SEM-4.2's rule (no rewind here)."""
+        if self.sub_type != SubType.Failover or not self.consumers:
+            self._active = self.consumers[0] if self.consumers else None
+            return
+        if self._partition_index < 0:
+            chosen = self.consumers[0]
+        else:
+            top = min(c.priority_level for c in self.consumers)
+            ranked = sorted((c for c in self.consumers if c.priority_level == top), key=_name)
+            chosen = ranked[self._partition_index % len(ranked)]
+        previous, self._active = self._active, chosen
+        if chosen is not previous:
+            for consumer in self.consumers:
+                consumer.cnx.active_consumer_changed(consumer.consumer_id, consumer is chosen)
+
+    def disconnect_consumers(self) -> None:
+        for consumer in list(self.consumers):
+            self.remove_consumer(consumer)
+            consumer.cnx.consumer_closed_by_broker(consumer.consumer_id)
+
+    # ------------------------------------------------------------- dispatch
+
+    def dispatch(self, entry: Entry) -> None:
+        """Send the entry to one consumer now, or drop it."""
+        cost = entry.num_messages
+        if self.sub_type in (SubType.Exclusive, SubType.Failover):
+            chosen = self._active
+            if chosen is not None and (not chosen.is_writable or not chosen.may_overdraw()):
+                chosen = None
+        else:
+            chosen = self._selector.select(cost)
+        if chosen is None:
+            self.dropped_messages += cost
+            return
+        chosen.send_entries([entry], _no_redeliveries)
+
+    def consumer_flow(self, consumer: Consumer, permits: int) -> None:
+        consumer.flow(permits)
+
+    def consumers_writable(self) -> None:
+        """Nothing is queued here: a drained socket changes nothing."""
+
+    # ----------------------------------------------------------------- acks
+
+    def acknowledge_individual(
+        self,
+        consumer: Consumer,
+        positions: Sequence[Position],
+        ack_sets: Sequence[list[int] | None],
+    ) -> None:
+        consumer.remove_pending(positions)
+
+    def acknowledge_cumulative(
+        self, consumer: Consumer, position: Position, ack_set: list[int] | None = None
+    ) -> None:
+        consumer.remove_pending_up_to(position)
+
+    def redeliver(self, consumer: Consumer, positions: Sequence[Position] | None) -> None:
+        """Nothing is stored, so nothing can be delivered again."""
+        if positions is None:
+            consumer.take_pending()
+        else:
+            consumer.remove_pending(positions)
+
+    async def reset_cursor(self, target: Position) -> None:
+        """There is no cursor; consumers reconnect and receive new messages."""
+        self.disconnect_consumers()
+
+    async def reset_cursor_to_time(self, timestamp_ms: int) -> None:
+        self.disconnect_consumers()
+
+    async def last_message_id(self) -> LastMessageId:
+        return LastMessageId(_NO_POSITION, -1, _NO_POSITION)
+
+    def stats(self) -> SubscriptionStats:
+        return SubscriptionStats(
+            name=self.name,
+            type_name=sub_type_name(self.sub_type) if self.sub_type is not None else "",
+            msg_backlog=0,
+            is_durable=False,
+            consumers=len(self.consumers),
+            msg_dropped=self.dropped_messages,
+        )
+
+    async def close(self, *, notify_clients: bool = False) -> None:
+        if self.is_closed:
+            return
+        if notify_clients:
+            self.disconnect_consumers()
+        else:
+            for consumer in list(self.consumers):
+                self.remove_consumer(consumer)
+        self.is_closed = True
+
+
+def _name(consumer: Consumer) -> str:
+    return consumer.name
+
+
+class NonPersistentTopic(TopicProducers):
+    def __init__(self, name: TopicName, *, metrics: BrokerMetrics | None = None) -> None:
+        super().__init__(str(name), name.partition_index)
+        self.topic_name = name
+        self.metrics = metrics
+        self.subscriptions: dict[str, NonPersistentSubscription] = {}
+        # Unique ids across reloads: the load time stands in for a ledger id.
+        self._ledger_id = time.time_ns() // 1_000_000
+        self._next_entry = 0
+        self._last = _NO_POSITION
+
+    def __repr__(self) -> str:
+        return f"NonPersistentTopic({self.name!r})"
+
+    def append(self, data: bytes, num_messages: int) -> asyncio.Future[Position]:
+        position = Position(self._ledger_id, self._next_entry)
+        self._next_entry += 1
+        self._last = position
+        if self.metrics is not None:
+            self.metrics.messages_in.inc(num_messages)
+            self.metrics.bytes_in.inc(len(data))
+        entry = Entry(position, data, num_messages)
+        for subscription in self.subscriptions.values():
+            subscription.dispatch(entry)
+        done: asyncio.Future[Position] = asyncio.get_running_loop().create_future()
+        done.set_result(position)
+        return done
+
+    async def subscribe(
+        self, cnx: ClientConnection, options: SubscribeOptions
+    ) -> tuple[Consumer, Subscription]:
+        self._check_open()
+        sub = self.subscriptions.get(options.subscription)
+        if sub is None:
+            sub = NonPersistentSubscription(
+                self.name, options.subscription, self.partition_index, self._emptied
+            )
+        consumer = Consumer(
+            sub.name,
+            options.consumer_id,
+            options.consumer_name,
+            options.sub_type,
+            cnx,
+            priority_level=options.priority_level,
+            partition_index=self.partition_index,
+            epoch=options.epoch,
+        )
+        sub.add_consumer(consumer)
+        self.subscriptions[sub.name] = sub
+        return consumer, sub
+
+    def _emptied(self, sub: NonPersistentSubscription) -> None:
+        if self.subscriptions.get(sub.name) is sub:
+            del self.subscriptions[sub.name]
+
+    async def unsubscribe(self, subscription: Subscription, consumer: Consumer) -> None:
+        others = [c for c in subscription.consumers if c is not consumer]
+        if others:
+            raise ConsumerBusyError(
+                f"subscription {subscription.name!r} has {len(others)} other connected consumer(s)"
+            )
+        subscription.remove_consumer(consumer)
+
+    async def last_message_id(self) -> tuple[Position, int]:
+        return self._last, -1
+
+    async def close(self, *, notify_clients: bool = True) -> None:
+        if self.is_closed:
+            return
+        self.is_closed = True
+        self.close_producers(notify_clients=notify_clients)
+        for sub in list(self.subscriptions.values()):
+            await sub.close(notify_clients=notify_clients)
+        self.subscriptions.clear()

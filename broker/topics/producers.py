@@ -1,0 +1,133 @@
+"""The producer side every topic kind shares: access modes (WIRE 6, 7), the
+WaitForExclusive queue, and closing producers."""
+
+from __future__ import annotations
+
+import asyncio
+from abc import ABC, abstractmethod
+from collections import deque
+from collections.abc import Callable
+
+from magnetar.broker.endpoint import ClientConnection
+from magnetar.broker.errors import (
+    NotAllowedError,
+    ProducerBusyError,
+    ProducerFencedError,
+    ServiceNotReadyError,
+)
+from magnetar.broker.producer import AccessMode, Producer
+from magnetar.broker.storage.api import Position
+
+
+class TopicProducers(ABC):
+    def __init__(self, name: str, partition_index: int) -> None:
+        self.name = name
+        self.partition_index = partition_index
+        self.producers: dict[str, Producer] = {}
+        # WaitForExclusive producers queued for the topic, in arrival order.
+        self._exclusive_waiters: deque[asyncio.Future[None]] = deque()
+        self.is_closed = False
+
+    @abstractmethod
+    def append(self, data: bytes, num_messages: int) -> asyncio.Future[Position]:
+        """Store (or dispatch) one entry; the future resolves with its position."""
+
+    def _check_open(self) -> None:
+        if self.is_closed:
+            raise ServiceNotReadyError(f"topic {self.name} is closing")
+
+    def add_producer(
+        self,
+        cnx: ClientConnection,
+        producer_id: int,
+        name: str,
+        *,
+        access_mode: int,
+        user_provided_name: bool,
+        epoch: int = 0,
+    ) -> Producer:
+        self._check_open()
+        existing = self.producers.get(name)
+        if existing is not None:
+            if existing.cnx is cnx and existing.producer_id == producer_id:
+                return existing  # the client retried its PRODUCER request
+            raise ProducerBusyError(
+                f"producer with name {name!r} is already connected to topic {self.name}"
+            )
+        self._check_access_mode(access_mode)
+        producer = Producer(
+            self,
+            producer_id,
+            name,
+            cnx,
+            access_mode=access_mode,
+            user_provided_name=user_provided_name,
+            epoch=epoch,
+        )
+        self.producers[name] = producer
+        return producer
+
+    async def wait_for_exclusive_access(self, on_queued: Callable[[], None]) -> None:
+        """WaitForExclusive (WIRE 6): return once no other producer holds the topic.
+
+        Waiters are served in arrival order; `on_queued` runs once when the
+        caller has to wait (the broker then answers producer_ready = false).
+        """
+        self._check_open()
+        if not self.producers and not self._exclusive_waiters:
+            return
+        on_queued()
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._exclusive_waiters.append(waiter)
+        try:
+            await waiter
+        finally:
+            if waiter in self._exclusive_waiters:
+                self._exclusive_waiters.remove(waiter)
+            if waiter.cancelled() and not self.producers:
+                self._wake_exclusive_waiter()  # pass the turn on
+
+    def _wake_exclusive_waiter(self) -> None:
+        while self._exclusive_waiters:
+            waiter = self._exclusive_waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+
+    def _check_access_mode(self, mode: int) -> None:
+        exclusive = [p for p in self.producers.values() if p.access_mode != AccessMode.Shared]
+        if mode == AccessMode.Shared:
+            if exclusive:
+                raise ProducerFencedError(
+                    f"topic {self.name} has an exclusive producer {exclusive[0].name!r}"
+                )
+        elif mode in (AccessMode.Exclusive, AccessMode.WaitForExclusive):
+            if self.producers:
+                raise ProducerFencedError(
+                    f"topic {self.name} already has producers; an exclusive one is refused"
+                )
+        elif mode == AccessMode.ExclusiveWithFencing:
+            # WIRE 7: the new producer takes over; the old ones are closed.
+            for producer in list(self.producers.values()):
+                self.remove_producer(producer)
+                producer.cnx.producer_closed_by_broker(producer.producer_id)
+        else:
+            raise NotAllowedError(f"producer access mode {mode} is not supported yet")
+
+    def remove_producer(self, producer: Producer) -> None:
+        if self.producers.get(producer.name) is producer:
+            del self.producers[producer.name]
+            if not self.producers:
+                self._wake_exclusive_waiter()
+        producer.close()
+
+    def close_producers(self, *, notify_clients: bool) -> None:
+        """Fail the WaitForExclusive queue and detach every producer."""
+        while self._exclusive_waiters:
+            waiter = self._exclusive_waiters.popleft()
+            if not waiter.done():
+                waiter.set_exception(ServiceNotReadyError(f"topic {self.name} is closing"))
+        for producer in list(self.producers.values()):
+            self.remove_producer(producer)
+            if notify_clients:
+                producer.cnx.producer_closed_by_broker(producer.producer_id)
