@@ -23,10 +23,12 @@ from magnetar.broker import commands
 from magnetar.broker.cnx_consumers import ConsumerCommands
 from magnetar.broker.cnx_producers import ProducerCommands
 from magnetar.broker.config import BrokerConfig
-from magnetar.broker.errors import BrokerServiceError
+from magnetar.broker.errors import BrokerServiceError, TopicNotFoundError
 from magnetar.broker.metrics import BrokerMetrics
+from magnetar.broker.resources import ResourceNotFound
 from magnetar.broker.service import BrokerService
 from magnetar.broker.storage.api import StorageError
+from magnetar.broker.topic_list import filter_topics, topics_hash
 from magnetar.proto import pulsar_api_pb2 as pb
 from magnetar.proto.errors import (
     ChecksumMismatch,
@@ -411,10 +413,41 @@ class ServerCnx(asyncio.Protocol):
 
     def _handle_topics_of_namespace(self, frame: Frame) -> None:
         cmd = frame.command.getTopicsOfNamespace
-        topics = self.service.topics_of_namespace(cmd.namespace)
-        if cmd.mode == pb.CommandGetTopicsOfNamespace.NON_PERSISTENT:
-            topics = []
-        self.write(commands.topics_of_namespace(cmd.request_id, topics))
+        self.spawn(self._topics_of_namespace(cmd), cmd.request_id, "GET_TOPICS_OF_NAMESPACE")
+
+    async def _topics_of_namespace(self, cmd: pb.CommandGetTopicsOfNamespace) -> None:
+        Mode = pb.CommandGetTopicsOfNamespace
+        domains = {
+            Mode.PERSISTENT: ("persistent",),
+            Mode.NON_PERSISTENT: ("non-persistent",),
+        }.get(cmd.mode, ("persistent", "non-persistent"))
+        try:
+            topics = await self.service.topics_of_namespace(cmd.namespace, domains)
+        except ResourceNotFound as exc:
+            raise TopicNotFoundError(str(exc)) from exc
+        filtered = None
+        if cmd.topics_pattern:
+            filtered = filter_topics(topics, cmd.topics_pattern)
+        listed = topics if filtered is None else filtered
+        digest = topics_hash(listed)
+        unchanged = bool(cmd.topics_hash) and cmd.topics_hash == digest
+        self.log.debug(
+            "topics of namespace",
+            namespace=cmd.namespace,
+            mode=cmd.mode,
+            pattern=cmd.topics_pattern,
+            topics=len(listed),
+            changed=not unchanged,
+        )
+        self.write(
+            commands.topics_of_namespace(
+                cmd.request_id,
+                [] if unchanged else listed,
+                filtered=filtered is not None,
+                topics_hash=digest,
+                changed=not unchanged,
+            )
+        )
 
     def _handle_get_schema(self, frame: Frame) -> None:
         cmd = frame.command.getSchema

@@ -240,11 +240,22 @@ def last_message_id(
     return encode_command(command)
 
 
-def topics_of_namespace(request_id: int, topics: list[str]) -> bytes:
+def topics_of_namespace(
+    request_id: int,
+    topics: list[str],
+    *,
+    filtered: bool = False,
+    topics_hash: str = "",
+    changed: bool = True,
+) -> bytes:
     command = pb.BaseCommand(type=T.GET_TOPICS_OF_NAMESPACE_RESPONSE)
     body = command.getTopicsOfNamespaceResponse
     body.request_id = request_id
     body.topics.extend(topics)
+    body.filtered = filtered
+    if topics_hash:
+        body.topics_hash = topics_hash
+    body.changed = changed
     return encode_command(command)
 
 

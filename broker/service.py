@@ -19,6 +19,7 @@ import structlog
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.errors import (
     BrokerServiceError,
+    NotAllowedError,
     ServiceNotReadyError,
     TopicNotFoundError,
 )
@@ -266,10 +267,21 @@ class BrokerService:
             return False
         return index < await self.resources.get_partitions(name.partitioned_base)
 
-    def topics_of_namespace(self, namespace: str) -> list[str]:
-        return sorted(
-            t.name for t in self.topics.values() if t.topic_name.namespace_name == namespace
-        )
+    async def topics_of_namespace(self, namespace: str, domains: tuple[str, ...]) -> list[str]:
+        """The topics of `tenant/ns` in the given domains, as Pulsar lists them:
+        a partitioned topic by its partitions' names."""
+        tenant, _, local = namespace.partition("/")
+        if not local or "/" in local:
+            raise NotAllowedError(f"{namespace!r} is not a namespace name (tenant/namespace)")
+        found: set[str] = set()
+        for name in await self.namespace_topics(tenant, local):
+            topic = TopicName.parse(name)
+            count = await self.resources.get_partitions(topic)
+            if count:
+                found.update(str(topic.partition(i)) for i in range(count))
+            else:
+                found.add(name)
+        return sorted(t for t in found if t.split("://", 1)[0] in domains)
 
     # ------------------------------------------------------------ lifecycle
 
