@@ -10,6 +10,7 @@ is refused while consumers are attached.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Sequence
 
 import structlog
@@ -37,6 +38,8 @@ from magnetar.proto.errors import ServerError
 
 log = structlog.get_logger(__name__)
 
+RECONNECT_GRACE_SECONDS = 60.0
+
 
 class PersistentSubscription:
     def __init__(
@@ -59,6 +62,11 @@ class PersistentSubscription:
         # Called when the last consumer of a non-durable subscription leaves:
         # a reader's subscription lives only as long as its consumer.
         self._on_emptied = on_emptied
+        # While a reset cursor disconnects a reader, its subscription stays for
+        # the reconnect (the reader resumes from the reset position, as in
+        # Pulsar); dropped if nobody comes back within the grace period.
+        self._keep_for_reconnect = False
+        self._reconnect_grace: asyncio.TimerHandle | None = None
         self.is_closed = False
 
     def __repr__(self) -> str:
@@ -80,6 +88,12 @@ class PersistentSubscription:
                 ServerError.ServiceNotReady, f"subscription {self.name!r} is closing"
             )
         dispatcher = self._dispatcher
+        if self._keep_for_reconnect:
+            # The reader came back: from here on it lives as long as its consumer.
+            self._keep_for_reconnect = False
+            if self._reconnect_grace is not None:
+                self._reconnect_grace.cancel()
+                self._reconnect_grace = None
         if dispatcher is not None and dispatcher.consumers:
             if consumer.sub_type != self.sub_type:
                 raise ConsumerBusyError(
@@ -111,7 +125,12 @@ class PersistentSubscription:
         consumer.is_closed = True
         if self._dispatcher is not None:
             self._dispatcher.remove_consumer(consumer)
-        if not self.consumers and not self.is_durable and self._on_emptied is not None:
+        if (
+            not self.consumers
+            and not self.is_durable
+            and not self._keep_for_reconnect
+            and self._on_emptied is not None
+        ):
             self._on_emptied(self)
 
     def disconnect_consumers(self) -> None:
@@ -206,9 +225,28 @@ class PersistentSubscription:
         resubscribe."""
         if target.ledger_id < 0:
             target = EARLIEST
+        if not self.is_durable:
+            self._keep_for_reconnect = True
         self.disconnect_consumers()
         await self.cursor.reset_cursor(target)
+        if self._dispatcher is not None:
+            self._dispatcher.cursor_reset()
         log.info("subscription reset", topic=self.topic_name, subscription=self.name)
+        if self._keep_for_reconnect and self._reconnect_grace is None:
+            self._reconnect_grace = asyncio.get_running_loop().call_later(
+                RECONNECT_GRACE_SECONDS, self._reconnect_grace_over
+            )
+
+    def _reconnect_grace_over(self) -> None:
+        self._reconnect_grace = None
+        self._keep_for_reconnect = False
+        if not self.consumers and not self.is_closed and self._on_emptied is not None:
+            self._on_emptied(self)
+
+    @property
+    def awaits_reconnect(self) -> bool:
+        """A reader's subscription kept through a reset cursor, still unclaimed."""
+        return self._keep_for_reconnect and not self.consumers
 
     async def reset_cursor_to_time(self, timestamp_ms: int) -> None:
         """Reset to the first entry published at or after `timestamp_ms`."""
@@ -244,6 +282,9 @@ class PersistentSubscription:
         dispatcher and flush the cursor. Idempotent."""
         if self.is_closed:
             return
+        if self._reconnect_grace is not None:
+            self._reconnect_grace.cancel()
+            self._reconnect_grace = None
         if notify_clients:
             self.disconnect_consumers()
         else:

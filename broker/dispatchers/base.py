@@ -129,6 +129,15 @@ class PersistentDispatcher(ABC):
             self.cursor.rewind()
         self.wake()
 
+    def cursor_reset(self) -> None:
+        """The cursor was moved (seek, reset cursor): nothing read or queued
+        for redelivery before it may go out now."""
+        self._buffer.clear()
+        self.replay.clear()
+        self.redelivery.clear()
+        self._read_epoch += 1
+        self.wake()
+
     def requeue(self, positions: Sequence[Position]) -> None:
         """Positions that will be dispatched again count one more redelivery."""
         for position in positions:

@@ -162,6 +162,8 @@ class PersistentTopic(TopicProducers):
         self, name: str, start: Position, inclusive: bool
     ) -> PersistentSubscription:
         existing = self.subscriptions.get(name)
+        if existing is not None and existing.awaits_reconnect:
+            return existing  # a reader back after a reset cursor resumes there
         if existing is not None and (existing.consumers or existing.is_durable):
             raise ConsumerBusyError(f"subscription {name!r} on {self.name} is in use")
         self._non_durable_counter += 1
