@@ -62,6 +62,20 @@ def routes(service: BrokerService) -> list[web.RouteDef]:
         await resources.create_namespace(info["tenant"], info["namespace"], policies)
         return no_content()
 
+    async def namespace_topics(request: web.Request) -> web.Response:
+        """The HTTP form of GET_TOPICS_OF_NAMESPACE (pattern consumers over HTTP)."""
+        info = request.match_info
+        mode = request.query.get("mode", "PERSISTENT").upper()
+        domains = {
+            "PERSISTENT": ("persistent",),
+            "NON_PERSISTENT": ("non-persistent",),
+            "ALL": ("persistent", "non-persistent"),
+        }.get(mode)
+        if domains is None:
+            raise HttpError(400, f"unknown mode {mode!r} (PERSISTENT, NON_PERSISTENT, ALL)")
+        namespace = f"{info['tenant']}/{info['namespace']}"
+        return web.json_response(await service.topics_of_namespace(namespace, domains))
+
     async def delete_namespace(request: web.Request) -> web.Response:
         info = request.match_info
         tenant, namespace = info["tenant"], info["namespace"]
@@ -86,4 +100,5 @@ def routes(service: BrokerService) -> list[web.RouteDef]:
         web.get(f"{base}/namespaces/{{tenant}}/{{namespace}}", get_namespace),
         web.put(f"{base}/namespaces/{{tenant}}/{{namespace}}", put_namespace),
         web.delete(f"{base}/namespaces/{{tenant}}/{{namespace}}", delete_namespace),
+        web.get(f"{base}/namespaces/{{tenant}}/{{namespace}}/topics", namespace_topics),
     ]

@@ -72,6 +72,10 @@ def test_topics_of_namespace_by_mode_pattern_and_hash(broker: BrokerThread) -> N
             assert non_persistent not in durable.topics and persistent in durable.topics
             again = ask(Mode.PERSISTENT, pattern, durable.topics_hash)
             assert (again.changed, list(again.topics)) == (False, [])
+            status, listed = http_call(
+                "GET", f"{broker.http_url}/admin/v2/namespaces/public/default/topics?mode=ALL"
+            )
+            assert status == 200 and non_persistent in listed and persistent in listed
             raw.send(Mode(request_id=raw.request_id(), namespace="nowhere/ns"))
             error = raw.expect(T.ERROR).command.error
             assert error.error == pb.ServerError.TopicNotFound
