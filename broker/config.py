@@ -49,6 +49,12 @@ class BrokerConfig:
     allow_auto_topic_creation_type: TopicType = "non-partitioned"
     default_num_partitions: int = 1
     allow_auto_subscription_creation: bool = True
+    # Deduplication (SEMANTICS 7): the broker default; namespace and topic
+    # policies override it. Snapshot every N entries; forget producers idle
+    # (and disconnected) this long.
+    broker_deduplication_enabled: bool = False
+    dedup_snapshot_interval_entries: int = 1000
+    dedup_producer_inactivity_seconds: float = 6 * 3600.0
     cluster_name: str = "standalone"
     # Named listeners, "name:pulsar://host:port" comma-separated (Pulsar's
     # advertisedListeners); LOOKUP with a listener name answers its URL.
@@ -173,6 +179,16 @@ def _validated(config: BrokerConfig) -> BrokerConfig:
     )
     need(config.shutdown_timeout_seconds > 0, "shutdown_timeout_seconds", "must be > 0")
     need(config.default_num_partitions >= 1, "default_num_partitions", "must be at least 1")
+    need(
+        config.dedup_snapshot_interval_entries >= 1,
+        "dedup_snapshot_interval_entries",
+        "must be at least 1",
+    )
+    need(
+        config.dedup_producer_inactivity_seconds > 0,
+        "dedup_producer_inactivity_seconds",
+        "must be > 0",
+    )
     need(bool(config.cluster_name.strip()), "cluster_name", "must not be empty")
     config.listeners()  # raises ConfigError naming the bad entry
     return config
