@@ -46,7 +46,12 @@ class ProducerCommands:
         existing = self.producers.get(pid)
         if existing is not None:
             if existing.topic.name == str(parse_topic(cmd.topic)):
-                cnx.write(commands.producer_success(cmd.request_id, existing.producer.name))
+                name = existing.producer.name
+                cnx.write(
+                    commands.producer_success(
+                        cmd.request_id, name, existing.topic.last_sequence_id(name)
+                    )
+                )
                 return
             raise ProducerIdInUse(pid)
         current = asyncio.current_task()
@@ -74,7 +79,7 @@ class ProducerCommands:
             return
         self.producers[pid] = AttachedProducer(producer, topic)
         cnx.log.info("producer created", topic=topic.name, producer=name, producer_id=pid)
-        cnx.write(commands.producer_success(cmd.request_id, name))
+        cnx.write(commands.producer_success(cmd.request_id, name, topic.last_sequence_id(name)))
 
     def _producer_queued(self, request_id: int, name: str, topic: str) -> None:
         self.cnx.log.info("producer waits for exclusive access", topic=topic, producer=name)
@@ -93,7 +98,7 @@ class ProducerCommands:
         try:
             # Parsed once here: a consumer's client cannot skip an entry whose
             # metadata it cannot parse, so such an entry is never stored.
-            payload.metadata  # noqa: B018
+            metadata = payload.metadata
         except ProtocolError as exc:
             self.cnx.log.info(
                 "SEND refused: invalid message metadata",
@@ -107,8 +112,13 @@ class ProducerCommands:
                 send.sequence_id, ServerError.ChecksumError, f"invalid message metadata: {exc}"
             )
             return
+        chunks = metadata.num_chunks_from_msg
         producer.publish(
-            send.sequence_id, send.highest_sequence_id, send.num_messages, payload.data
+            send.sequence_id,
+            max(send.highest_sequence_id, metadata.highest_sequence_id),
+            send.num_messages,
+            payload.data,
+            partial_chunk=chunks > 1 and metadata.chunk_id < chunks - 1,
         )
 
     def handle_close_producer(self, frame: Frame) -> None:

@@ -102,7 +102,8 @@ def send_receipt(
     position: Position,
     partition: int,
 ) -> bytes:
-    """SEND_RECEIPT for a durable entry (hot path: one per SEND)."""
+    """SEND_RECEIPT for a durable entry (hot path: one per SEND); a dropped
+    duplicate's position is (-1, -1) (WIRE 5)."""
     command = pb.BaseCommand(type=_SEND_RECEIPT)
     receipt = command.send_receipt
     receipt.producer_id = producer_id
@@ -110,8 +111,12 @@ def send_receipt(
     if highest_sequence_id:
         receipt.highest_sequence_id = highest_sequence_id
     mid = receipt.message_id
-    mid.ledgerId = position.ledger_id
-    mid.entryId = position.entry_id
+    if position.ledger_id < 0:
+        mid.ledgerId = to_unsigned64(position.ledger_id)
+        mid.entryId = to_unsigned64(position.entry_id)
+    else:
+        mid.ledgerId = position.ledger_id
+        mid.entryId = position.entry_id
     if partition >= 0:
         mid.partition = partition
     return encode_command(command)

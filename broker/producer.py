@@ -14,6 +14,7 @@ from typing import Protocol
 import structlog
 
 from magnetar.broker import commands
+from magnetar.broker.dedup import DUPLICATE, DupStatus, MessageDeduplication
 from magnetar.broker.endpoint import ClientConnection
 from magnetar.broker.storage.api import (
     ManagedLedgerClosed,
@@ -40,6 +41,11 @@ class PublishTarget(Protocol):
 
     def append(self, data: bytes, num_messages: int) -> asyncio.Future[Position]: ...
 
+    @property
+    def deduplication(self) -> MessageDeduplication | None:
+        """Set while deduplication is on for the topic (it can change at any time)."""
+        ...
+
 
 class SendRejected(Exception):
     """A SEND refused before storage (bad metadata): answered in SEND order."""
@@ -51,13 +57,19 @@ class SendRejected(Exception):
 
 
 class _PendingPublish:
-    __slots__ = ("future", "highest_sequence_id", "sequence_id")
+    __slots__ = ("dedup", "future", "highest_sequence_id", "sequence_id")
 
     def __init__(
-        self, sequence_id: int, highest_sequence_id: int, future: asyncio.Future[Position]
+        self,
+        sequence_id: int,
+        highest_sequence_id: int,
+        future: asyncio.Future[Position],
+        dedup: MessageDeduplication | None = None,
     ) -> None:
         self.sequence_id = sequence_id
         self.highest_sequence_id = highest_sequence_id
+        # Told when the entry is durable (deduplication was on at SEND time).
+        self.dedup = dedup
         self.future = future
 
 
@@ -92,11 +104,42 @@ class Producer:
         return len(self._pending)
 
     def publish(
-        self, sequence_id: int, highest_sequence_id: int, num_messages: int, data: bytes
+        self,
+        sequence_id: int,
+        highest_sequence_id: int,
+        num_messages: int,
+        data: bytes,
+        *,
+        partial_chunk: bool = False,
     ) -> None:
-        """Append one entry; the receipt follows when it is durable."""
+        """Append one entry; the receipt follows when it is durable.
+
+        With deduplication on, a duplicate gets a receipt for (-1, -1) and is
+        not stored; one still in flight gets an error and is resent later
+        (SEMANTICS 7.2). Chunks before a message's last share its sequence id
+        and pass unchecked (WIRE 5).
+        """
+        dedup = self.topic.deduplication
+        if dedup is not None and not partial_chunk:
+            status = dedup.check(self.name, sequence_id, highest_sequence_id)
+            if status is DupStatus.DUPLICATE:
+                done: asyncio.Future[Position] = asyncio.get_running_loop().create_future()
+                done.set_result(DUPLICATE)
+                self._pending.append(_PendingPublish(sequence_id, highest_sequence_id, done))
+                self._on_append_done(done)
+                return
+            if status is DupStatus.UNKNOWN:
+                self.reject(
+                    sequence_id,
+                    ServerError.PersistenceError,
+                    f"sequence id {sequence_id} of {self.name!r} is still being persisted; "
+                    "resend later",
+                )
+                return
+        else:
+            dedup = None
         future = self.topic.append(data, num_messages)
-        item = _PendingPublish(sequence_id, highest_sequence_id, future)
+        item = _PendingPublish(sequence_id, highest_sequence_id, future, dedup)
         self._pending.append(item)
         future.add_done_callback(self._on_append_done)
 
@@ -138,11 +181,16 @@ class Producer:
             return commands.send_error(
                 self.producer_id, item.sequence_id, ServerError.PersistenceError, message
             )
+        position = future.result()
+        if item.dedup is not None:
+            item.dedup.persisted_entry(
+                self.name, max(item.sequence_id, item.highest_sequence_id), position
+            )
         return commands.send_receipt(
             self.producer_id,
             item.sequence_id,
             item.highest_sequence_id,
-            future.result(),
+            position,
             self._partition,
         )
 

@@ -18,6 +18,7 @@ from magnetar.proto.naming import TopicName
 CLUSTERS = "/admin/clusters"
 POLICIES = "/admin/policies"
 PARTITIONED_TOPICS = "/admin/partitioned-topics"
+TOPIC_POLICIES = "/admin/topic-policies"
 
 Json = dict[str, Any]
 
@@ -46,6 +47,11 @@ def _check_name(kind: str, name: str) -> None:
     # Pulsar's rule for tenant, namespace and cluster names.
     if not name or not all(c.isalnum() or c in "-_.=:" for c in name) or name in (".", ".."):
         raise InvalidResource(f"invalid {kind} name {name!r}")
+
+
+def _topic_policies_path(topic: TopicName) -> str:
+    base = topic.partitioned_base if topic.partition_index >= 0 else topic
+    return f"{TOPIC_POLICIES}/{base.tenant}/{base.namespace}/{base.domain}/{base.local_name}"
 
 
 def partitioned_topic_path(topic: TopicName) -> str:
@@ -171,6 +177,29 @@ class PulsarResources:
     async def delete_namespace(self, tenant: str, namespace: str) -> None:
         await self.get_policies(tenant, namespace)
         await self.store.delete(f"{POLICIES}/{tenant}/{namespace}")
+
+    async def set_policy(self, tenant: str, namespace: str, key: str, value: object) -> None:
+        """Set (or, with None, remove) one namespace policy."""
+        policies = await self.get_policies(tenant, namespace)
+        if value is None:
+            policies.pop(key, None)
+        else:
+            policies[key] = value
+        await self.store.put(f"{POLICIES}/{tenant}/{namespace}", json.dumps(policies).encode())
+
+    # --------------------------------------------------------- topic policies
+
+    async def get_topic_policies(self, topic: TopicName) -> Json:
+        """A topic's own policies (partitions share their partitioned topic's)."""
+        return await self._get_json(_topic_policies_path(topic)) or {}
+
+    async def set_topic_policy(self, topic: TopicName, key: str, value: object) -> None:
+        policies = await self.get_topic_policies(topic)
+        if value is None:
+            policies.pop(key, None)
+        else:
+            policies[key] = value
+        await self.store.put(_topic_policies_path(topic), json.dumps(policies).encode())
 
     # ---------------------------------------------------- partitioned topics
 

@@ -29,6 +29,7 @@ from magnetar.broker.resources import (
     PulsarResources,
     ResourceError,
     ResourceExists,
+    ResourceNotFound,
 )
 from magnetar.broker.storage.api import ManagedLedgerFactory, MetadataStore
 from magnetar.broker.storage_setup import ledger_config
@@ -70,6 +71,8 @@ class BrokerService:
             ledger_config=ledger_config(config),
             max_read_batch_size=config.dispatcher_max_read_batch_size,
             allow_auto_subscription_creation=config.allow_auto_subscription_creation,
+            dedup_snapshot_interval=config.dedup_snapshot_interval_entries,
+            dedup_inactivity_seconds=config.dedup_producer_inactivity_seconds,
         )
         self.resources = PulsarResources(metadata_store, config.cluster_name)
         self._listeners = config.listeners()
@@ -249,6 +252,11 @@ class BrokerService:
                 f"topic {name} does not exist and automatic topic creation is disabled"
             )
         topic = await open_topic(name, self.factory, self._topic_settings, self.metrics)
+        try:
+            await topic.set_deduplication(await self.deduplication_enabled(name))
+        except BaseException:
+            await topic.close(notify_clients=False)
+            raise
         if self.is_closed:
             await topic.close(notify_clients=False)
             raise ServiceNotReadyError("broker is shutting down")
@@ -282,6 +290,28 @@ class BrokerService:
             else:
                 found.add(name)
         return sorted(t for t in found if t.split("://", 1)[0] in domains)
+
+    # ------------------------------------------------------------- policies
+
+    async def deduplication_enabled(self, name: TopicName) -> bool:
+        """The effective switch: topic policy, else namespace, else broker."""
+        own = (await self.resources.get_topic_policies(name)).get("deduplicationEnabled")
+        if isinstance(own, bool):
+            return own
+        try:
+            policies = await self.resources.get_policies(name.tenant, name.namespace)
+        except ResourceNotFound:
+            policies = {}
+        ns = policies.get("deduplicationEnabled")
+        return ns if isinstance(ns, bool) else self.config.broker_deduplication_enabled
+
+    async def refresh_deduplication(self, tenant: str, namespace: str) -> None:
+        """Apply a changed policy to the loaded topics of a namespace: producers
+        already connected see it from their next SEND."""
+        for topic in list(self.topics.values()):
+            name = topic.topic_name
+            if (name.tenant, name.namespace) == (tenant, namespace):
+                await topic.set_deduplication(await self.deduplication_enabled(name))
 
     # ------------------------------------------------------------ lifecycle
 

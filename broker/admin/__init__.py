@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from magnetar.broker.admin import namespaces, topics
+from magnetar.broker.admin import namespaces, policies, topics
 from magnetar.broker.admin.base import error_middleware
 from magnetar.broker.service import BrokerService
 
@@ -17,3 +17,4 @@ def install(app: web.Application, service: BrokerService) -> None:
     app.middlewares.append(error_middleware)
     app.add_routes(namespaces.routes(service))
     app.add_routes(topics.routes(service))
+    app.add_routes(policies.routes(service))

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
 from magnetar.broker.consumer import Consumer
+from magnetar.broker.dedup import MessageDeduplication
 from magnetar.broker.endpoint import ClientConnection
 from magnetar.broker.producer import Producer
 from magnetar.broker.storage.api import InitialPosition, Position
@@ -136,6 +137,13 @@ class Topic(Protocol):
     ) -> Producer: ...
 
     async def wait_for_exclusive_access(self, on_queued: Callable[[], None]) -> None: ...
+
+    @property
+    def deduplication(self) -> MessageDeduplication | None: ...
+
+    def last_sequence_id(self, producer_name: str) -> int: ...
+
+    async def set_deduplication(self, enabled: bool) -> None: ...
 
     def remove_producer(self, producer: Producer) -> None: ...
 

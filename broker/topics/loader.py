@@ -20,6 +20,8 @@ class TopicSettings:
     ledger_config: ManagedLedgerConfig
     max_read_batch_size: int = 100
     allow_auto_subscription_creation: bool = True
+    dedup_snapshot_interval: int = 1000
+    dedup_inactivity_seconds: float = 6 * 3600.0
 
 
 async def topic_exists(name: TopicName, factory: ManagedLedgerFactory) -> bool:
@@ -53,4 +55,6 @@ async def open_topic(
         metrics=metrics,
         max_read_batch_size=settings.max_read_batch_size,
         allow_auto_subscription_creation=settings.allow_auto_subscription_creation,
+        dedup_snapshot_interval=settings.dedup_snapshot_interval,
+        dedup_inactivity_seconds=settings.dedup_inactivity_seconds,
     )

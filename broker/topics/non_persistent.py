@@ -217,6 +217,9 @@ class NonPersistentTopic(TopicProducers):
         done.set_result(position)
         return done
 
+    async def set_deduplication(self, enabled: bool) -> None:
+        """Nothing is stored, so there is nothing to deduplicate (as in Pulsar)."""
+
     async def subscribe(
         self, cnx: ClientConnection, options: SubscribeOptions
     ) -> tuple[Consumer, Subscription]:

@@ -15,12 +15,15 @@ from functools import partial
 import structlog
 
 from magnetar.broker.consumer import Consumer
+from magnetar.broker.dedup import CURSOR_NAME as DEDUP_CURSOR
+from magnetar.broker.dedup import MessageDeduplication
 from magnetar.broker.dispatchers.base import DispatcherSettings
 from magnetar.broker.endpoint import ClientConnection
 from magnetar.broker.entries import last_entry_id
 from magnetar.broker.errors import (
     BrokerServiceError,
     ConsumerBusyError,
+    NotAllowedError,
     SubscriptionNotFoundError,
 )
 from magnetar.broker.metrics import BrokerMetrics
@@ -56,6 +59,8 @@ class PersistentTopic(TopicProducers):
         metrics: BrokerMetrics | None = None,
         max_read_batch_size: int = 100,
         allow_auto_subscription_creation: bool = True,
+        dedup_snapshot_interval: int = 1000,
+        dedup_inactivity_seconds: float = 6 * 3600.0,
     ) -> None:
         super().__init__(str(name), name.partition_index)
         self.topic_name = name
@@ -67,6 +72,14 @@ class PersistentTopic(TopicProducers):
         self._subscribe_lock = asyncio.Lock()
         self._non_durable_counter = 0
         self._background: set[asyncio.Task[None]] = set()
+        self._dedup = MessageDeduplication(
+            self.name,
+            ledger,
+            snapshot_interval=dedup_snapshot_interval,
+            inactivity_seconds=dedup_inactivity_seconds,
+            connected=self.producers.keys,
+        )
+        self._dedup_lock = asyncio.Lock()
 
     def __repr__(self) -> str:
         return f"PersistentTopic({self.name!r})"
@@ -100,6 +113,22 @@ class PersistentTopic(TopicProducers):
             self.metrics.publish_latency.observe(time.perf_counter() - started)
         for subscription in self.subscriptions.values():
             subscription.on_new_entries()
+
+    async def set_deduplication(self, enabled: bool) -> None:
+        """Switch deduplication; connected producers see it from their next SEND."""
+        async with self._dedup_lock:
+            if enabled and self.deduplication is None:
+                try:
+                    await self._dedup.enable()
+                except StorageError as exc:
+                    raise BrokerServiceError(
+                        ServerError.ServiceNotReady,
+                        f"cannot enable deduplication on {self.name}: {exc}",
+                    ) from exc
+                self.deduplication = self._dedup
+            elif not enabled and self.deduplication is not None:
+                self.deduplication = None
+                await self._dedup.disable()
 
     # ------------------------------------------------------------ consuming
 
@@ -140,6 +169,8 @@ class PersistentTopic(TopicProducers):
     async def _durable_subscription(
         self, name: str, initial_position: InitialPosition
     ) -> PersistentSubscription:
+        if name == DEDUP_CURSOR:
+            raise NotAllowedError(f"subscription name {name!r} is reserved by the broker")
         sub = self.subscriptions.get(name)
         if sub is not None:
             return sub
@@ -253,6 +284,7 @@ class PersistentTopic(TopicProducers):
             return
         self.is_closed = True
         self.close_producers(notify_clients=notify_clients)
+        self._dedup.close()
         for sub in list(self.subscriptions.values()):
             await sub.close(notify_clients=notify_clients)
         self.subscriptions.clear()

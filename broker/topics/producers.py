@@ -8,6 +8,7 @@ from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Callable
 
+from magnetar.broker.dedup import MessageDeduplication
 from magnetar.broker.endpoint import ClientConnection
 from magnetar.broker.errors import (
     NotAllowedError,
@@ -24,6 +25,8 @@ class TopicProducers(ABC):
         self.name = name
         self.partition_index = partition_index
         self.producers: dict[str, Producer] = {}
+        # Set while deduplication is on (persistent topics only).
+        self.deduplication: MessageDeduplication | None = None
         # WaitForExclusive producers queued for the topic, in arrival order.
         self._exclusive_waiters: deque[asyncio.Future[None]] = deque()
         self.is_closed = False
@@ -120,6 +123,16 @@ class TopicProducers(ABC):
             if not self.producers:
                 self._wake_exclusive_waiter()
         producer.close()
+
+    def last_sequence_id(self, producer_name: str) -> int:
+        """PRODUCER_SUCCESS.last_sequence_id: the last persisted one with
+        deduplication on, else -1 (WIRE 6)."""
+        dedup = self.deduplication
+        return -1 if dedup is None else dedup.last_sequence_id(producer_name)
+
+    @abstractmethod
+    async def set_deduplication(self, enabled: bool) -> None:
+        """Turn deduplication on or off; topics that cannot have it ignore it."""
 
     def close_producers(self, *, notify_clients: bool) -> None:
         """Fail the WaitForExclusive queue and detach every producer."""

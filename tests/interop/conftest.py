@@ -26,9 +26,7 @@ LITE_LACKS = {
     "max_message_size": "pulsar-lite does not advertise max_message_size in CONNECTED",
     "wait_for_exclusive": "pulsar-lite ignores producer access modes",
 }
-MAGNETAR_LACKS = {
-    "dedup": "the magnetar broker has no deduplication yet",
-}
+MAGNETAR_LACKS: dict[str, str] = {}
 PARTITIONS = 4
 _names = itertools.count()
 
@@ -109,6 +107,8 @@ def restartable_broker(
         with PulsarLite(tmp_path / "lite") as lite:
             yield lite
         return
-    broker = BrokerThread(broker_config(tmp_path / "magnetar", sync_policy="none")).start()
+    broker = BrokerThread(
+        broker_config(tmp_path / "magnetar", sync_policy="none", broker_deduplication_enabled=True)
+    ).start()
     yield broker
     broker.stop()

@@ -13,7 +13,11 @@ import asyncio
 import contextlib
 import itertools
 import json
+import os
+import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 import urllib.error
@@ -349,3 +353,69 @@ def http_call(method: str, url: str, body: object = None) -> tuple[int, Any]:
     except urllib.error.HTTPError as exc:
         status, raw = exc.code, exc.read()
     return status, json.loads(raw) if raw else None
+
+
+class BrokerProcess:
+    """The daemon in a subprocess on fixed ports, so it can be SIGKILLed and
+    started again on the same address and data directory."""
+
+    def __init__(self, data_dir: Path, log_path: Path, **settings: object) -> None:
+        self.data_dir = data_dir
+        self.log_path = log_path
+        self.port = free_port()
+        self.http_port = free_port()
+        self.env = {
+            **os.environ,
+            **{f"MAGNETAR_{key.upper()}": str(value) for key, value in settings.items()},
+        }
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"pulsar://127.0.0.1:{self.port}"
+
+    @property
+    def http_url(self) -> str:
+        return f"http://127.0.0.1:{self.http_port}"
+
+    def start(self) -> BrokerProcess:
+        command = [
+            sys.executable,
+            "-m",
+            "magnetar.broker",
+            "standalone",
+            "--port",
+            str(self.port),
+            "--http-port",
+            str(self.http_port),
+            "--data-dir",
+            str(self.data_dir),
+        ]
+        with self.log_path.open("ab") as log:
+            self.proc = subprocess.Popen(command, stdout=log, stderr=log, env=self.env)
+        deadline = time.monotonic() + TIMEOUT
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(
+                    f"broker exited with {self.proc.returncode}; see {self.log_path}"
+                )
+            try:
+                with socket.create_connection(("127.0.0.1", self.http_port), timeout=0.5):
+                    return self
+            except OSError:
+                time.sleep(0.02)
+        raise TimeoutError("broker process did not start")
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown phase, whatever was not durable is gone."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.kill()

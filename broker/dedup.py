@@ -1,0 +1,199 @@
+"""Message deduplication of one persistent topic (SEMANTICS 7, Pulsar's
+MessageDeduplication).
+
+Per producer name the topic keeps the highest sequence id *pushed* (accepted
+for storage) and the highest *persisted* (durable). A SEND whose sequence id
+is at or below the persisted one is a duplicate: answered with a receipt for
+(-1, -1) and not stored. One above persisted but at or below pushed is still
+in flight: the producer gets an error and resends later, when the answer is
+certain. A batch counts by its highest sequence id; the chunks of one message
+share a sequence id, so only its last chunk moves the counters.
+
+The persisted map is snapshotted into the properties of a dedicated cursor
+every `snapshot_interval` entries and on close, with the cursor's mark-delete
+at the snapshot's entry; recovery reads the snapshot and replays the entries
+after it. Producers idle for `inactivity_seconds` are forgotten at a snapshot,
+so memory stays bounded by the producers active in that window.
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+from collections.abc import Callable, Collection
+
+import structlog
+
+from magnetar.broker.storage.api import ManagedCursor, ManagedLedger, Position, StorageError
+from magnetar.proto.errors import ProtocolError
+from magnetar.proto.frames import Payload
+
+log = structlog.get_logger(__name__)
+
+CURSOR_NAME = "pulsar.dedup"
+DUPLICATE = Position(-1, -1)
+_REPLAY_BATCH = 1000
+
+
+class DupStatus(enum.Enum):
+    NEW = "new"
+    DUPLICATE = "duplicate"
+    # At or below pushed but above persisted: not known yet.
+    UNKNOWN = "unknown"
+
+
+class MessageDeduplication:
+    def __init__(
+        self,
+        topic_name: str,
+        ledger: ManagedLedger,
+        *,
+        snapshot_interval: int = 1000,
+        inactivity_seconds: float = 6 * 3600.0,
+        clock: Callable[[], float] = time.monotonic,
+        connected: Callable[[], Collection[str]] = tuple,
+    ) -> None:
+        self.topic_name = topic_name
+        self.ledger = ledger
+        self.snapshot_interval = snapshot_interval
+        self.inactivity_seconds = inactivity_seconds
+        self._clock = clock
+        # Names of the producers connected now: never forgotten while connected.
+        self._connected = connected
+        self.pushed: dict[str, int] = {}
+        self.persisted: dict[str, int] = {}
+        self._last_active: dict[str, float] = {}
+        self._cursor: ManagedCursor | None = None
+        self._since_snapshot = 0
+        self._last_position: Position | None = None
+        self.duplicates = 0
+
+    @property
+    def is_enabled(self) -> bool:
+        return self._cursor is not None
+
+    # ---------------------------------------------------------- lifecycle
+
+    async def enable(self) -> None:
+        """Open (or create) the snapshot cursor and rebuild the maps from the
+        snapshot plus every entry after it."""
+        if self._cursor is not None:
+            return
+        cursor = await self.ledger.open_cursor(CURSOR_NAME)
+        persisted = {name: int(seq) for name, seq in cursor.properties.items()}
+        replayed = await self._replay(cursor, persisted)
+        self.persisted = persisted
+        self.pushed = dict(persisted)
+        now = self._clock()
+        self._last_active = dict.fromkeys(persisted, now)
+        self._cursor = cursor
+        log.info(
+            "deduplication enabled",
+            topic=self.topic_name,
+            producers=len(persisted),
+            replayed_entries=replayed,
+        )
+
+    async def _replay(self, cursor: ManagedCursor, persisted: dict[str, int]) -> int:
+        cursor.rewind()
+        replayed = 0
+        while cursor.has_more_entries():
+            entries = await cursor.read_entries(_REPLAY_BATCH)
+            if not entries:
+                break
+            for entry in entries:
+                replayed += 1
+                self._last_position = entry.position
+                try:
+                    metadata = Payload.parse(entry.data, verify_checksum=False).metadata
+                except ProtocolError:
+                    continue  # stored before metadata was validated on publish
+                if metadata.num_chunks_from_msg > 1 and (
+                    metadata.chunk_id < metadata.num_chunks_from_msg - 1
+                ):
+                    continue
+                # As on publish (Pulsar's rule): a batch counts by the highest
+                # id it declares, else by its first.
+                highest = max(metadata.highest_sequence_id, metadata.sequence_id)
+                name = metadata.producer_name
+                if highest > persisted.get(name, -1):
+                    persisted[name] = highest
+        return replayed
+
+    async def disable(self) -> None:
+        """Forget everything and drop the snapshot cursor (it would hold back
+        trimming)."""
+        if self._cursor is None:
+            return
+        self._cursor = None
+        self.pushed.clear()
+        self.persisted.clear()
+        self._last_active.clear()
+        try:
+            await self.ledger.delete_cursor(CURSOR_NAME)
+        except StorageError as exc:
+            log.warning("deleting the dedup cursor failed", topic=self.topic_name, error=str(exc))
+        log.info("deduplication disabled", topic=self.topic_name)
+
+    def close(self) -> None:
+        """Snapshot what is persisted; the ledger flushes the cursor on close."""
+        if self._cursor is not None:
+            self._snapshot()
+
+    # ------------------------------------------------------------ publish
+
+    def check(self, producer_name: str, sequence_id: int, highest_sequence_id: int) -> DupStatus:
+        """Classify a SEND; a NEW one counts as pushed from here on."""
+        pushed = self.pushed.get(producer_name)
+        if pushed is not None and sequence_id <= pushed:
+            persisted = self.persisted.get(producer_name)
+            if persisted is not None and sequence_id <= persisted:
+                self.duplicates += 1
+                return DupStatus.DUPLICATE
+            return DupStatus.UNKNOWN
+        self.pushed[producer_name] = max(sequence_id, highest_sequence_id)
+        return DupStatus.NEW
+
+    def persisted_entry(
+        self, producer_name: str, highest_sequence_id: int, position: Position
+    ) -> None:
+        """An entry accepted by `check` is durable."""
+        if highest_sequence_id > self.persisted.get(producer_name, -1):
+            self.persisted[producer_name] = highest_sequence_id
+        self._last_active[producer_name] = self._clock()
+        self._last_position = position
+        self._since_snapshot += 1
+        if self._since_snapshot >= self.snapshot_interval:
+            self._snapshot()
+
+    def last_sequence_id(self, producer_name: str) -> int:
+        """PRODUCER_SUCCESS.last_sequence_id: -1 for a name never persisted."""
+        return self.persisted.get(producer_name, -1)
+
+    def _snapshot(self) -> None:
+        cursor, position = self._cursor, self._last_position
+        if cursor is None or position is None:
+            return
+        self._forget_inactive()
+        self._since_snapshot = 0
+        if position <= cursor.mark_delete_position:
+            return
+        try:
+            cursor.mark_delete(position, properties=self.persisted)
+        except StorageError as exc:
+            log.warning("dedup snapshot failed", topic=self.topic_name, error=str(exc))
+
+    def _forget_inactive(self) -> None:
+        deadline = self._clock() - self.inactivity_seconds
+        connected = self._connected()
+        idle = [
+            name
+            for name, seen in self._last_active.items()
+            if seen < deadline and name not in connected
+        ]
+        for name in idle:
+            # Pushed above persisted means a publish is in flight: keep it.
+            if self.pushed.get(name) == self.persisted.get(name):
+                self.pushed.pop(name, None)
+                self.persisted.pop(name, None)
+                del self._last_active[name]
