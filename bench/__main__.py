@@ -12,6 +12,7 @@ BENCHMARKS = {
     "storage": "bench.storage.run",
     "compare": "bench.compare",
     "producer": "bench.producer",
+    "delayed": "bench.delayed",
 }
 
 

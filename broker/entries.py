@@ -6,10 +6,18 @@ where a query needs it (last message id, seek by publish time).
 
 from __future__ import annotations
 
+import struct
+
 from magnetar.broker.storage.api import Entry, ManagedLedger, Position
+from magnetar.proto import pulsar_api_pb2 as pb
 from magnetar.proto.errors import ProtocolError
-from magnetar.proto.frames import Payload
+from magnetar.proto.frames import MAGIC_CHECKSUM, Payload
 from magnetar.proto.messages import is_batch
+
+_U32 = struct.Struct(">I")
+_CHECKSUM_MAGIC = MAGIC_CHECKSUM.to_bytes(2, "big")
+# MessageMetadata.deliver_at_time is field 19, a varint: its tag bytes.
+_DELIVER_AT_TAG = b"\x98\x01"
 
 
 async def last_entry_id(ledger: ManagedLedger) -> tuple[Position, int]:
@@ -33,3 +41,24 @@ async def last_entry_id(ledger: ManagedLedger) -> tuple[Position, int]:
 def publish_time(entry: Entry) -> int:
     """The entry's publish time in ms (a batch's is its first message's)."""
     return int(Payload.parse(entry.data, verify_checksum=False).metadata.publish_time)
+
+
+def deliver_at_time(data: bytes) -> int:
+    """An entry's deliver_at_time in ms, 0 when it has none.
+
+    On the Shared dispatch path for every entry read, so it skips the full
+    metadata parse unless the field's tag bytes occur in the metadata (a
+    false hit only costs that parse).
+    """
+    offset = 6 if data[:2] == _CHECKSUM_MAGIC else 0
+    if len(data) < offset + 4:
+        return 0
+    size = _U32.unpack_from(data, offset)[0]
+    start = offset + 4
+    if data.find(_DELIVER_AT_TAG, start, start + size) < 0:
+        return 0
+    try:
+        metadata = pb.MessageMetadata.FromString(data[start : start + size])
+    except Exception:  # undecodable metadata is never stored (checked on publish)
+        return 0
+    return int(metadata.deliver_at_time) if metadata.HasField("deliver_at_time") else 0

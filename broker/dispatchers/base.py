@@ -21,7 +21,9 @@ from dataclasses import dataclass
 import structlog
 
 from magnetar.broker.consumer import Consumer
+from magnetar.broker.delayed import DelayedDeliveryTracker
 from magnetar.broker.dispatchers.redelivery import RedeliveryTracker, ReplayQueue
+from magnetar.broker.entries import deliver_at_time
 from magnetar.broker.storage.api import (
     CursorClosed,
     Entry,
@@ -47,9 +49,15 @@ class DispatcherSettings:
     partition_index: int = -1
     on_dispatch: DispatchListener | None = None
     on_active_change: ActiveChangeListener | None = None
+    # SEMANTICS 8.1: hold entries until their deliver_at_time (dispatchers
+    # whose type honours it: Shared, Key_Shared).
+    delayed_delivery: bool = True
 
 
 class PersistentDispatcher(ABC):
+    # Whether this delivery pattern holds delayed messages (SEMANTICS 8.1).
+    supports_delayed_delivery = False
+
     def __init__(
         self, ledger: ManagedLedger, cursor: ManagedCursor, settings: DispatcherSettings
     ) -> None:
@@ -68,6 +76,13 @@ class PersistentDispatcher(ABC):
         self._task: asyncio.Task[None] | None = None
         self._closed = False
         self._on_dispatch = settings.on_dispatch
+        self.delayed: DelayedDeliveryTracker | None = (
+            DelayedDeliveryTracker()
+            if settings.delayed_delivery and self.supports_delayed_delivery
+            else None
+        )
+        self._delayed_timer: asyncio.TimerHandle | None = None
+        self._delayed_due_at = 0
 
     # ------------------------------------------------------------ consumers
 
@@ -135,6 +150,8 @@ class PersistentDispatcher(ABC):
         self._buffer.clear()
         self.replay.clear()
         self.redelivery.clear()
+        if self.delayed is not None:
+            self.delayed.clear()  # re-read from the new position, held again
         self._read_epoch += 1
         self.wake()
 
@@ -147,6 +164,9 @@ class PersistentDispatcher(ABC):
     async def close(self) -> None:
         """Stop the loop; idempotent. Consumers are closed by the subscription."""
         self._closed = True
+        if self._delayed_timer is not None:
+            self._delayed_timer.cancel()
+            self._delayed_timer = None
         task, self._task = self._task, None
         if task is not None:
             task.cancel()
@@ -179,6 +199,10 @@ class PersistentDispatcher(ABC):
         if self._buffer:
             return self._dispatch(self._buffer) > 0
         limit = min(permits, self.max_read_batch_size)
+        if self.delayed is not None and self.delayed:
+            # Due delayed messages go before new ones (SEMANTICS 8.1).
+            self.replay.add_all(self.delayed.pop_due(limit))
+            self._schedule_delayed()
         if self.replay:
             positions = [p for p in self.replay.take(limit) if not self.cursor.is_deleted(p)]
             if not positions:
@@ -197,7 +221,14 @@ class PersistentDispatcher(ABC):
         return self._dispatch_read(entries, replayed=False)
 
     def _dispatch_read(self, entries: list[Entry], *, replayed: bool) -> bool:
-        queue = deque(e for e in entries if not replayed or not self.cursor.is_deleted(e.position))
+        if replayed:
+            queue = deque(e for e in entries if not self.cursor.is_deleted(e.position))
+        elif self.delayed is not None:
+            queue = deque(e for e in entries if not self._hold_if_delayed(e))
+            if not queue:
+                return True  # all held: read on
+        else:
+            queue = deque(entries)
         dispatched = self._dispatch(queue)
         if queue:
             if replayed:
@@ -206,6 +237,43 @@ class PersistentDispatcher(ABC):
                 self._buffer.extend(queue)
         # Nothing taken: wait for FLOW or a drained socket rather than spin.
         return dispatched > 0 or not queue
+
+    # ----------------------------------------------------- delayed delivery
+
+    def _hold_if_delayed(self, entry: Entry) -> bool:
+        assert self.delayed is not None
+        deliver_at = deliver_at_time(entry.data)
+        if not deliver_at or not self.delayed.add(entry.position, deliver_at):
+            return False
+        if self._delayed_timer is None or deliver_at < self._delayed_due_at:
+            self._set_delayed_timer(deliver_at)
+        return True
+
+    def _schedule_delayed(self) -> None:
+        """One timer, at the earliest due time held."""
+        assert self.delayed is not None
+        due = self.delayed.next_due_ms()
+        if due is None:
+            if self._delayed_timer is not None:
+                self._delayed_timer.cancel()
+                self._delayed_timer = None
+            return
+        self._set_delayed_timer(due)
+
+    def _set_delayed_timer(self, due_ms: int) -> None:
+        assert self.delayed is not None
+        if self._delayed_timer is not None:
+            self._delayed_timer.cancel()
+            self._delayed_timer = None
+        if self._closed:
+            return
+        self._delayed_due_at = due_ms
+        delay = max(due_ms - self.delayed.clock(), 0) / 1000
+        self._delayed_timer = asyncio.get_running_loop().call_later(delay, self._delayed_due)
+
+    def _delayed_due(self) -> None:
+        self._delayed_timer = None
+        self.wake()
 
     # ----------------------------------------------------------- helpers
 

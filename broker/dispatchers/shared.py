@@ -89,6 +89,8 @@ class ConsumerSelector:
 
 
 class SharedDispatcher(PersistentDispatcher):
+    supports_delayed_delivery = True
+
     def __init__(
         self, ledger: ManagedLedger, cursor: ManagedCursor, settings: DispatcherSettings
     ) -> None:
