@@ -13,6 +13,7 @@ BENCHMARKS = {
     "compare": "bench.compare",
     "producer": "bench.producer",
     "delayed": "bench.delayed",
+    "keywindow": "bench.keywindow",
 }
 
 

@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 from magnetar.broker import commands
 from magnetar.broker.cnx_context import CommandContext
 from magnetar.broker.errors import ProducerIdInUse
+from magnetar.broker.keywindow import idempotency_key
 from magnetar.broker.producer import AccessMode, Producer
 from magnetar.broker.service import parse_topic
 from magnetar.broker.topics.base import Topic
@@ -113,12 +114,16 @@ class ProducerCommands:
             )
             return
         chunks = metadata.num_chunks_from_msg
+        window = producer.topic.key_window
         producer.publish(
             send.sequence_id,
             max(send.highest_sequence_id, metadata.highest_sequence_id),
             send.num_messages,
             payload.data,
             partial_chunk=chunks > 1 and metadata.chunk_id < chunks - 1,
+            idempotency_key=None
+            if window is None
+            else idempotency_key(payload, window.policy.property),
         )
 
     def handle_close_producer(self, frame: Frame) -> None:

@@ -161,7 +161,8 @@ class MessageDeduplication:
         if highest_sequence_id > self.persisted.get(producer_name, -1):
             self.persisted[producer_name] = highest_sequence_id
         self._last_active[producer_name] = self._clock()
-        self._last_position = position
+        if self._last_position is None or position > self._last_position:
+            self._last_position = position
         self._since_snapshot += 1
         if self._since_snapshot >= self.snapshot_interval:
             self._snapshot()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
+from functools import partial
 from typing import Protocol
 
 import structlog
@@ -16,6 +17,7 @@ import structlog
 from magnetar.broker import commands
 from magnetar.broker.dedup import DUPLICATE, DupStatus, MessageDeduplication
 from magnetar.broker.endpoint import ClientConnection
+from magnetar.broker.keywindow import KeyWindowIndex
 from magnetar.broker.storage.api import (
     ManagedLedgerClosed,
     ManagedLedgerFenced,
@@ -44,6 +46,11 @@ class PublishTarget(Protocol):
     @property
     def deduplication(self) -> MessageDeduplication | None:
         """Set while deduplication is on for the topic (it can change at any time)."""
+        ...
+
+    @property
+    def key_window(self) -> KeyWindowIndex | None:
+        """Set while the topic has a dedupKeyWindow policy."""
         ...
 
 
@@ -111,6 +118,7 @@ class Producer:
         data: bytes,
         *,
         partial_chunk: bool = False,
+        idempotency_key: str | None = None,
     ) -> None:
         """Append one entry; the receipt follows when it is durable.
 
@@ -138,10 +146,31 @@ class Producer:
                 return
         else:
             dedup = None
-        future = self.topic.append(data, num_messages)
+        window = self.topic.key_window if idempotency_key is not None else None
+        if window is not None and idempotency_key is not None:
+            future = self._first_copy(window, idempotency_key, data, num_messages)
+        else:
+            future = self.topic.append(data, num_messages)
         item = _PendingPublish(sequence_id, highest_sequence_id, future, dedup)
         self._pending.append(item)
         future.add_done_callback(self._on_append_done)
+
+    def _first_copy(
+        self, window: KeyWindowIndex, key: str, data: bytes, num_messages: int
+    ) -> asyncio.Future[Position]:
+        """Key-window deduplication: the receipt of a repeated key names where
+        its first copy is (or is about to be) stored; nothing is stored again."""
+        found = window.lookup(key)
+        if found is None:
+            future = self.topic.append(data, num_messages)
+            window.storing(key, future)
+            return future
+        answer: asyncio.Future[Position] = asyncio.get_running_loop().create_future()
+        if isinstance(found, Position):
+            answer.set_result(found)
+        else:
+            found.add_done_callback(partial(_copy_outcome, answer))
+        return answer
 
     def reject(self, sequence_id: int, code: ServerError, message: str) -> None:
         """Answer a SEND with SEND_ERROR without storing it, after the receipts
@@ -202,3 +231,14 @@ class Producer:
         for _item in self._pending:
             self.cnx.publish_completed()
         self._pending.clear()
+
+
+def _copy_outcome(target: asyncio.Future[Position], source: asyncio.Future[Position]) -> None:
+    if target.done():
+        return
+    if source.cancelled():
+        target.cancel()
+    elif (exc := source.exception()) is not None:
+        target.set_exception(exc)
+    else:
+        target.set_result(source.result())

@@ -23,6 +23,8 @@ from magnetar.broker.errors import (
     ServiceNotReadyError,
     TopicNotFoundError,
 )
+from magnetar.broker.keywindow import POLICY_KEY as KEY_WINDOW_POLICY
+from magnetar.broker.keywindow import KeyWindowPolicy
 from magnetar.broker.metrics import BrokerMetrics
 from magnetar.broker.resources import (
     InvalidResource,
@@ -253,7 +255,7 @@ class BrokerService:
             )
         topic = await open_topic(name, self.factory, self._topic_settings, self.metrics)
         try:
-            await topic.set_deduplication(await self.deduplication_enabled(name))
+            await self._apply_policies(topic)
         except BaseException:
             await topic.close(notify_clients=False)
             raise
@@ -305,13 +307,29 @@ class BrokerService:
         ns = policies.get("deduplicationEnabled")
         return ns if isinstance(ns, bool) else self.config.broker_deduplication_enabled
 
-    async def refresh_deduplication(self, tenant: str, namespace: str) -> None:
-        """Apply a changed policy to the loaded topics of a namespace: producers
-        already connected see it from their next SEND."""
+    async def key_window_policy(self, name: TopicName) -> KeyWindowPolicy | None:
+        """The dedupKeyWindow policy in force: the topic's, else the namespace's."""
+        body = (await self.resources.get_topic_policies(name)).get(KEY_WINDOW_POLICY)
+        if body is None:
+            try:
+                policies = await self.resources.get_policies(name.tenant, name.namespace)
+            except ResourceNotFound:
+                policies = {}
+            body = policies.get(KEY_WINDOW_POLICY)
+        return None if body is None else KeyWindowPolicy.from_json(body)
+
+    async def _apply_policies(self, topic: Topic) -> None:
+        name = topic.topic_name
+        await topic.set_deduplication(await self.deduplication_enabled(name))
+        await topic.set_key_window(await self.key_window_policy(name))
+
+    async def refresh_policies(self, tenant: str, namespace: str) -> None:
+        """Apply changed policies to the loaded topics of a namespace: producers
+        already connected see them from their next SEND."""
         for topic in list(self.topics.values()):
             name = topic.topic_name
             if (name.tenant, name.namespace) == (tenant, namespace):
-                await topic.set_deduplication(await self.deduplication_enabled(name))
+                await self._apply_policies(topic)
 
     # ------------------------------------------------------------ lifecycle
 

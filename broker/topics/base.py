@@ -16,6 +16,7 @@ from typing import NamedTuple, Protocol
 from magnetar.broker.consumer import Consumer
 from magnetar.broker.dedup import MessageDeduplication
 from magnetar.broker.endpoint import ClientConnection
+from magnetar.broker.keywindow import KeyWindowIndex, KeyWindowPolicy
 from magnetar.broker.producer import Producer
 from magnetar.broker.storage.api import InitialPosition, Position
 from magnetar.proto.naming import TopicName
@@ -144,6 +145,11 @@ class Topic(Protocol):
     def last_sequence_id(self, producer_name: str) -> int: ...
 
     async def set_deduplication(self, enabled: bool) -> None: ...
+
+    @property
+    def key_window(self) -> KeyWindowIndex | None: ...
+
+    async def set_key_window(self, policy: KeyWindowPolicy | None) -> None: ...
 
     def remove_producer(self, producer: Producer) -> None: ...
 

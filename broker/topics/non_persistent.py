@@ -19,6 +19,7 @@ from magnetar.broker.consumer import Consumer, SubType, sub_type_name
 from magnetar.broker.dispatchers.shared import ConsumerSelector
 from magnetar.broker.endpoint import ClientConnection
 from magnetar.broker.errors import ConsumerBusyError
+from magnetar.broker.keywindow import KeyWindowPolicy
 from magnetar.broker.metrics import BrokerMetrics
 from magnetar.broker.storage.api import Entry, Position
 from magnetar.broker.topics.base import (
@@ -219,6 +220,9 @@ class NonPersistentTopic(TopicProducers):
 
     async def set_deduplication(self, enabled: bool) -> None:
         """Nothing is stored, so there is nothing to deduplicate (as in Pulsar)."""
+
+    async def set_key_window(self, policy: KeyWindowPolicy | None) -> None:
+        """Nothing is stored: no first copy to point at."""
 
     async def subscribe(
         self, cnx: ClientConnection, options: SubscribeOptions

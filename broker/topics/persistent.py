@@ -26,6 +26,8 @@ from magnetar.broker.errors import (
     NotAllowedError,
     SubscriptionNotFoundError,
 )
+from magnetar.broker.keywindow import CURSOR_NAME as KEY_WINDOW_CURSOR
+from magnetar.broker.keywindow import KeyWindowIndex, KeyWindowPolicy
 from magnetar.broker.metrics import BrokerMetrics
 from magnetar.broker.storage.api import (
     EARLIEST,
@@ -130,6 +132,27 @@ class PersistentTopic(TopicProducers):
                 self.deduplication = None
                 await self._dedup.disable()
 
+    async def set_key_window(self, policy: KeyWindowPolicy | None) -> None:
+        """Apply the dedupKeyWindow policy; a changed policy reopens the index."""
+        async with self._dedup_lock:
+            current = self.key_window
+            if current is not None and current.policy == policy:
+                return
+            self.key_window = None
+            if current is not None:
+                await current.close(delete=policy is None)
+            if policy is None:
+                return
+            index = KeyWindowIndex(self.name, self.ledger, policy)
+            try:
+                await index.open()
+            except StorageError as exc:
+                raise BrokerServiceError(
+                    ServerError.ServiceNotReady,
+                    f"cannot open the key-window index of {self.name}: {exc}",
+                ) from exc
+            self.key_window = index
+
     # ------------------------------------------------------------ consuming
 
     async def subscribe(
@@ -169,7 +192,7 @@ class PersistentTopic(TopicProducers):
     async def _durable_subscription(
         self, name: str, initial_position: InitialPosition
     ) -> PersistentSubscription:
-        if name == DEDUP_CURSOR:
+        if name in (DEDUP_CURSOR, KEY_WINDOW_CURSOR):
             raise NotAllowedError(f"subscription name {name!r} is reserved by the broker")
         sub = self.subscriptions.get(name)
         if sub is not None:
@@ -285,6 +308,8 @@ class PersistentTopic(TopicProducers):
         self.is_closed = True
         self.close_producers(notify_clients=notify_clients)
         self._dedup.close()
+        if self.key_window is not None:
+            await self.key_window.close()
         for sub in list(self.subscriptions.values()):
             await sub.close(notify_clients=notify_clients)
         self.subscriptions.clear()

@@ -16,6 +16,7 @@ from magnetar.broker.errors import (
     ProducerFencedError,
     ServiceNotReadyError,
 )
+from magnetar.broker.keywindow import KeyWindowIndex, KeyWindowPolicy
 from magnetar.broker.producer import AccessMode, Producer
 from magnetar.broker.storage.api import Position
 
@@ -27,6 +28,8 @@ class TopicProducers(ABC):
         self.producers: dict[str, Producer] = {}
         # Set while deduplication is on (persistent topics only).
         self.deduplication: MessageDeduplication | None = None
+        # Set while a dedupKeyWindow policy applies (persistent topics only).
+        self.key_window: KeyWindowIndex | None = None
         # WaitForExclusive producers queued for the topic, in arrival order.
         self._exclusive_waiters: deque[asyncio.Future[None]] = deque()
         self.is_closed = False
@@ -133,6 +136,10 @@ class TopicProducers(ABC):
     @abstractmethod
     async def set_deduplication(self, enabled: bool) -> None:
         """Turn deduplication on or off; topics that cannot have it ignore it."""
+
+    @abstractmethod
+    async def set_key_window(self, policy: KeyWindowPolicy | None) -> None:
+        """Apply (or with None, remove) key-window deduplication."""
 
     def close_producers(self, *, notify_clients: bool) -> None:
         """Fail the WaitForExclusive queue and detach every producer."""
