@@ -14,6 +14,7 @@ BENCHMARKS = {
     "producer": "bench.producer",
     "delayed": "bench.delayed",
     "keywindow": "bench.keywindow",
+    "dedup": "bench.dedup",
 }
 
 

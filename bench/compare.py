@@ -72,7 +72,10 @@ def _lite_binary() -> str:
 
 
 @contextlib.contextmanager
-def start_broker(kind: str, workdir: Path) -> Iterator[Broker]:
+def start_broker(
+    kind: str, workdir: Path, settings: dict[str, str] | None = None
+) -> Iterator[Broker]:
+    """A broker subprocess; `settings` are extra MAGNETAR_* variables."""
     port = _free_port()
     data = workdir / kind
     data.mkdir(parents=True, exist_ok=True)
@@ -91,7 +94,12 @@ def start_broker(kind: str, workdir: Path) -> Iterator[Broker]:
             "--data-dir",
             str(data),
         ]
-        env = {**os.environ, "MAGNETAR_SYNC_POLICY": sync_policy, "MAGNETAR_LOG_LEVEL": "warning"}
+        env = {
+            **os.environ,
+            "MAGNETAR_SYNC_POLICY": sync_policy,
+            "MAGNETAR_LOG_LEVEL": "warning",
+            **{f"MAGNETAR_{k.upper()}": v for k, v in (settings or {}).items()},
+        }
     else:
         cmd = [_lite_binary(), "--addr", f"127.0.0.1:{port}", "--db-path", str(data / "db")]
         env = {**os.environ, "RUST_LOG": "warn"}
