@@ -32,6 +32,7 @@ from magnetar.broker.storage.api import (
 )
 from magnetar.broker.storage.ranges import DeletedRanges, ack_set_to_int, int_to_ack_set
 
+# Typing only: a cursor calls back into the ledger that owns it (reads, trims).
 if TYPE_CHECKING:
     from magnetar.broker.storage.ledger import ManagedLedgerImpl
 

@@ -47,6 +47,7 @@ from magnetar.broker.storage.records import CorruptEntryError
 from magnetar.broker.storage.segment import LedgerFile
 from magnetar.broker.storage.writer import LedgerWriter, fail_all
 
+# Typing only: cursor.py names the ledger in its types, so it is imported where used.
 if TYPE_CHECKING:
     from magnetar.broker.storage.cursor import ManagedCursorImpl
 

@@ -16,6 +16,7 @@ from magnetar.broker.storage.api import Position
 from magnetar.broker.storage.layout import LedgerInfo
 from magnetar.broker.storage.segment import LedgerFile
 
+# Typing only: trimming works on the ledger that owns the sweep.
 if TYPE_CHECKING:
     from magnetar.broker.storage.ledger import ManagedLedgerImpl
 

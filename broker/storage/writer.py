@@ -29,6 +29,7 @@ from magnetar.broker.storage.layout import LedgerInfo
 from magnetar.broker.storage.records import HEADER_SIZE
 from magnetar.broker.storage.segment import LedgerFile, WriteFailed
 
+# Typing only: the writer appends for the ledger that owns it.
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
