@@ -14,7 +14,7 @@ from magnetar.broker import commands
 from magnetar.broker.cnx_context import CommandContext
 from magnetar.broker.consumer import Consumer, sub_type_name
 from magnetar.broker.errors import BrokerServiceError, ConsumerBusyError
-from magnetar.broker.service import parse_topic
+from magnetar.broker.service import check_name, parse_topic
 from magnetar.broker.storage.api import (
     EARLIEST,
     LATEST,
@@ -27,6 +27,7 @@ from magnetar.proto import pulsar_api_pb2 as pb
 from magnetar.proto.errors import ServerError
 from magnetar.proto.frames import Frame
 from magnetar.proto.ids import INT64_MAX, to_signed64
+from magnetar.proto.naming import validate_consumer_name, validate_subscription_name
 
 _Earliest = pb.CommandSubscribe.Earliest
 _Cumulative = pb.CommandAck.Cumulative
@@ -61,6 +62,8 @@ class ConsumerCommands:
                 self.cnx.write(commands.success(cmd.request_id))
                 return
             raise ConsumerBusyError(f"consumer id {cid} is already in use on this connection")
+        check_name(validate_subscription_name, cmd.subscription)
+        check_name(validate_consumer_name, cmd.consumer_name)
         topic = await self.cnx.service.get_topic(cmd.topic, create=cmd.force_topic_creation)
         start: Position | None = None
         if cmd.HasField("start_message_id"):

@@ -17,11 +17,12 @@ from magnetar.broker.cnx_context import CommandContext
 from magnetar.broker.errors import ProducerIdInUse
 from magnetar.broker.keywindow import idempotency_key
 from magnetar.broker.producer import AccessMode, Producer
-from magnetar.broker.service import parse_topic
+from magnetar.broker.service import check_name, parse_topic
 from magnetar.broker.topics.base import Topic
 from magnetar.proto import pulsar_api_pb2 as pb
 from magnetar.proto.errors import ProtocolError, ServerError
 from magnetar.proto.frames import Frame
+from magnetar.proto.naming import validate_producer_name
 
 
 class AttachedProducer(NamedTuple):
@@ -55,6 +56,7 @@ class ProducerCommands:
                 )
                 return
             raise ProducerIdInUse(pid)
+        check_name(validate_producer_name, cmd.producer_name)
         current = asyncio.current_task()
         assert current is not None
         self._requests[pid] = current

@@ -13,6 +13,7 @@ import contextlib
 import itertools
 import os
 import time
+from collections.abc import Callable
 
 import structlog
 
@@ -43,9 +44,18 @@ from magnetar.broker.topics.loader import (
     topic_exists,
 )
 from magnetar.proto.errors import ServerError
-from magnetar.proto.naming import InvalidTopicName, TopicName
+from magnetar.proto.naming import InvalidName, InvalidTopicName, TopicName
 
 log = structlog.get_logger(__name__)
+
+
+def check_name(validate: Callable[[str], None], value: str) -> None:
+    """Run a proto.naming validator; its refusal becomes InvalidTopicName, the
+    code Pulsar's broker answers naming errors with."""
+    try:
+        validate(value)
+    except InvalidName as exc:
+        raise BrokerServiceError(ServerError.InvalidTopicName, str(exc)) from exc
 
 
 def parse_topic(name: str) -> TopicName:

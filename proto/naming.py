@@ -19,11 +19,21 @@ DEFAULT_NAMESPACE = "default"
 PARTITION_SUFFIX = "-partition-"
 
 _NAME_PART = re.compile(r"^[-=:.\w]+$")
+# Bounds we choose (Pulsar sets none): long enough for any real name, short
+# enough that a name never turns into an unbounded file or path component.
+MAX_NAME_PART = 255
+MAX_SUBSCRIPTION_NAME = 1024
+MAX_PRODUCER_NAME = 1024
 _PARTITION = re.compile(r"^(?P<base>.+)-partition-(?P<index>\d+)$")
 
 
 class InvalidTopicName(UsageError, ValueError):
     """A topic name that does not parse; the message says why."""
+
+
+class InvalidName(UsageError, ValueError):
+    """A subscription, producer or consumer name the broker refuses. Pulsar's
+    broker answers these (a NamingException) with ServerError.InvalidTopicName."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +69,11 @@ class TopicName:
         for label, value in (("tenant", tenant), ("namespace", namespace), ("topic", local)):
             if not value:
                 raise InvalidTopicName(f"{name!r}: {label} is empty")
-            if not _NAME_PART.match(value):
+            if len(value) > MAX_NAME_PART:
+                raise InvalidTopicName(
+                    f"{label} name of {len(value)} characters: at most {MAX_NAME_PART} are allowed"
+                )
+            if not _NAME_PART.match(value) or value in (".", ".."):
                 raise InvalidTopicName(f"{name!r}: {label} {value!r} has characters not allowed")
         return cls(domain, tenant, namespace, local)
 
@@ -105,3 +119,28 @@ class TopicName:
 def full_topic_name(name: str) -> str:
     """Normalise a user-given topic name to its full form."""
     return str(TopicName.parse(name))
+
+
+def _check_text(kind: str, value: str, limit: int) -> None:
+    if len(value) > limit:
+        raise InvalidName(f"{kind} of {len(value)} characters: at most {limit} are allowed")
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in value):
+        raise InvalidName(f"{kind} {value!r} has control characters")
+
+
+def validate_subscription_name(name: str) -> None:
+    """Any text but empty (Pulsar: "Empty subscription name"), over-long, or
+    with control characters."""
+    if not name or not name.strip():
+        raise InvalidName("Empty subscription name")
+    _check_text("subscription name", name, MAX_SUBSCRIPTION_NAME)
+
+
+def validate_producer_name(name: str) -> None:
+    """An empty producer name means the broker assigns one."""
+    _check_text("producer name", name, MAX_PRODUCER_NAME)
+
+
+def validate_consumer_name(name: str) -> None:
+    """An empty consumer name means the broker assigns one."""
+    _check_text("consumer name", name, MAX_PRODUCER_NAME)

@@ -89,3 +89,81 @@ def test_unparseable_metadata_is_refused_in_order(
         assert not reader.has_message_available()
     _assert_no_traceback(broker_log)
     _assert_bystander_served(broker)
+
+
+def test_topic_name_too_long_for_a_file_name(
+    broker: BrokerThread, broker_log: list[MutableMapping[str, Any]]
+) -> None:
+    """Issue 19.1: a 300-character local name is refused up front with
+    InvalidTopicName; nothing reaches storage."""
+    with RawClient.for_broker(broker) as client:
+        client.connect()
+        client.send(
+            pb.CommandProducer(
+                topic="persistent://public/default/" + "y" * 300, producer_id=1, request_id=1
+            )
+        )
+        error = client.expect(T.ERROR).command.error
+        assert error.error == pb.ServerError.InvalidTopicName
+        assert "at most 255" in error.message
+        client.send(pb.CommandLookupTopic(topic="public/default/" + "z" * 300, request_id=2))
+        lookup = client.expect(T.LOOKUP_RESPONSE).command.lookupTopicResponse
+        assert lookup.error == pb.ServerError.InvalidTopicName
+        # The connection keeps serving.
+        assert client.create_producer(_topic(), producer_id=2).producer_name
+    _assert_no_traceback(broker_log)
+    _assert_bystander_served(broker)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "words"),
+    [
+        ("subscription", "", "Empty subscription name"),
+        ("subscription", "   ", "Empty subscription name"),
+        ("subscription", "s" * 2000, "at most 1024"),
+        ("subscription", "bad\x00name", "control characters"),
+        ("consumer_name", "c" * 2000, "at most 1024"),
+    ],
+    ids=["empty", "blank", "long", "control", "long-consumer"],
+)
+def test_bad_subscription_and_consumer_names(
+    broker: BrokerThread,
+    broker_log: list[MutableMapping[str, Any]],
+    field: str,
+    value: str,
+    words: str,
+) -> None:
+    """Issue 19.2: refused with InvalidTopicName (Pulsar's answer to a naming
+    error) before anything touches storage."""
+    with RawClient.for_broker(broker) as client:
+        client.connect()
+        values = {"subscription": "s", "consumer_name": "c", field: value}
+        client.send(
+            pb.CommandSubscribe(
+                topic=_topic(),
+                subType=pb.CommandSubscribe.Shared,
+                consumer_id=1,
+                request_id=1,
+                **values,  # type: ignore[arg-type]
+            )
+        )
+        error = client.expect(T.ERROR).command.error
+        assert error.error == pb.ServerError.InvalidTopicName
+        assert words in error.message
+    _assert_no_traceback(broker_log)
+    _assert_bystander_served(broker)
+
+
+def test_producer_name_too_long(
+    broker: BrokerThread, broker_log: list[MutableMapping[str, Any]]
+) -> None:
+    with RawClient.for_broker(broker) as client:
+        client.connect()
+        client.send(
+            pb.CommandProducer(
+                topic=_topic(), producer_id=1, request_id=1, producer_name="p" * 5000
+            )
+        )
+        error = client.expect(T.ERROR).command.error
+        assert error.error == pb.ServerError.InvalidTopicName
+    _assert_no_traceback(broker_log)
