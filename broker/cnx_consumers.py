@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 from magnetar.broker import commands
 from magnetar.broker.cnx_context import CommandContext
-from magnetar.broker.consumer import Consumer, sub_type_name
+from magnetar.broker.consumer import Consumer, KeySharedPolicy, SubType, sub_type_name
 from magnetar.broker.errors import BrokerServiceError, ConsumerBusyError
 from magnetar.broker.service import check_name, parse_topic
 from magnetar.broker.storage.api import (
@@ -75,6 +75,12 @@ class ConsumerCommands:
         initial = (
             InitialPosition.EARLIEST if cmd.initialPosition == _Earliest else InitialPosition.LATEST
         )
+        key_shared = None
+        if cmd.subType == SubType.Key_Shared:
+            # Absent meta means AUTO_SPLIT, in order (the Java client's default).
+            key_shared = KeySharedPolicy.from_wire(
+                cmd.keySharedMeta if cmd.HasField("keySharedMeta") else None
+            )
         options = SubscribeOptions(
             consumer_id=cid,
             subscription=cmd.subscription,
@@ -88,6 +94,7 @@ class ConsumerCommands:
             # it must (the id unless inclusive, earlier messages of a batch).
             start_inclusive=True,
             epoch=cmd.consumer_epoch if cmd.HasField("consumer_epoch") else None,
+            key_shared=key_shared,
         )
         consumer, subscription = await topic.subscribe(self.cnx, options)
         if self.cnx.is_closed:

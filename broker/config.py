@@ -61,6 +61,10 @@ class BrokerConfig:
     advertised_listeners: str = ""
     # Entries read from the cursor for one dispatch round (SEM-2.5).
     dispatcher_max_read_batch_size: int = 100
+    # Key_Shared AUTO_SPLIT consumers share the hash space by consistent
+    # hashing instead of splitting ranges (SEM-4.4.2; Pulsar's
+    # subscriptionKeySharedUseConsistentHashing).
+    subscription_key_shared_use_consistent_hashing: bool = False
     # Above this many bytes queued on a socket, dispatch to it pauses.
     connection_write_high_water_mark: int = 1024 * 1024
     sync_policy: SyncPolicy = "fsync"

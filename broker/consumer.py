@@ -13,6 +13,7 @@ its batch_receive waits for a full queue that the broker would never fill
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 
 from magnetar.broker import commands
 from magnetar.broker.endpoint import ClientConnection
@@ -20,12 +21,40 @@ from magnetar.broker.storage.api import Entry, Position
 from magnetar.proto import pulsar_api_pb2 as pb
 
 SubType = pb.CommandSubscribe.SubType
+KeySharedMode = pb.KeySharedMeta.KeySharedMode
 
 _TYPE_NAMES: dict[int, str] = {int(value): name for name, value in SubType.items()}
 
 
 def sub_type_name(sub_type: int) -> str:
     return _TYPE_NAMES.get(sub_type, str(sub_type))
+
+
+@dataclass(frozen=True, slots=True)
+class KeySharedPolicy:
+    """A Key_Shared consumer's KeySharedMeta from SUBSCRIBE (SEM-4.4)."""
+
+    mode: int = KeySharedMode.AUTO_SPLIT
+    # STICKY only: the slots it claims, inclusive pairs within 0..65535 as on
+    # the wire.
+    hash_ranges: tuple[tuple[int, int], ...] = ()
+    # SEM-4.4.4: a joining consumer is not held back, and keys may move
+    # between consumers while earlier messages are unacked.
+    allow_out_of_order_delivery: bool = False
+
+    @classmethod
+    def from_wire(cls, meta: pb.KeySharedMeta | None) -> KeySharedPolicy:
+        if meta is None:
+            return cls()
+        return cls(
+            mode=meta.keySharedMode,
+            hash_ranges=tuple((r.start, r.end) for r in meta.hashRanges),
+            allow_out_of_order_delivery=meta.allowOutOfOrderDelivery,
+        )
+
+    @property
+    def is_sticky(self) -> bool:
+        return self.mode == KeySharedMode.STICKY
 
 
 class Consumer:
@@ -35,6 +64,7 @@ class Consumer:
         "consumer_id",
         "epoch",
         "is_closed",
+        "key_shared",
         "name",
         "partition_index",
         "pending_acks",
@@ -55,6 +85,7 @@ class Consumer:
         priority_level: int = 0,
         partition_index: int = -1,
         epoch: int | None = None,
+        key_shared: KeySharedPolicy | None = None,
     ) -> None:
         # The name only: the subscription owns its consumers, not the reverse.
         self.subscription_name = subscription_name
@@ -68,6 +99,8 @@ class Consumer:
         # Set when the client sends consumer_epoch; MESSAGE frames then carry it
         # so the client can drop messages sent before its last REDELIVER.
         self.epoch = epoch
+        # Key_Shared consumers only (SEM-4.4); None for every other type.
+        self.key_shared = key_shared
         self.permits = 0
         # The first FLOW grants the receiver queue size (SEM-2.1).
         # position -> message count, in dispatch order.

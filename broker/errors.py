@@ -38,6 +38,14 @@ class ConsumerBusyError(BrokerServiceError):
         super().__init__(ServerError.ConsumerBusy, message)
 
 
+class ConsumerAssignError(BrokerServiceError):
+    """Key_Shared could not give the consumer a share of the hash space
+    (SEM-4.4.3); the official client fails the subscribe at once."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(ServerError.ConsumerAssignError, message)
+
+
 class ProducerBusyError(BrokerServiceError):
     def __init__(self, message: str) -> None:
         super().__init__(ServerError.ProducerBusy, message)

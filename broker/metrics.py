@@ -10,6 +10,8 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from magnetar.broker.storage import metrics as storage_metrics
+
 __all__ = ["CONTENT_TYPE_LATEST", "BrokerMetrics"]
 
 
@@ -50,6 +52,11 @@ class BrokerMetrics:
         self.redelivered = Counter(
             "magnetar_redelivered_messages", "Messages dispatched again", registry=r
         )
+        self.storage_writable = Gauge(
+            "magnetar_storage_writable",
+            "1 while appends succeed, 0 after a failed one until one succeeds again",
+            registry=r,
+        )
         self.publish_errors = Counter(
             "magnetar_publish_errors", "SENDs answered with SEND_ERROR", ["error"], registry=r
         )
@@ -59,6 +66,9 @@ class BrokerMetrics:
             buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 5.0),
             registry=r,
         )
+
+        # Storage's process-wide counters (write errors, group commits, ...).
+        storage_metrics.register(r)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -18,6 +18,7 @@ from magnetar.broker import commands
 from magnetar.broker.dedup import DUPLICATE, DupStatus, MessageDeduplication
 from magnetar.broker.endpoint import ClientConnection
 from magnetar.broker.keywindow import KeyWindowIndex
+from magnetar.broker.ratelimit import RateLimitedLog
 from magnetar.broker.storage.api import (
     ManagedLedgerClosed,
     ManagedLedgerFenced,
@@ -30,6 +31,8 @@ from magnetar.proto.errors import ServerError
 log = structlog.get_logger(__name__)
 
 AccessMode = pb.ProducerAccessMode
+# A full disk fails every publish alike: one line per topic per interval.
+_FAILURE_LOG = RateLimitedLog(interval=10.0)
 
 
 class PublishTarget(Protocol):
@@ -206,7 +209,15 @@ class Producer:
                 message = f"append failed: {exc}"
             else:
                 message = f"append failed: {exc!r}"
-            log.warning("publish failed", topic=self.topic.name, producer=self.name, error=message)
+            suppressed = _FAILURE_LOG.admit(self.topic.name)
+            if suppressed is not None:
+                log.warning(
+                    "publish failed",
+                    topic=self.topic.name,
+                    producer=self.name,
+                    error=message,
+                    suppressed_since_last=suppressed,
+                )
             return commands.send_error(
                 self.producer_id, item.sequence_id, ServerError.PersistenceError, message
             )

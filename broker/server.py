@@ -77,7 +77,16 @@ class BrokerServer:
         return len(self._connections)
 
     def is_healthy(self) -> bool:
-        return self.state == "serving"
+        return self.health_problem() is None
+
+    def health_problem(self) -> str | None:
+        """What the health endpoint reports: None while all is well."""
+        if self.state != "serving":
+            return f"not ready: the broker is {self.state}"
+        error = self._factory.write_error if self._factory is not None else None
+        if error is not None:
+            return f"storage is not writable: {error}"
+        return None
 
     # --------------------------------------------------------------- start
 
@@ -123,7 +132,7 @@ class BrokerServer:
         self.service.set_advertised_port(self.port)
 
     async def _bind_http(self) -> None:
-        app = build_app(self.metrics, self.is_healthy)
+        app = build_app(self.metrics, self.health_problem)
         assert self.service is not None
         admin.install(app, self.service)
         runner = web.AppRunner(app, access_log=None, handle_signals=False)

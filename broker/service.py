@@ -82,6 +82,7 @@ class BrokerService:
         self._topic_settings = TopicSettings(
             ledger_config=ledger_config(config),
             max_read_batch_size=config.dispatcher_max_read_batch_size,
+            key_shared_consistent_hashing=config.subscription_key_shared_use_consistent_hashing,
             allow_auto_subscription_creation=config.allow_auto_subscription_creation,
             dedup_snapshot_interval=config.dedup_snapshot_interval_entries,
             dedup_inactivity_seconds=config.dedup_producer_inactivity_seconds,
@@ -99,6 +100,7 @@ class BrokerService:
         metrics.subscriptions.set_function(
             lambda: sum(len(t.subscriptions) for t in self.topics.values())
         )
+        metrics.storage_writable.set_function(lambda: 0 if factory.write_error else 1)
         metrics.producers.set_function(lambda: sum(len(t.producers) for t in self.topics.values()))
         metrics.consumers.set_function(
             lambda: sum(

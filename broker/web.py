@@ -1,7 +1,8 @@
 """The broker's HTTP side: `/metrics`, health, and (later) the admin REST API.
 
-Health answers 200 "ok" while the broker serves and 503 while it starts or
-stops, on Pulsar's `/admin/v2/brokers/health` and the classic `/status.html`.
+Health answers 200 "ok" while the broker serves, and 503 with the reason
+while it starts or stops or while storage cannot append (a full disk), on
+Pulsar's `/admin/v2/brokers/health` and the classic `/status.html`.
 """
 
 from __future__ import annotations
@@ -15,15 +16,18 @@ from magnetar.broker.metrics import CONTENT_TYPE_LATEST, BrokerMetrics
 HEALTH_PATHS = ("/admin/v2/brokers/health", "/status.html")
 
 
-def build_app(metrics: BrokerMetrics, is_healthy: Callable[[], bool]) -> web.Application:
+def build_app(metrics: BrokerMetrics, problem: Callable[[], str | None]) -> web.Application:
+    """`problem()` says what keeps the broker from being healthy (None: nothing)."""
+
     async def metrics_handler(_request: web.Request) -> web.Response:
         body = metrics.render()
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     async def health_handler(_request: web.Request) -> web.Response:
-        if is_healthy():
+        reason = problem()
+        if reason is None:
             return web.Response(text="ok", content_type="text/plain")
-        return web.Response(text="not ready", status=503, content_type="text/plain")
+        return web.Response(text=reason, status=503, content_type="text/plain")
 
     app = web.Application()
     app.router.add_get("/metrics", metrics_handler)

@@ -52,6 +52,13 @@ class DispatcherSettings:
     # SEMANTICS 8.1: hold entries until their deliver_at_time (dispatchers
     # whose type honours it: Shared, Key_Shared).
     delayed_delivery: bool = True
+    # Key_Shared AUTO_SPLIT by consistent hashing instead of range splitting
+    # (SEM-4.4.2; the broker option subscription_key_shared_use_consistent_hashing).
+    key_shared_consistent_hashing: bool = False
+    # Key_Shared: entries held back because their key's consumer cannot take
+    # them yet, at most; reading stops there, which bounds how far the other
+    # keys run ahead of a stuck consumer.
+    key_shared_look_ahead: int = 5000
 
 
 class PersistentDispatcher(ABC):

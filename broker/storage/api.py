@@ -565,6 +565,12 @@ class ManagedLedgerFactory(ABC):
     (I/O threads, entry cache budget, ledger id allocation, metadata store).
     """
 
+    @property
+    @abstractmethod
+    def write_error(self) -> str | None:
+        """While appends keep failing (disk full, I/O error): the last failure;
+        None once an append succeeded again, or if none ever failed."""
+
     @abstractmethod
     async def open(self, name: str, config: ManagedLedgerConfig | None = None) -> ManagedLedger:
         """Open (create if needed) a managed ledger; the same object while open.

@@ -167,6 +167,11 @@ class FileManagedLedgerFactory(ManagedLedgerFactory):
         return await self.store.exists(ledger_meta_path(name))
 
     @property
+    def write_error(self) -> str | None:
+        health = self._ctx.write_health
+        return health.last_error if health.failing else None
+
+    @property
     def open_ledgers(self) -> dict[str, ManagedLedgerImpl]:
         return dict(self._ledgers)
 

@@ -14,7 +14,7 @@ import hashlib
 import os
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import Executor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote
 
@@ -59,6 +59,26 @@ _OPEN, _CLOSING, _CLOSED, _FENCED = "open", "closing", "closed", "fenced"
 ML_ROOT = "/managed-ledgers"
 
 
+class WriteHealth:
+    """Whether appends succeed, across every ledger of one factory: set by the
+    first failed group commit, cleared by the next one that succeeds."""
+
+    __slots__ = ("failing", "failures", "last_error")
+
+    def __init__(self) -> None:
+        self.failing = False
+        self.failures = 0
+        self.last_error = ""
+
+    def failed(self, error: str) -> None:
+        self.failing = True
+        self.failures += 1
+        self.last_error = error
+
+    def recovered(self) -> None:
+        self.failing = False
+
+
 @dataclass(slots=True)
 class LedgerContext:
     """What a managed ledger borrows from its factory."""
@@ -70,6 +90,7 @@ class LedgerContext:
     clock: Clock
     allocate_ledger_id: Callable[[], Awaitable[int]]
     on_closed: Callable[[ManagedLedgerImpl], None]
+    write_health: WriteHealth = field(default_factory=WriteHealth)
 
 
 @dataclass(slots=True)

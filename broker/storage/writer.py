@@ -173,6 +173,7 @@ class LedgerWriter:
             ends = await ml.run_blocking(lf.append, datas, nmsgs, self._sync)
         except WriteFailed as exc:
             metrics.WRITE_ERRORS.inc()
+            ml.ctx.write_health.failed(f"append to {ml.name} failed: {exc}")
             fail_all(futs, StorageError(f"append to {ml.name} failed: {exc}"))
             if not exc.recovered:
                 log.error("managed ledger fenced after a write error", ledger=ml.name)
@@ -180,6 +181,9 @@ class LedgerWriter:
                 self.fail_queued(ManagedLedgerFenced(str(exc)))
             return
         lf.extend_index(ends, nmsgs)
+        health = ml.ctx.write_health
+        if health.failing:
+            health.recovered()
         if not self._sync:
             self._unsynced.add(lf)
         n = len(datas)

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
-from magnetar.broker.consumer import Consumer
+from magnetar.broker.consumer import Consumer, KeySharedPolicy
 from magnetar.broker.dedup import MessageDeduplication
 from magnetar.broker.endpoint import ClientConnection
 from magnetar.broker.keywindow import KeyWindowIndex, KeyWindowPolicy
@@ -57,6 +57,8 @@ class SubscribeOptions:
     start_position: Position | None = None
     start_inclusive: bool = False
     epoch: int | None = None
+    # Key_Shared consumers: KeySharedMeta (mode, sticky ranges, out-of-order).
+    key_shared: KeySharedPolicy | None = None
 
 
 class Subscription(Protocol):

@@ -19,6 +19,7 @@ from magnetar.proto.naming import TopicName
 class TopicSettings:
     ledger_config: ManagedLedgerConfig
     max_read_batch_size: int = 100
+    key_shared_consistent_hashing: bool = False
     allow_auto_subscription_creation: bool = True
     dedup_snapshot_interval: int = 1000
     dedup_inactivity_seconds: float = 6 * 3600.0
@@ -54,6 +55,7 @@ async def open_topic(
         ledger,
         metrics=metrics,
         max_read_batch_size=settings.max_read_batch_size,
+        key_shared_consistent_hashing=settings.key_shared_consistent_hashing,
         allow_auto_subscription_creation=settings.allow_auto_subscription_creation,
         dedup_snapshot_interval=settings.dedup_snapshot_interval,
         dedup_inactivity_seconds=settings.dedup_inactivity_seconds,

@@ -60,6 +60,7 @@ class PersistentTopic(TopicProducers):
         *,
         metrics: BrokerMetrics | None = None,
         max_read_batch_size: int = 100,
+        key_shared_consistent_hashing: bool = False,
         allow_auto_subscription_creation: bool = True,
         dedup_snapshot_interval: int = 1000,
         dedup_inactivity_seconds: float = 6 * 3600.0,
@@ -70,6 +71,7 @@ class PersistentTopic(TopicProducers):
         self.metrics = metrics
         self.subscriptions: dict[str, PersistentSubscription] = {}
         self._max_read_batch_size = max_read_batch_size
+        self._key_shared_consistent_hashing = key_shared_consistent_hashing
         self._allow_auto_subscription_creation = allow_auto_subscription_creation
         self._subscribe_lock = asyncio.Lock()
         self._non_durable_counter = 0
@@ -180,6 +182,7 @@ class PersistentTopic(TopicProducers):
                 priority_level=options.priority_level,
                 partition_index=self.partition_index,
                 epoch=options.epoch,
+                key_shared=options.key_shared,
             )
             try:
                 await sub.add_consumer(consumer)
@@ -246,6 +249,7 @@ class PersistentTopic(TopicProducers):
         settings = DispatcherSettings(
             name=f"{self.name}/{name}",
             max_read_batch_size=self._max_read_batch_size,
+            key_shared_consistent_hashing=self._key_shared_consistent_hashing,
             partition_index=self.partition_index,
             on_dispatch=on_dispatch,
             on_active_change=on_active_change,

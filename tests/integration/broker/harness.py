@@ -378,7 +378,8 @@ class BrokerProcess:
     def http_url(self) -> str:
         return f"http://127.0.0.1:{self.http_port}"
 
-    def start(self) -> BrokerProcess:
+    def start(self, preexec: Callable[[], None] | None = None) -> BrokerProcess:
+        """Start (again); `preexec` runs in the child before exec (limits)."""
         command = [
             sys.executable,
             "-m",
@@ -392,7 +393,9 @@ class BrokerProcess:
             str(self.data_dir),
         ]
         with self.log_path.open("ab") as log:
-            self.proc = subprocess.Popen(command, stdout=log, stderr=log, env=self.env)
+            self.proc = subprocess.Popen(
+                command, stdout=log, stderr=log, env=self.env, preexec_fn=preexec
+            )
         deadline = time.monotonic() + TIMEOUT
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
