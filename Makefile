@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 # setuptools' editable import hook).
 TYPECHECK := build/typecheck
 
-.PHONY: run test lint proto proto-check bench clean venv
+.PHONY: run test lint proto proto-check bench clean venv conformance
 
 venv: $(STAMP)
 
@@ -39,6 +39,13 @@ proto: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m bench
+
+# The official Python client's own suite against a broker from this checkout
+# (README "Conformance"); not part of `make test`. SUITE is its tests/ folder.
+conformance: $(STAMP)
+	@test -n "$(SUITE)" || { echo "usage: make conformance SUITE=<apache/pulsar-client-python tests folder> [CONFORMANCE_ARGS=...]"; exit 2; }
+	$(BIN)/pip install --quiet requests fastavro
+	$(BIN)/python -m tests.conformance.run $(SUITE) $(CONFORMANCE_ARGS)
 
 clean:
 	rm -rf build .mypy_cache .pytest_cache .ruff_cache
