@@ -15,9 +15,9 @@ event-loop thread (see `magnetar.client.aio` for the awaitable API).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from magnetar.client.aio import client as _aio_client
 from magnetar.client.aio import consumer as _aio_consumer
@@ -43,6 +43,8 @@ from magnetar.client.messages import Message, MessageId
 from magnetar.client.sync import LoopThread, Permits, Submitter
 from magnetar.proto import ids as _ids
 from magnetar.proto.hashes import DEFAULT_HASHING_SCHEME, HashingScheme
+
+_R = TypeVar("_R")
 
 __all__ = [
     "BatchingType",
@@ -129,7 +131,7 @@ class Producer:
         self._schema = schema
         self._permits = permits
         self._block = block_if_queue_full
-        self._submit = client._submitter.submit
+        self._submit = client.submit
         # The core tells us when messages leave its queue, answered or failed.
         cores = producer.producers if isinstance(producer, _AioPartitioned) else [producer]
         for core in cores:
@@ -224,7 +226,7 @@ class Producer:
         self._submit(self._send_in_loop, msg, answered)
 
     def _check_open(self) -> None:
-        if self._client._closed:
+        if self._client.closed:
             raise AlreadyClosed("the client is closed")
 
     def _send_in_loop(
@@ -245,7 +247,7 @@ class Producer:
         async def run() -> Any:
             return await fn()
 
-        return self._client._run_ordered(run)
+        return self._client.run_ordered(run)
 
     def flush(self) -> None:
         """Send what is batched and wait until every pending message is answered."""
@@ -253,7 +255,7 @@ class Producer:
         self._call(self._producer.flush)
 
     def close(self) -> None:
-        if not self._client._closed:  # closing the client closed its producers
+        if not self._client.closed:  # closing the client closed its producers
             self._call(self._producer.close)
 
 
@@ -276,18 +278,18 @@ class Consumer:
         return self._consumer.is_connected()
 
     def receive(self, timeout_millis: int | None = None) -> Message:
-        msg = self._client._loop.run(self._consumer.receive(timeout_millis))
+        msg = self._client.run(self._consumer.receive(timeout_millis))
         return Message(msg, self._schema)
 
     def acknowledge(self, message: Message | MessageId) -> None:
         target = message._msg if isinstance(message, Message) else message.inner
-        self._client._loop.run(self._consumer.acknowledge(target))
+        self._client.run(self._consumer.acknowledge(target))
 
     def unsubscribe(self) -> None:
-        self._client._loop.run(self._consumer.unsubscribe())
+        self._client.run(self._consumer.unsubscribe())
 
     def close(self) -> None:
-        self._client._loop.run(self._consumer.close())
+        self._client.run(self._consumer.close())
 
 
 class Client:
@@ -328,7 +330,21 @@ class Client:
         self._submitter = Submitter(self._loop.loop)
         self._closed = False
 
-    def _run_ordered(self, make: Callable[[], Any]) -> Any:
+    # -- the loop thread, for this package's producer and consumer wrappers --
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def run(self, coro: Coroutine[Any, Any, _R], timeout: float | None = None) -> _R:
+        """Run a coroutine on the client's loop thread and wait for its result."""
+        return self._loop.run(coro, timeout)
+
+    def submit(self, fn: Callable[..., None], *args: Any) -> None:
+        """Call `fn(*args)` on the loop thread, in submission order, without waiting."""
+        self._submitter.submit(fn, *args)
+
+    def run_ordered(self, make: Callable[[], Any]) -> Any:
         """Run a coroutine on the loop after everything already submitted."""
         import concurrent.futures
 

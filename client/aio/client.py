@@ -165,7 +165,13 @@ class Client:
         chunk_max_message_size: int | None = None,
         hashing_scheme: HashingScheme = DEFAULT_HASHING_SCHEME,
     ) -> AnyProducer:
-        """A producer (batching on by default, as in `pulsar.asyncio`)."""
+        """A producer.
+
+        Batching is on by default here and off in the blocking facade
+        (`magnetar.client.Client.create_producer`): deliberately, because the
+        official client does the same (`pulsar.asyncio` True, `pulsar` False),
+        so code moved from either API keeps its behaviour.
+        """
         self._check_open()
         if schema is not None:
             raise InvalidConfiguration("schemas are not supported yet; send bytes")

@@ -182,8 +182,9 @@ class ClientConnection:
         """Closed, and its tasks have ended."""
         return self._closed and all(task.done() for task in self._tasks)
 
-    def _close(self, cause: BaseException | None) -> None:
-        """Close now (idempotent): fail requests, notify endpoints, stop tasks."""
+    def abort(self, cause: BaseException | None) -> None:
+        """Close now without waiting (idempotent): fail requests, notify endpoints,
+        stop tasks. `close()` does the same and then awaits the tasks."""
         if self._closed:
             return
         self._closed = True
@@ -217,7 +218,7 @@ class ClientConnection:
 
     async def close(self, cause: BaseException | None = None) -> None:
         """Close and wait until the reader and keepalive tasks have ended."""
-        self._close(cause)
+        self.abort(cause)
         current = asyncio.current_task()
         tasks = [task for task in self._tasks if task is not current]
         if tasks:
@@ -314,7 +315,7 @@ class ClientConnection:
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            self._close(exc)
+            self.abort(exc)
 
     def _on_bad_checksum(self, exc: ChecksumMismatch) -> None:
         frame = exc.frame
@@ -390,7 +391,7 @@ class ClientConnection:
         while not self._closed:
             await asyncio.sleep(self.keepalive_interval)
             if not self._heard_from_broker:
-                self._close(
+                self.abort(
                     ConnectError(
                         f"broker {self.address} sent nothing for {self.keepalive_interval}s"
                     )

@@ -64,7 +64,7 @@ class ConnectionPool:
         cnx = task.result()
         if self._closed:
             self._retire(cnx)
-            cnx._close(AlreadyClosed("the client is closed"))
+            cnx.abort(AlreadyClosed("the client is closed"))
         else:
             self._live[address] = cnx
 

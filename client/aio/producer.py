@@ -432,7 +432,7 @@ class Producer(ConnectionHandler):
             # The broker skipped a message: resend everything on a new connection.
             self._log.warning("receipt out of order", got=sequence_id, expected=op.sequence_id)
             if self.cnx is not None:
-                self.cnx._close(
+                self.cnx.abort(
                     ProtocolError(f"receipt for {sequence_id}, expected {op.sequence_id}")
                 )
             return
@@ -470,7 +470,7 @@ class Producer(ConnectionHandler):
         # Any other error: reconnect and resend, as the official client does (WIRE 5).
         self._log.warning("send error, reconnecting", error=error.error, message=error.message)
         if self.cnx is not None:
-            self.cnx._close(ConnectError(f"SEND_ERROR {error.error}: {error.message}"))
+            self.cnx.abort(ConnectError(f"SEND_ERROR {error.error}: {error.message}"))
 
     def _fail_op(self, op: OpSendMsg, error: PulsarException) -> None:
         self._release(op.weight)
