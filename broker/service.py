@@ -41,6 +41,7 @@ from magnetar.broker.topics.loader import (
     TopicSettings,
     delete_topic_data,
     open_topic,
+    stored_topics,
     topic_exists,
 )
 from magnetar.proto.errors import ServerError
@@ -229,15 +230,24 @@ class BrokerService:
             await loaded.close()
         await delete_topic_data(name, self.factory)
 
+    async def delete_known_topic(self, topic: str) -> None:
+        """The admin DELETE: TopicNotFound unless the topic is loaded or stored."""
+        name = parse_topic(topic)
+        if str(name) not in self.topics and not await topic_exists(name, self.factory):
+            raise TopicNotFoundError(f"topic {name} does not exist")
+        await self.delete_topic(str(name))
+
     async def namespace_topics(self, tenant: str, namespace: str) -> list[str]:
-        """Every topic the broker knows in a namespace: loaded ones and
-        partitioned topics (as their base names)."""
+        """Every topic the broker knows in a namespace: loaded ones, stored
+        persistent ones not loaded yet, and partitioned topics (as their base
+        names)."""
         await self.resources.get_policies(tenant, namespace)
         found = {
             t.name
             for t in self.topics.values()
             if (t.topic_name.tenant, t.topic_name.namespace) == (tenant, namespace)
         }
+        found.update(await stored_topics(tenant, namespace, self.factory))
         for domain in ("persistent", "non-persistent"):
             found.update(await self.resources.partitioned_topics(tenant, namespace, domain))
         return sorted(found)

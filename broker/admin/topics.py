@@ -40,6 +40,10 @@ def routes(service: BrokerService) -> list[web.RouteDef]:
         await service.delete_partitioned_topic(str(topic_from_path(request)))
         return no_content()
 
+    async def delete_topic(request: web.Request) -> web.Response:
+        await service.delete_known_topic(str(topic_from_path(request)))
+        return no_content()
+
     async def list_topics(request: web.Request) -> web.Response:
         info = request.match_info
         domain = info["domain"]
@@ -76,6 +80,7 @@ def routes(service: BrokerService) -> list[web.RouteDef]:
         web.put(f"/admin/v2/{path}/partitions", create_partitioned),
         web.post(f"/admin/v2/{path}/partitions", update_partitions),
         web.delete(f"/admin/v2/{path}/partitions", delete_partitioned),
+        web.delete(f"/admin/v2/{path}", delete_topic),
         web.get(ns, list_topics),
         web.get(f"{ns}/partitioned", list_partitioned),
         web.get(f"/lookup/v2/topic/{path}", lookup),

@@ -587,6 +587,11 @@ class ManagedLedgerFactory(ABC):
     async def exists(self, name: str) -> bool: ...
 
     @abstractmethod
+    async def names(self, prefix: str = "") -> list[str]:
+        """The names of the stored ledgers (open or not) that start with
+        `prefix`, sorted: how a broker finds topics it has not loaded."""
+
+    @abstractmethod
     async def close(self) -> None:
         """Close every open ledger; idempotent."""
 

@@ -11,6 +11,7 @@ import asyncio
 import fcntl
 import os
 from concurrent.futures import ThreadPoolExecutor
+from urllib.parse import unquote
 
 import structlog
 
@@ -27,6 +28,7 @@ from magnetar.broker.storage.api import (
 )
 from magnetar.broker.storage.cache import EntryCacheManager
 from magnetar.broker.storage.ledger import (
+    ML_ROOT,
     LedgerContext,
     ManagedLedgerImpl,
     _remove_tree,
@@ -165,6 +167,12 @@ class FileManagedLedgerFactory(ManagedLedgerFactory):
         self._check_open()
         _validate_name(name)
         return await self.store.exists(ledger_meta_path(name))
+
+    async def names(self, prefix: str = "") -> list[str]:
+        self._check_open()
+        # One metadata node per ledger, its name quoted whole (ledger_meta_path).
+        stored = [unquote(child) for child in await self.store.get_children(ML_ROOT)]
+        return sorted(name for name in stored if name.startswith(prefix))
 
     @property
     def write_error(self) -> str | None:

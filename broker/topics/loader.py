@@ -30,6 +30,15 @@ async def topic_exists(name: TopicName, factory: ManagedLedgerFactory) -> bool:
     return await factory.exists(ledger_name(name))
 
 
+async def stored_topics(tenant: str, namespace: str, factory: ManagedLedgerFactory) -> list[str]:
+    """The persistent topics of a namespace that have stored state, loaded or not."""
+    prefix = f"{tenant}/{namespace}/persistent/"
+    return [
+        f"persistent://{tenant}/{namespace}/{name[len(prefix) :]}"
+        for name in await factory.names(prefix)
+    ]
+
+
 async def delete_topic_data(name: TopicName, factory: ManagedLedgerFactory) -> None:
     """Delete a (closed) topic's stored entries and cursors, if it has any."""
     if name.persistent and await factory.exists(ledger_name(name)):

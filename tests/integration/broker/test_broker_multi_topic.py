@@ -146,3 +146,54 @@ def test_new_topic_changes_the_listed_hash(broker: BrokerThread) -> None:
         second = ask(first.topics_hash)
         assert second.changed and second.topics_hash != first.topics_hash
         assert len(second.topics) == 2
+
+
+def test_regex_consumer_discovers_a_topic_created_later(broker: BrokerThread) -> None:
+    """A regex consumer of the official client picks up a topic created after it
+    subscribed. The Python wrapper ignores `pattern_auto_discovery_period` (60 s
+    fixed), so the consumer is made through its C++ core's configuration with a
+    1 s period: the same code path, a shorter poll."""
+    import _pulsar
+
+    tag = uuid.uuid4().hex[:6]
+    first = f"persistent://public/default/late-{tag}-1"
+    later = f"persistent://public/default/late-{tag}-2"
+    with official_client(broker.url) as client:
+        client.create_producer(first).send(b"early")
+        conf = _pulsar.ConsumerConfiguration()
+        conf.consumer_type(_pulsar.ConsumerType.Shared)
+        conf.pattern_auto_discovery_period(1)
+        conf.subscription_initial_position(_pulsar.InitialPosition.Earliest)
+        consumer = client._client.subscribe_pattern(f"public/default/late-{tag}-.*", "sub", conf)
+        got = consumer.receive(10000)
+        assert (got.topic_name(), got.data()) == (first, b"early")
+        consumer.acknowledge(got)
+        client.create_producer(later).send(b"late")
+        got = consumer.receive(10000)  # within a discovery period or two
+        assert (got.topic_name(), got.data()) == (later, b"late")
+        consumer.acknowledge(got)
+        consumer.close()
+
+
+def test_stored_topics_are_listed_after_a_restart(broker: BrokerThread) -> None:
+    """A topic created before a restart is listed (binary protocol and admin
+    REST) although nothing has loaded it since; a deleted one is not."""
+    tag = uuid.uuid4().hex[:6]
+    kept = f"persistent://public/default/stored-{tag}-kept"
+    gone = f"persistent://public/default/stored-{tag}-gone"
+    with official_client(broker.url) as client:
+        client.create_producer(kept).send(b"x")
+        client.create_producer(gone).send(b"x")
+    gone_url = f"{broker.http_url}/admin/v2/{gone.replace('://', '/')}"
+    assert http_call("DELETE", gone_url)[0] == 204
+    status, body = http_call("DELETE", gone_url)
+    assert status == 404 and "does not exist" in body["reason"]
+    broker.restart()
+    with RawClient.for_broker(broker) as raw:
+        raw.connect()
+        raw.send(Mode(request_id=raw.request_id(), namespace="public/default"))
+        listed = raw.expect(T.GET_TOPICS_OF_NAMESPACE_RESPONSE).command
+    topics = list(listed.getTopicsOfNamespaceResponse.topics)
+    assert kept in topics and gone not in topics
+    status, body = http_call("GET", f"{broker.http_url}/admin/v2/namespaces/public/default/topics")
+    assert status == 200 and kept in body and gone not in body

@@ -49,6 +49,10 @@ def _usable(topic: TopicName, subscription: str) -> None:
                 await ledger.close()
                 reopened = await factory.open(ledger_name(topic))
                 assert reopened.get_cursor(subscription) is not None
+                # Listed by its name, whatever characters it has (the broker
+                # finds unloaded topics this way).
+                namespace = f"{topic.tenant}/{topic.namespace}/"
+                assert await factory.names(namespace) == [ledger_name(topic)]
             finally:
                 await factory.close()
 
