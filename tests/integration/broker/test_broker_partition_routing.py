@@ -122,3 +122,23 @@ def test_named_listeners_on_lookup(broker_factory: BrokerFactory) -> None:
         pytest.raises(pulsar.PulsarException),
     ):
         client.create_producer(topic)
+
+
+def test_reader_on_a_partitioned_topic(broker: BrokerThread) -> None:
+    """A reader of the official client over every partition, from earliest:
+    each message once, then nothing more available."""
+    topic = f"persistent://public/default/read-parts-{uuid.uuid4().hex[:8]}"
+    url = f"{broker.http_url}/admin/v2/{topic.replace('://', '/')}/partitions"
+    assert http_call("PUT", url, 3)[0] == 204
+    with official_client(broker.url) as client:
+        producer = client.create_producer(topic, batching_enabled=False)
+        for i in range(30):
+            producer.send(f"m-{i}".encode())
+        reader = client.create_reader(topic, pulsar.MessageId.earliest)
+        got = []
+        while reader.has_message_available():
+            msg = reader.read_next(timeout_millis=5000)
+            assert msg.message_id().partition() == _partition_of(msg.topic_name())
+            got.append(msg.data())
+        assert sorted(got) == sorted(f"m-{i}".encode() for i in range(30))
+        reader.close()
