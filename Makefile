@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 # setuptools' editable import hook).
 TYPECHECK := build/typecheck
 
-.PHONY: run test lint proto proto-check bench clean venv conformance
+.PHONY: run test lint proto proto-check bench clean venv conformance fuzz
 
 venv: $(STAMP)
 
@@ -46,6 +46,14 @@ conformance: $(STAMP)
 	@test -n "$(SUITE)" || { echo "usage: make conformance SUITE=<apache/pulsar-client-python tests folder> [CONFORMANCE_ARGS=...]"; exit 2; }
 	$(BIN)/pip install --quiet requests fastavro
 	$(BIN)/python -m tests.conformance.run $(SUITE) $(CONFORMANCE_ARGS)
+
+# Coverage-guided fuzzing of the codec and the command handlers (atheris);
+# not part of `make test`. The corpus grows in build/fuzz-corpus.
+FUZZ_SECONDS ?= 60
+fuzz: $(STAMP)
+	$(BIN)/pip install --quiet atheris
+	mkdir -p build/fuzz-corpus
+	$(BIN)/python -m tests.fuzz.fuzz_broker -max_total_time=$(FUZZ_SECONDS) -artifact_prefix=build/ build/fuzz-corpus
 
 clean:
 	rm -rf build .mypy_cache .pytest_cache .ruff_cache
