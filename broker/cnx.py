@@ -24,6 +24,7 @@ from magnetar.broker.cnx_consumers import ConsumerCommands
 from magnetar.broker.cnx_producers import ProducerCommands
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.errors import BrokerServiceError, TopicNotFoundError
+from magnetar.broker.limits import ConnectionLimiter
 from magnetar.broker.metrics import BrokerMetrics
 from magnetar.broker.resources import ResourceNotFound
 from magnetar.broker.service import BrokerService
@@ -55,8 +56,11 @@ class ServerCnx(asyncio.Protocol):
         config: BrokerConfig,
         metrics: BrokerMetrics,
         on_closed: Callable[[ServerCnx], None] | None = None,
+        limiter: ConnectionLimiter | None = None,
     ) -> None:
         self._service = service
+        self._limiter = limiter
+        self._peer_ip: str | None = None  # holds a limiter slot while set
         self.config = config
         self.metrics = metrics
         self._on_closed = on_closed
@@ -177,11 +181,28 @@ class ServerCnx(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         self._address = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         self._log = log.bind(remote=self._address)
+        if self._limiter is not None:
+            ip = str(peer[0]) if isinstance(peer, tuple) else str(peer)
+            refusal = self._limiter.admit(ip)
+            if refusal is not None:
+                self._refuse(transport, refusal)
+                return
+            self._peer_ip = ip
         hwm = self.config.connection_write_high_water_mark
         transport.set_write_buffer_limits(high=hwm, low=hwm // 4)
         self.metrics.connections.inc()
         self.metrics.connections_opened.inc()
         self._schedule_keepalive()
+
+    def _refuse(self, transport: asyncio.Transport, reason: str) -> None:
+        """Over a connection limit: say why, close, and hold nothing."""
+        self._log.warning("connection refused", reason=reason)
+        self.metrics.connection_errors.labels(reason="connection limit").inc()
+        transport.write(commands.error(0, ServerError.NotAllowedError, reason))
+        self._closed = True
+        transport.close()
+        if self._on_closed is not None:
+            self._on_closed(self)
 
     def data_received(self, data: bytes) -> None:
         if self._closed:
@@ -260,6 +281,9 @@ class ServerCnx(asyncio.Protocol):
         self.producer_commands.detach_all()
         self.consumer_commands.detach_all()
         self.metrics.connections.dec()
+        if self._limiter is not None and self._peer_ip is not None:
+            self._limiter.release(self._peer_ip)
+            self._peer_ip = None
         if self._on_closed is not None:
             self._on_closed(self)
 

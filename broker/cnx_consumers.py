@@ -14,6 +14,7 @@ from magnetar.broker import commands
 from magnetar.broker.cnx_context import CommandContext
 from magnetar.broker.consumer import Consumer, KeySharedPolicy, SubType, sub_type_name
 from magnetar.broker.errors import BrokerServiceError, ConsumerBusyError
+from magnetar.broker.limits import check_consumer_limits
 from magnetar.broker.service import check_name, parse_topic
 from magnetar.broker.storage.api import (
     EARLIEST,
@@ -95,6 +96,13 @@ class ConsumerCommands:
             start_inclusive=True,
             epoch=cmd.consumer_epoch if cmd.HasField("consumer_epoch") else None,
             key_shared=key_shared,
+        )
+        config = self.cnx.service.config
+        check_consumer_limits(
+            topic,
+            cmd.subscription,
+            config.max_consumers_per_topic,
+            config.max_subscriptions_per_topic,
         )
         consumer, subscription = await topic.subscribe(self.cnx, options)
         if self.cnx.is_closed:

@@ -16,6 +16,7 @@ from magnetar.broker import commands
 from magnetar.broker.cnx_context import CommandContext
 from magnetar.broker.errors import ProducerIdInUse
 from magnetar.broker.keywindow import idempotency_key
+from magnetar.broker.limits import check_producer_limit
 from magnetar.broker.producer import AccessMode, Producer
 from magnetar.broker.service import check_name, parse_topic
 from magnetar.broker.topics.base import Topic
@@ -67,6 +68,7 @@ class ProducerCommands:
                 await topic.wait_for_exclusive_access(
                     partial(self._producer_queued, cmd.request_id, name, topic.name)
                 )
+            check_producer_limit(topic, cnx.service.config.max_producers_per_topic)
             producer = topic.add_producer(
                 cnx,
                 pid,

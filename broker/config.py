@@ -69,6 +69,14 @@ class BrokerConfig:
     connection_write_high_water_mark: int = 1024 * 1024
     sync_policy: SyncPolicy = "fsync"
     shutdown_timeout_seconds: float = 10.0
+    # Limits (0: none), as Pulsar's maxConnections / maxConnectionsPerIp /
+    # maxProducersPerTopic / maxConsumersPerTopic / maxSubscriptionsPerTopic;
+    # exceeding one is an error to that client only.
+    max_connections: int = 0
+    max_connections_per_ip: int = 0
+    max_producers_per_topic: int = 0
+    max_consumers_per_topic: int = 0
+    max_subscriptions_per_topic: int = 0
 
     @property
     def advertised_host(self) -> str:
@@ -94,6 +102,8 @@ class BrokerConfig:
 
 
 _FIELDS = {f.name: f for f in fields(BrokerConfig)}
+_LIMITS = [name for name in _FIELDS if name.startswith("max_") and name.endswith(("_ip", "_topic"))]
+_LIMITS.append("max_connections")
 _LITERALS: dict[str, tuple[str, ...]] = {
     "log_format": get_args(LogFormat),
     "log_level": get_args(LogLevel),
@@ -194,6 +204,8 @@ def _validated(config: BrokerConfig) -> BrokerConfig:
         "must be > 0",
     )
     need(bool(config.cluster_name.strip()), "cluster_name", "must not be empty")
+    for key in _LIMITS:
+        need(getattr(config, key) >= 0, key, "must be >= 0 (0: no limit)")
     config.listeners()  # raises ConfigError naming the bad entry
     return config
 

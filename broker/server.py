@@ -25,6 +25,7 @@ from aiohttp import web
 from magnetar.broker import admin
 from magnetar.broker.cnx import ServerCnx
 from magnetar.broker.config import BrokerConfig
+from magnetar.broker.limits import ConnectionLimiter
 from magnetar.broker.metrics import BrokerMetrics
 from magnetar.broker.service import BrokerService
 from magnetar.broker.storage.api import ManagedLedgerFactory, MetadataStore
@@ -50,6 +51,11 @@ class BrokerServer:
         self._listener: asyncio.Server | None = None
         self._http_runner: web.AppRunner | None = None
         self._connections: set[ServerCnx] = set()
+        self._limiter = (
+            ConnectionLimiter(config.max_connections, config.max_connections_per_ip)
+            if config.max_connections or config.max_connections_per_ip
+            else None
+        )
         self._started: asyncio.Event | None = None
         self._stop_requested: asyncio.Event | None = None
         self._signals_seen = 0
@@ -146,7 +152,11 @@ class BrokerServer:
     def _new_connection(self) -> ServerCnx:
         assert self.service is not None
         cnx = ServerCnx(
-            self.service, self.config, self.metrics, on_closed=self._connections.discard
+            self.service,
+            self.config,
+            self.metrics,
+            on_closed=self._connections.discard,
+            limiter=self._limiter,
         )
         self._connections.add(cnx)
         return cnx

@@ -1,0 +1,61 @@
+"""Limits on what one client may take: connections in total and per address,
+producers, consumers and subscriptions per topic (0 means no limit). A client
+over a limit gets a clear error; everyone else is unaffected."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from magnetar.broker.errors import BrokerServiceError, ConsumerBusyError, ProducerBusyError
+from magnetar.broker.topics.base import Topic
+from magnetar.proto.errors import ServerError
+
+
+class ConnectionLimiter:
+    """Counts open connections by peer address (Pulsar's maxConnections and
+    maxConnectionsPerIp)."""
+
+    def __init__(self, max_total: int, max_per_ip: int) -> None:
+        self.max_total = max_total
+        self.max_per_ip = max_per_ip
+        self._total = 0
+        self._by_ip: Counter[str] = Counter()
+
+    def admit(self, ip: str) -> str | None:
+        """Take a slot for `ip`, or say why not (the caller refuses the connection)."""
+        if self.max_total and self._total >= self.max_total:
+            return f"the broker has reached its limit of {self.max_total} connections"
+        if self.max_per_ip and self._by_ip[ip] >= self.max_per_ip:
+            return f"{ip} has reached the limit of {self.max_per_ip} connections per address"
+        self._total += 1
+        self._by_ip[ip] += 1
+        return None
+
+    def release(self, ip: str) -> None:
+        self._total -= 1
+        self._by_ip[ip] -= 1
+        if self._by_ip[ip] <= 0:
+            del self._by_ip[ip]
+
+
+def check_producer_limit(topic: Topic, limit: int) -> None:
+    if limit and len(topic.producers) >= limit:
+        raise ProducerBusyError(f"topic {topic.name} has reached its limit of {limit} producers")
+
+
+def check_consumer_limits(
+    topic: Topic, subscription: str, max_consumers: int, max_subscriptions: int
+) -> None:
+    """Before a SUBSCRIBE: the topic's consumer count, and its subscription
+    count when the subscription would be new."""
+    subscriptions = topic.subscriptions
+    if max_consumers and sum(len(s.consumers) for s in subscriptions.values()) >= max_consumers:
+        raise ConsumerBusyError(
+            f"topic {topic.name} has reached its limit of {max_consumers} consumers"
+        )
+    new = subscription not in subscriptions
+    if max_subscriptions and new and len(subscriptions) >= max_subscriptions:
+        raise BrokerServiceError(
+            ServerError.NotAllowedError,
+            f"topic {topic.name} has reached its limit of {max_subscriptions} subscriptions",
+        )

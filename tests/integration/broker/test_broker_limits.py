@@ -1,0 +1,84 @@
+"""Limits (issue 15): connections in total and per address, producers,
+consumers and subscriptions per topic. The client over a limit gets a clear
+error; the others keep working, and a freed slot is usable again."""
+
+from __future__ import annotations
+
+import uuid
+
+import pulsar
+import pytest
+
+from magnetar.proto import pulsar_api_pb2 as pb
+from tests.integration.broker.harness import BrokerFactory, RawClient
+from tests.support.official import official_client
+
+T = pb.BaseCommand
+
+
+def _topic() -> str:
+    return f"persistent://public/default/limits-{uuid.uuid4().hex[:8]}"
+
+
+def test_connections_per_address(broker_factory: BrokerFactory) -> None:
+    """The third connection from one address is refused with an ERROR that
+    says why, then closed; the two open ones still work; closing one frees
+    its slot."""
+    broker = broker_factory(max_connections_per_ip=2)
+    first, second = RawClient.for_broker(broker), RawClient.for_broker(broker)
+    first.connect()
+    second.connect()
+    with RawClient.for_broker(broker) as third:
+        frames = third.wait_closed()
+        errors = [f.command.error for f in frames if f.type == T.ERROR]
+        assert errors and errors[0].error == pb.ServerError.NotAllowedError
+        assert "limit of 2 connections per address" in errors[0].message
+    first.send(pb.CommandPing())
+    first.expect(T.PONG)
+    second.close()
+    with RawClient.for_broker(broker) as again:
+        again.connect()
+    first.close()
+
+
+def test_connections_in_total(broker_factory: BrokerFactory) -> None:
+    broker = broker_factory(max_connections=1)
+    with RawClient.for_broker(broker) as only:
+        only.connect()
+        with RawClient.for_broker(broker) as refused:
+            errors = [f.command.error for f in refused.wait_closed() if f.type == T.ERROR]
+            assert "limit of 1 connections" in errors[0].message
+        only.send(pb.CommandPing())
+        only.expect(T.PONG)
+
+
+def test_producers_per_topic(broker_factory: BrokerFactory) -> None:
+    broker = broker_factory(max_producers_per_topic=2)
+    topic = _topic()
+    with official_client(broker.url) as client:
+        kept = [client.create_producer(topic), client.create_producer(topic)]
+        with pytest.raises(pulsar.ProducerBusy):
+            client.create_producer(topic)
+        client.create_producer(_topic()).send(b"another topic is not limited")
+        kept[0].close()
+        client.create_producer(topic).send(b"a freed slot is usable")
+        kept[1].send(b"the others are unaffected")
+
+
+def test_consumers_and_subscriptions_per_topic(broker_factory: BrokerFactory) -> None:
+    broker = broker_factory(max_consumers_per_topic=2, max_subscriptions_per_topic=2)
+    topic = _topic()
+    shared = pulsar.ConsumerType.Shared
+    with official_client(broker.url) as client:
+        a = client.subscribe(topic, "a", consumer_type=shared)
+        b = client.subscribe(topic, "b", consumer_type=shared)
+        with pytest.raises(pulsar.ConsumerBusy):
+            client.subscribe(topic, "a", consumer_type=shared)  # a third consumer
+        b.close()
+        # Subscription "b" still exists (durable): a third subscription is refused.
+        with pytest.raises(pulsar.PulsarException, match="NotAllowed"):
+            client.subscribe(topic, "c", consumer_type=shared)
+        again = client.subscribe(topic, "b", consumer_type=shared)
+        client.create_producer(topic).send(b"x")
+        assert a.receive(timeout_millis=5000).data() == b"x"
+        assert again.receive(timeout_millis=5000).data() == b"x"
