@@ -76,6 +76,7 @@ class ServerCnx(asyncio.Protocol):
         self.consumer_commands = ConsumerCommands(self)
         self._tasks: set[asyncio.Task[None]] = set()
         self._in_flight_publishes = 0
+        self._in_flight_bytes = 0
         self._reading_paused = False
         self._writable = True
         self._received_since_tick = False
@@ -140,22 +141,27 @@ class ServerCnx(asyncio.Protocol):
         if self._transport is not None and not self._closed:
             self._transport.write(frame)
 
-    def publish_started(self) -> None:
+    def publish_started(self, size: int) -> None:
         self._in_flight_publishes += 1
-        if (
-            not self._reading_paused
-            and self._in_flight_publishes >= self.config.max_pending_publish_per_connection
+        self._in_flight_bytes += size
+        config = self.config
+        if not self._reading_paused and (
+            self._in_flight_publishes >= config.max_pending_publish_per_connection
+            or self._in_flight_bytes >= config.max_pending_publish_bytes_per_connection
         ):
             self._reading_paused = True
             self.metrics.read_pauses.inc()
             assert self._transport is not None
             self._transport.pause_reading()
 
-    def publish_completed(self) -> None:
+    def publish_completed(self, size: int) -> None:
         self._in_flight_publishes -= 1
+        self._in_flight_bytes -= size
+        config = self.config
         if (
             self._reading_paused
-            and self._in_flight_publishes <= self.config.max_pending_publish_per_connection // 2
+            and self._in_flight_publishes <= config.max_pending_publish_per_connection // 2
+            and self._in_flight_bytes <= config.max_pending_publish_bytes_per_connection // 2
         ):
             self._reading_paused = False
             if self._transport is not None and not self._closed:

@@ -34,6 +34,7 @@ class CommandContext(ClientConnection, Protocol):
         ERROR frame for `request_id`."""
         ...
 
-    def publish_started(self) -> None:
-        """One more publish awaits its receipt (reading pauses above the limit)."""
+    def publish_started(self, size: int) -> None:
+        """One more publish of `size` bytes awaits its receipt (reading pauses
+        above the count or byte limit)."""
         ...

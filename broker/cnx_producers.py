@@ -98,7 +98,8 @@ class ProducerCommands:
             raise ProtocolError(f"SEND for producer {send.producer_id}, which is not open")
         if payload is None:
             raise ProtocolError("SEND without a payload")
-        self.cnx.publish_started()
+        size = len(payload.data)
+        self.cnx.publish_started(size)
         producer = attached.producer
         try:
             # Parsed once here: a consumer's client cannot skip an entry whose
@@ -114,7 +115,10 @@ class ProducerCommands:
             # ChecksumError is the one SEND_ERROR the official client fails
             # the message for instead of reconnecting and resending it (WIRE 5).
             producer.reject(
-                send.sequence_id, ServerError.ChecksumError, f"invalid message metadata: {exc}"
+                send.sequence_id,
+                ServerError.ChecksumError,
+                f"invalid message metadata: {exc}",
+                size,
             )
             return
         chunks = metadata.num_chunks_from_msg

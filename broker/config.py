@@ -43,6 +43,8 @@ class BrokerConfig:
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
     # Publishes awaiting their receipt on one connection before it stops reading.
     max_pending_publish_per_connection: int = 1000
+    # ... and above this many bytes of them (a few large messages are enough).
+    max_pending_publish_bytes_per_connection: int = 64 * 1024 * 1024
     keepalive_interval_seconds: float = 30.0
     allow_auto_topic_creation: bool = True
     # What automatic creation makes (Pulsar's allowAutoTopicCreationType).
@@ -178,6 +180,11 @@ def _validated(config: BrokerConfig) -> BrokerConfig:
     need(
         config.max_pending_publish_per_connection >= 1,
         "max_pending_publish_per_connection",
+        "must be at least 1",
+    )
+    need(
+        config.max_pending_publish_bytes_per_connection >= 1,
+        "max_pending_publish_bytes_per_connection",
         "must be at least 1",
     )
     need(config.keepalive_interval_seconds > 0, "keepalive_interval_seconds", "must be > 0")

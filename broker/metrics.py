@@ -31,7 +31,7 @@ class BrokerMetrics:
         )
         self.read_pauses = Counter(
             "magnetar_connection_read_pauses",
-            "Times a connection stopped reading: too many publishes awaiting receipts",
+            "Times a connection stopped reading: too many publishes (or bytes) awaiting receipts",
             registry=r,
         )
         self.topics = Gauge("pulsar_topics_count", "Loaded topics", registry=r)

@@ -67,16 +67,18 @@ class SendRejected(Exception):
 
 
 class _PendingPublish:
-    __slots__ = ("dedup", "future", "highest_sequence_id", "sequence_id")
+    __slots__ = ("dedup", "future", "highest_sequence_id", "sequence_id", "size")
 
     def __init__(
         self,
         sequence_id: int,
         highest_sequence_id: int,
         future: asyncio.Future[Position],
+        size: int,
         dedup: MessageDeduplication | None = None,
     ) -> None:
         self.sequence_id = sequence_id
+        self.size = size  # what the connection counts as pending until answered
         self.highest_sequence_id = highest_sequence_id
         # Told when the entry is durable (deduplication was on at SEND time).
         self.dedup = dedup
@@ -136,7 +138,9 @@ class Producer:
             if status is DupStatus.DUPLICATE:
                 done: asyncio.Future[Position] = asyncio.get_running_loop().create_future()
                 done.set_result(DUPLICATE)
-                self._pending.append(_PendingPublish(sequence_id, highest_sequence_id, done))
+                self._pending.append(
+                    _PendingPublish(sequence_id, highest_sequence_id, done, len(data))
+                )
                 self._on_append_done(done)
                 return
             if status is DupStatus.UNKNOWN:
@@ -145,6 +149,7 @@ class Producer:
                     ServerError.PersistenceError,
                     f"sequence id {sequence_id} of {self.name!r} is still being persisted; "
                     "resend later",
+                    len(data),
                 )
                 return
         else:
@@ -154,7 +159,7 @@ class Producer:
             future = self._first_copy(window, idempotency_key, data, num_messages)
         else:
             future = self.topic.append(data, num_messages)
-        item = _PendingPublish(sequence_id, highest_sequence_id, future, dedup)
+        item = _PendingPublish(sequence_id, highest_sequence_id, future, len(data), dedup)
         self._pending.append(item)
         future.add_done_callback(self._on_append_done)
 
@@ -175,13 +180,13 @@ class Producer:
             found.add_done_callback(partial(_copy_outcome, answer))
         return answer
 
-    def reject(self, sequence_id: int, code: ServerError, message: str) -> None:
+    def reject(self, sequence_id: int, code: ServerError, message: str, size: int) -> None:
         """Answer a SEND with SEND_ERROR without storing it, after the receipts
         of earlier SENDs (the official client matches errors to the head of
         its pending queue and drops the connection otherwise)."""
         future: asyncio.Future[Position] = asyncio.get_running_loop().create_future()
         future.set_exception(SendRejected(code, message))
-        self._pending.append(_PendingPublish(sequence_id, sequence_id, future))
+        self._pending.append(_PendingPublish(sequence_id, sequence_id, future, size))
         self._on_append_done(future)
 
     def _on_append_done(self, future: asyncio.Future[Position]) -> None:
@@ -193,7 +198,7 @@ class Producer:
         while pending and pending[0].future.done():
             item = pending.popleft()
             frames.append(self._answer(item))
-            self.cnx.publish_completed()
+            self.cnx.publish_completed(item.size)
         if frames and not self.is_closed:
             self.cnx.write_frames(frames)
 
@@ -239,8 +244,8 @@ class Producer:
         if self.is_closed:
             return
         self.is_closed = True
-        for _item in self._pending:
-            self.cnx.publish_completed()
+        for item in self._pending:
+            self.cnx.publish_completed(item.size)
         self._pending.clear()
 
 

@@ -4,6 +4,7 @@ error; the others keep working, and a freed slot is usable again."""
 
 from __future__ import annotations
 
+import urllib.request
 import uuid
 
 import pulsar
@@ -82,3 +83,27 @@ def test_consumers_and_subscriptions_per_topic(broker_factory: BrokerFactory) ->
         client.create_producer(topic).send(b"x")
         assert a.receive(timeout_millis=5000).data() == b"x"
         assert again.receive(timeout_millis=5000).data() == b"x"
+
+
+def test_pending_publish_bytes_per_connection(broker_factory: BrokerFactory) -> None:
+    """A connection with more unanswered publish bytes than the limit stops
+    being read until receipts drain it; nothing is refused or lost."""
+    broker = broker_factory(max_pending_publish_bytes_per_connection=256 * 1024)
+    topic = _topic()
+    with official_client(broker.url) as client:
+        consumer = client.subscribe(topic, "all")
+        producer = client.create_producer(
+            topic, batching_enabled=False, block_if_queue_full=True, max_pending_messages=100
+        )
+        for i in range(40):
+            producer.send_async(bytes([i]) * (200 * 1024), None)
+        producer.flush()
+        for i in range(40):
+            msg = consumer.receive(timeout_millis=10000)
+            assert msg.data() == bytes([i]) * (200 * 1024)
+            consumer.acknowledge(msg)
+    with urllib.request.urlopen(f"{broker.http_url}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    name = "magnetar_connection_read_pauses_total"
+    pauses = [line for line in text.splitlines() if line.startswith(name)]
+    assert float(pauses[0].split()[-1]) >= 1
