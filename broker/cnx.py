@@ -77,6 +77,7 @@ class ServerCnx(asyncio.Protocol):
         self._tasks: set[asyncio.Task[None]] = set()
         self._in_flight_publishes = 0
         self._in_flight_bytes = 0
+        self._throttle: asyncio.TimerHandle | None = None  # publish rate pause
         self._reading_paused = False
         self._writable = True
         self._received_since_tick = False
@@ -154,6 +155,21 @@ class ServerCnx(asyncio.Protocol):
             assert self._transport is not None
             self._transport.pause_reading()
 
+    def throttle_reading(self, seconds: float) -> None:
+        if self._throttle is not None or self._closed or self._transport is None:
+            return
+        self.metrics.publish_throttles.inc()
+        self._transport.pause_reading()
+        self._throttle = asyncio.get_running_loop().call_later(seconds, self._end_throttle)
+
+    def _end_throttle(self) -> None:
+        self._throttle = None
+        if self._closed:
+            return
+        self.data_received(b"")  # what arrived meanwhile, in order
+        if self._throttle is None and not self._reading_paused and self._transport is not None:
+            self._transport.resume_reading()
+
     def publish_completed(self, size: int) -> None:
         self._in_flight_publishes -= 1
         self._in_flight_bytes -= size
@@ -164,7 +180,7 @@ class ServerCnx(asyncio.Protocol):
             and self._in_flight_bytes <= config.max_pending_publish_bytes_per_connection // 2
         ):
             self._reading_paused = False
-            if self._transport is not None and not self._closed:
+            if self._transport is not None and not self._closed and self._throttle is None:
                 self._transport.resume_reading()
 
     def producer_closed_by_broker(self, producer_id: int) -> None:
@@ -257,6 +273,11 @@ class ServerCnx(asyncio.Protocol):
                 return
             if self._closed:
                 return
+            if self._throttle is not None:
+                # Over a publish rate: the rest waits in the decoder until
+                # the pause ends (pause_reading alone would not stop frames
+                # already received).
+                return
 
     def pause_writing(self) -> None:
         self._writable = False
@@ -284,6 +305,9 @@ class ServerCnx(asyncio.Protocol):
         if self._keepalive is not None:
             self._keepalive.cancel()
             self._keepalive = None
+        if self._throttle is not None:
+            self._throttle.cancel()
+            self._throttle = None
         self.producer_commands.detach_all()
         self.consumer_commands.detach_all()
         self.metrics.connections.dec()

@@ -34,6 +34,10 @@ class CommandContext(ClientConnection, Protocol):
         ERROR frame for `request_id`."""
         ...
 
+    def throttle_reading(self, seconds: float) -> None:
+        """Stop reading this connection for `seconds` (a publish rate limit)."""
+        ...
+
     def publish_started(self, size: int) -> None:
         """One more publish of `size` bytes awaits its receipt (reading pauses
         above the count or byte limit)."""

@@ -121,6 +121,11 @@ class ProducerCommands:
                 size,
             )
             return
+        limiter = attached.topic.publish_rate
+        if limiter is not None:
+            pause = limiter.consume(send.num_messages or 1, size)
+            if pause:
+                self.cnx.throttle_reading(pause)
         chunks = metadata.num_chunks_from_msg
         window = producer.topic.key_window
         producer.publish(

@@ -29,6 +29,11 @@ class BrokerMetrics:
             ["reason"],
             registry=r,
         )
+        self.publish_throttles = Counter(
+            "magnetar_publish_rate_throttled",
+            "Times a connection stopped reading for a topic's publishRate policy",
+            registry=r,
+        )
         self.read_pauses = Counter(
             "magnetar_connection_read_pauses",
             "Times a connection stopped reading: too many publishes (or bytes) awaiting receipts",

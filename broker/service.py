@@ -27,6 +27,8 @@ from magnetar.broker.errors import (
 from magnetar.broker.keywindow import POLICY_KEY as KEY_WINDOW_POLICY
 from magnetar.broker.keywindow import KeyWindowPolicy
 from magnetar.broker.metrics import BrokerMetrics
+from magnetar.broker.publish_rate import POLICY_KEY as PUBLISH_RATE_POLICY
+from magnetar.broker.publish_rate import PublishRate
 from magnetar.broker.resources import (
     InvalidResource,
     PulsarResources,
@@ -340,10 +342,22 @@ class BrokerService:
             body = policies.get(KEY_WINDOW_POLICY)
         return None if body is None else KeyWindowPolicy.from_json(body)
 
+    async def publish_rate_policy(self, name: TopicName) -> PublishRate | None:
+        """The publishRate policy in force: the topic's, else the namespace's."""
+        body = (await self.resources.get_topic_policies(name)).get(PUBLISH_RATE_POLICY)
+        if body is None:
+            try:
+                policies = await self.resources.get_policies(name.tenant, name.namespace)
+            except ResourceNotFound:
+                policies = {}
+            body = policies.get(PUBLISH_RATE_POLICY)
+        return None if body is None else PublishRate.from_json(body)
+
     async def _apply_policies(self, topic: Topic) -> None:
         name = topic.topic_name
         await topic.set_deduplication(await self.deduplication_enabled(name))
         await topic.set_key_window(await self.key_window_policy(name))
+        topic.set_publish_rate(await self.publish_rate_policy(name))
 
     async def refresh_policies(self, tenant: str, namespace: str) -> None:
         """Apply changed policies to the loaded topics of a namespace: producers

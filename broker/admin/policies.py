@@ -1,8 +1,11 @@
 """Admin v2 policies, per namespace and per topic (topic wins over namespace
-over broker): deduplication, and key-window deduplication (Magnetar's)."""
+over broker): deduplication, publish rate, and key-window deduplication
+(Magnetar's). Each is GET / POST (set) / DELETE (inherit again) at both
+levels; a change applies to the loaded topics at once."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
@@ -10,9 +13,13 @@ from aiohttp import web
 from magnetar.broker.admin.base import HttpError, json_body, no_content, topic_from_path
 from magnetar.broker.keywindow import POLICY_KEY as KEY_WINDOW_POLICY
 from magnetar.broker.keywindow import InvalidPolicy, KeyWindowPolicy
+from magnetar.broker.publish_rate import POLICY_KEY as PUBLISH_RATE_POLICY
+from magnetar.broker.publish_rate import InvalidRate, PublishRate
 from magnetar.broker.service import BrokerService
 
 DEDUP_KEY = "deduplicationEnabled"
+
+Parse = Callable[[object], Any]
 
 
 def _flag(body: object) -> bool:
@@ -29,73 +36,58 @@ def _window(body: object) -> dict[str, Any]:
         raise HttpError(400, str(exc)) from exc
 
 
-def routes(service: BrokerService) -> list[web.RouteDef]:
+def _publish_rate(body: object) -> dict[str, Any]:
+    try:
+        return PublishRate.from_json(body).to_json()
+    except InvalidRate as exc:
+        raise HttpError(400, str(exc)) from exc
+
+
+def _policy_routes(
+    service: BrokerService, key: str, ns_path: str, topic_path: str, parse: Parse
+) -> list[web.RouteDef]:
+    """GET / POST / DELETE of one policy under a namespace and under a topic."""
     resources = service.resources
 
-    async def get_ns_dedup(request: web.Request) -> web.Response:
+    async def get_ns(request: web.Request) -> web.Response:
         info = request.match_info
         policies = await resources.get_policies(info["tenant"], info["namespace"])
-        return web.json_response(policies.get(DEDUP_KEY))
+        return web.json_response(policies.get(key))
 
-    async def set_ns_dedup(request: web.Request) -> web.Response:
+    async def set_ns(request: web.Request) -> web.Response:
         info = request.match_info
-        value = _flag(await json_body(request)) if request.method == "POST" else None
-        await resources.set_policy(info["tenant"], info["namespace"], DEDUP_KEY, value)
+        value = parse(await json_body(request)) if request.method == "POST" else None
+        await resources.set_policy(info["tenant"], info["namespace"], key, value)
         await service.refresh_policies(info["tenant"], info["namespace"])
         return no_content()
 
-    async def get_topic_dedup(request: web.Request) -> web.Response:
+    async def get_topic(request: web.Request) -> web.Response:
         topic = topic_from_path(request)
-        return web.json_response((await resources.get_topic_policies(topic)).get(DEDUP_KEY))
+        return web.json_response((await resources.get_topic_policies(topic)).get(key))
 
-    async def set_topic_dedup(request: web.Request) -> web.Response:
+    async def set_topic(request: web.Request) -> web.Response:
         topic = topic_from_path(request)
         await service.check_namespace(topic)
-        value = _flag(await json_body(request)) if request.method == "POST" else None
-        await resources.set_topic_policy(topic, DEDUP_KEY, value)
+        value = parse(await json_body(request)) if request.method == "POST" else None
+        await resources.set_topic_policy(topic, key, value)
         await service.refresh_policies(topic.tenant, topic.namespace)
         return no_content()
 
-    async def get_ns_window(request: web.Request) -> web.Response:
-        info = request.match_info
-        policies = await resources.get_policies(info["tenant"], info["namespace"])
-        return web.json_response(policies.get(KEY_WINDOW_POLICY))
-
-    async def set_ns_window(request: web.Request) -> web.Response:
-        info = request.match_info
-        value = _window(await json_body(request)) if request.method == "POST" else None
-        await resources.set_policy(info["tenant"], info["namespace"], KEY_WINDOW_POLICY, value)
-        await service.refresh_policies(info["tenant"], info["namespace"])
-        return no_content()
-
-    async def get_topic_window(request: web.Request) -> web.Response:
-        topic = topic_from_path(request)
-        policies = await resources.get_topic_policies(topic)
-        return web.json_response(policies.get(KEY_WINDOW_POLICY))
-
-    async def set_topic_window(request: web.Request) -> web.Response:
-        topic = topic_from_path(request)
-        await service.check_namespace(topic)
-        value = _window(await json_body(request)) if request.method == "POST" else None
-        await resources.set_topic_policy(topic, KEY_WINDOW_POLICY, value)
-        await service.refresh_policies(topic.tenant, topic.namespace)
-        return no_content()
-
-    ns_window = "/admin/v2/namespaces/{tenant}/{namespace}/dedupKeyWindow"
-    topic_window = "/admin/v2/{domain}/{tenant}/{namespace}/{topic}/dedupKeyWindow"
-    ns = "/admin/v2/namespaces/{tenant}/{namespace}/deduplication"
-    topic = "/admin/v2/{domain}/{tenant}/{namespace}/{topic}/deduplicationEnabled"
+    ns = f"/admin/v2/namespaces/{{tenant}}/{{namespace}}/{ns_path}"
+    topic = f"/admin/v2/{{domain}}/{{tenant}}/{{namespace}}/{{topic}}/{topic_path}"
     return [
-        web.get(ns, get_ns_dedup),
-        web.post(ns, set_ns_dedup),
-        web.delete(ns, set_ns_dedup),
-        web.get(topic, get_topic_dedup),
-        web.post(topic, set_topic_dedup),
-        web.delete(topic, set_topic_dedup),
-        web.get(ns_window, get_ns_window),
-        web.post(ns_window, set_ns_window),
-        web.delete(ns_window, set_ns_window),
-        web.get(topic_window, get_topic_window),
-        web.post(topic_window, set_topic_window),
-        web.delete(topic_window, set_topic_window),
+        web.get(ns, get_ns),
+        web.post(ns, set_ns),
+        web.delete(ns, set_ns),
+        web.get(topic, get_topic),
+        web.post(topic, set_topic),
+        web.delete(topic, set_topic),
+    ]
+
+
+def routes(service: BrokerService) -> list[web.RouteDef]:
+    return [
+        *_policy_routes(service, DEDUP_KEY, "deduplication", "deduplicationEnabled", _flag),
+        *_policy_routes(service, KEY_WINDOW_POLICY, "dedupKeyWindow", "dedupKeyWindow", _window),
+        *_policy_routes(service, PUBLISH_RATE_POLICY, "publishRate", "publishRate", _publish_rate),
     ]

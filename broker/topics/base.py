@@ -18,6 +18,7 @@ from magnetar.broker.dedup import MessageDeduplication
 from magnetar.broker.endpoint import ClientConnection
 from magnetar.broker.keywindow import KeyWindowIndex, KeyWindowPolicy
 from magnetar.broker.producer import Producer
+from magnetar.broker.publish_rate import PublishRate, PublishRateLimiter
 from magnetar.broker.storage.api import InitialPosition, Position
 from magnetar.proto.naming import TopicName
 
@@ -152,6 +153,11 @@ class Topic(Protocol):
     def key_window(self) -> KeyWindowIndex | None: ...
 
     async def set_key_window(self, policy: KeyWindowPolicy | None) -> None: ...
+
+    @property
+    def publish_rate(self) -> PublishRateLimiter | None: ...
+
+    def set_publish_rate(self, rate: PublishRate | None) -> None: ...
 
     def remove_producer(self, producer: Producer) -> None: ...
 

@@ -18,6 +18,7 @@ from magnetar.broker.errors import (
 )
 from magnetar.broker.keywindow import KeyWindowIndex, KeyWindowPolicy
 from magnetar.broker.producer import AccessMode, Producer
+from magnetar.broker.publish_rate import PublishRate, PublishRateLimiter
 from magnetar.broker.storage.api import Position
 
 
@@ -30,6 +31,8 @@ class TopicProducers(ABC):
         self.deduplication: MessageDeduplication | None = None
         # Set while a dedupKeyWindow policy applies (persistent topics only).
         self.key_window: KeyWindowIndex | None = None
+        # Set while a publishRate policy limits the topic.
+        self.publish_rate: PublishRateLimiter | None = None
         # WaitForExclusive producers queued for the topic, in arrival order.
         self._exclusive_waiters: deque[asyncio.Future[None]] = deque()
         self.is_closed = False
@@ -140,6 +143,14 @@ class TopicProducers(ABC):
     @abstractmethod
     async def set_key_window(self, policy: KeyWindowPolicy | None) -> None:
         """Apply (or with None, remove) key-window deduplication."""
+
+    def set_publish_rate(self, rate: PublishRate | None) -> None:
+        """Apply (or with None, remove) a publishRate policy; an unchanged
+        rate keeps its limiter, so the current second's count stands."""
+        if rate is None or rate.unlimited:
+            self.publish_rate = None
+        elif self.publish_rate is None or self.publish_rate.rate != rate:
+            self.publish_rate = PublishRateLimiter(rate)
 
     def close_producers(self, *, notify_clients: bool) -> None:
         """Fail the WaitForExclusive queue and detach every producer."""

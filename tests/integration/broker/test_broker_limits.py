@@ -4,6 +4,7 @@ error; the others keep working, and a freed slot is usable again."""
 
 from __future__ import annotations
 
+import time
 import urllib.request
 import uuid
 
@@ -11,7 +12,7 @@ import pulsar
 import pytest
 
 from magnetar.proto import pulsar_api_pb2 as pb
-from tests.integration.broker.harness import BrokerFactory, RawClient
+from tests.integration.broker.harness import BrokerFactory, BrokerThread, RawClient, http_call
 from tests.support.official import official_client
 
 T = pb.BaseCommand
@@ -107,3 +108,33 @@ def test_pending_publish_bytes_per_connection(broker_factory: BrokerFactory) -> 
     name = "magnetar_connection_read_pauses_total"
     pauses = [line for line in text.splitlines() if line.startswith(name)]
     assert float(pauses[0].split()[-1]) >= 1
+
+
+def test_publish_rate_policy(broker: BrokerThread) -> None:
+    """A namespace publishRate of 100 msg/s slows an official producer down by
+    backpressure (nothing is refused); a topic policy overrides it and DELETE
+    removes it again."""
+    base = f"{broker.http_url}/admin/v2/namespaces/public/default"
+    rate = {"publishThrottlingRateInMsg": 100, "publishThrottlingRateInByte": -1}
+    assert http_call("POST", f"{base}/publishRate", rate) == (204, None)
+    assert http_call("GET", f"{base}/publishRate") == (200, rate)
+    assert http_call("POST", f"{base}/publishRate", {"publishThrottlingRateInMsg": "x"})[0] == 400
+    topic = _topic()
+    try:
+        with official_client(broker.url) as client:
+            producer = client.create_producer(topic, batching_enabled=False)
+            started = time.monotonic()
+            for i in range(250):
+                producer.send_async(b"%d" % i, None)
+            producer.flush()
+            # 250 messages at 100 per second need at least two full seconds.
+            assert time.monotonic() - started >= 1.9
+            topic_url = f"{broker.http_url}/admin/v2/{topic.replace('://', '/')}/publishRate"
+            unlimited = {"publishThrottlingRateInMsg": -1, "publishThrottlingRateInByte": -1}
+            assert http_call("POST", topic_url, unlimited)[0] == 204
+            earliest = pulsar.InitialPosition.Earliest
+            consumer = client.subscribe(topic, "all", initial_position=earliest)
+            assert len({consumer.receive(timeout_millis=5000).data() for _ in range(250)}) == 250
+    finally:
+        assert http_call("DELETE", f"{base}/publishRate")[0] == 204
+    assert http_call("GET", f"{base}/publishRate") == (200, None)
