@@ -7,15 +7,20 @@ entries handed out keep it in `_hash_of` until acked, so a redelivery is
 routed without parsing again.
 
 Ordering, per key hash:
-- Entries are considered in position order. An entry whose owner cannot take
-  it now (no permits, socket full, held by the join rule) is held, and so is
-  every later entry of the same hash in that pass; entries of other keys go
-  on. At most `key_shared_look_ahead` entries are held; reading stops there
-  (Pulsar replays what it could not send; this bounds how far the other keys
-  run ahead of a stuck consumer).
-- Redelivered positions (a consumer left, or asked) are merged back by
-  position, so they go to the key's current owner before anything later of
-  that key; while some are still queued, their keys wait.
+- Entries read wait in one queue per owner, in position order, and a
+  consumer takes from the head of its own queue while it has permits, its
+  socket is writable and the join rule lets it. A consumer that cannot take
+  holds back only its own keys; the others' entries go on. At most
+  `key_shared_look_ahead` entries are held; reading stops there (Pulsar
+  replays what it could not send; this bounds how far the other keys run
+  ahead of a stuck consumer). Only consumers with permits are visited, so a
+  full look-ahead costs nothing per read.
+- When the owners change (a consumer comes or goes) the queues are merged and
+  split again by position, so every key keeps its order.
+- Redelivered positions (a consumer left, or asked) are merged into the
+  queues by position, so they go to the key's current owner before anything
+  later of that key; while some are still waiting to be read, their keys
+  wait.
 - SEM-4.4.4: a consumer that joins while others hold unacked messages is
   marked with the earliest position not yet dispatched (the cursor's read
   position, or an earlier held or queued entry); it gets nothing at or after
@@ -73,8 +78,9 @@ class KeySharedDispatcher(PersistentDispatcher):
         self.look_ahead = max(settings.key_shared_look_ahead, 1)
         self.mode: int = KeySharedMode.AUTO_SPLIT
         self.selector: ConsumerSelector = self._new_selector(self.mode)
-        # Read but not dispatched yet, in position order.
-        self._held: list[KeyedEntry] = []
+        # Read but not dispatched yet, per owner (None: no owner, a sticky
+        # gap), each in position order.
+        self._queues: dict[Consumer | None, deque[KeyedEntry]] = {}
         # Key hash of every entry handed out and not acked yet (and of delayed
         # ones), so a redelivery needs no parse.
         self._hash_of: dict[Position, int] = {}
@@ -87,6 +93,11 @@ class KeySharedDispatcher(PersistentDispatcher):
         if self.consistent_hashing:
             return ConsistentHashingSelector()
         return AutoSplitSelector()
+
+    @property
+    def held(self) -> int:
+        """Entries read and waiting for their key's consumer."""
+        return sum(len(q) for q in self._queues.values())
 
     # ------------------------------------------------------------ consumers
 
@@ -113,6 +124,7 @@ class KeySharedDispatcher(PersistentDispatcher):
                     mark=str(mark),
                 )
         self.consumers.append(consumer)
+        self._regroup()
         self.wake()
 
     def remove_consumer(self, consumer: Consumer) -> None:
@@ -121,6 +133,7 @@ class KeySharedDispatcher(PersistentDispatcher):
         self.consumers.remove(consumer)
         self.selector.remove_consumer(consumer)
         self._joined.pop(consumer, None)
+        self._regroup()
         self._give_back(consumer.take_pending())
         self.wake()  # its keys have new owners, who may take held entries
 
@@ -140,12 +153,27 @@ class KeySharedDispatcher(PersistentDispatcher):
 
     def _first_undispatched(self) -> Position:
         mark = self.cursor.read_position
-        if self._held and self._held[0].position < mark:
-            mark = self._held[0].position
+        for queue in self._queues.values():
+            if queue and queue[0].position < mark:
+                mark = queue[0].position
         first = self.replay.first()
         if first is not None and first < mark:
             mark = first
         return mark
+
+    def _regroup(self, extra: Iterable[KeyedEntry] = ()) -> None:
+        """Split the held entries (and `extra`, sorted) by their owners now."""
+        merged = heapq.merge(*self._queues.values(), extra)
+        queues: dict[Consumer | None, deque[KeyedEntry]] = {}
+        select = self.selector.select
+        for item in merged:
+            owner = select(item.key_hash)
+            queue = queues.get(owner)
+            if queue is None:
+                queues[owner] = deque((item,))
+            else:
+                queue.append(item)
+        self._queues = queues
 
     # ---------------------------------------------------------------- acks
 
@@ -169,18 +197,18 @@ class KeySharedDispatcher(PersistentDispatcher):
     # --------------------------------------------------------- read-ahead
 
     def rewind(self) -> None:
-        self._held.clear()
+        self._queues.clear()
         super().rewind()
 
     def cursor_reset(self) -> None:
-        self._held.clear()
+        self._queues.clear()
         self._hash_of.clear()
         self._joined.clear()
         super().cursor_reset()
 
     async def close(self) -> None:
         await super().close()
-        self._held.clear()
+        self._queues.clear()
         self._hash_of.clear()
 
     # ------------------------------------------------------------ the loop
@@ -217,18 +245,16 @@ class KeySharedDispatcher(PersistentDispatcher):
                     return True
                 replayed = self._keyed(e for e in entries if not is_deleted(e.position))
                 # Back among the held ones by position: per key, oldest first.
-                self._held = list(heapq.merge(self._held, replayed))
+                self._regroup(sorted(replayed))
             progress = True
         fresh: list[KeyedEntry] = []
-        if not self.replay and len(self._held) < self.look_ahead and self.cursor.has_more_entries():
+        if not self.replay and self.held < self.look_ahead and self.cursor.has_more_entries():
             epoch = self._read_epoch
             entries = await self.cursor.read_entries(limit)
             if epoch != self._read_epoch:
                 return True
             fresh = self._keyed(entries, hold_delayed=self.delayed is not None)
             progress = progress or bool(entries)
-        if not self._held and not fresh:
-            return progress
         dispatched = self._dispatch_keyed(fresh)
         return progress or dispatched > 0
 
@@ -258,46 +284,66 @@ class KeySharedDispatcher(PersistentDispatcher):
         return True
 
     def _dispatch_keyed(self, fresh: list[KeyedEntry]) -> int:
-        """One pass over the held entries then `fresh`, in position order:
-        each goes to its key's owner if it can take it; what cannot stays held,
-        and holds every later entry of its key with it."""
-        select = self.selector.select
-        joined = self._joined
-        hash_of = self._hash_of
+        """Queue `fresh` behind the held entries of each key's owner, then let
+        every consumer that can take entries take from the head of its queue."""
+        queues = self._queues
+        if fresh:
+            select = self.selector.select
+            for item in fresh:
+                owner = select(item.key_hash)
+                queue = queues.get(owner)
+                if queue is None:
+                    queues[owner] = deque((item,))
+                else:
+                    queue.append(item)
         blocked: set[int] = set()
         if self.replay:
-            # Queued redeliveries go first: their keys wait for them.
-            blocked.update(hash_of[p] for p in self.replay if p in hash_of)
-        kept: list[KeyedEntry] = []
-        batches: dict[Consumer, list[Entry]] = {}
-        spent: dict[Consumer, int] = {}
-        for source in (self._held, fresh):
-            for item in source:
-                key_hash = item.key_hash
-                if key_hash in blocked:
-                    kept.append(item)
-                    continue
-                consumer = select(key_hash)
-                if (
-                    consumer is None
-                    or consumer.permits - spent.get(consumer, 0) <= 0
-                    or not consumer.is_writable
-                    or (joined and consumer in joined and item.position >= joined[consumer])
-                ):
-                    blocked.add(key_hash)
-                    kept.append(item)
-                    continue
-                entry = item.entry
-                spent[consumer] = spent.get(consumer, 0) + entry.num_messages
-                chosen = batches.get(consumer)
-                if chosen is None:
-                    batches[consumer] = [entry]
-                else:
-                    chosen.append(entry)
-                hash_of[item.position] = key_hash
-        self._held = kept
+            # Redeliveries not read yet go first: their keys wait for them.
+            hash_of = self._hash_of
+            blocked = {hash_of[p] for p in self.replay if p in hash_of}
         dispatched = 0
-        for consumer, chosen in batches.items():
-            self._send(consumer, chosen)
-            dispatched += len(chosen)
+        for consumer in self.consumers:
+            queue = queues.get(consumer)
+            if queue and consumer.permits > 0 and consumer.is_writable:
+                chosen = self._take(consumer, queue, blocked)
+                if chosen:
+                    self._send(consumer, chosen)
+                    dispatched += len(chosen)
         return dispatched
+
+    def _take(self, consumer: Consumer, queue: deque[KeyedEntry], blocked: set[int]) -> list[Entry]:
+        """Entries from the head of `consumer`'s queue while its permits last
+        (SEM-2.2: the next entry goes while they are positive) and before its
+        join mark; keys in `blocked` stay, and so do their later entries."""
+        budget = consumer.permits
+        mark = self._joined.get(consumer) if self._joined else None
+        hash_of = self._hash_of
+        chosen: list[Entry] = []
+        if not blocked:
+            while queue and budget > 0:
+                item = queue[0]
+                if mark is not None and item.position >= mark:
+                    break
+                queue.popleft()
+                entry = item.entry
+                chosen.append(entry)
+                budget -= entry.num_messages
+                hash_of[item.position] = item.key_hash
+            return chosen
+        kept: deque[KeyedEntry] = deque()
+        while queue:
+            item = queue.popleft()
+            if budget <= 0 or (mark is not None and item.position >= mark):
+                kept.append(item)
+                kept.extend(queue)
+                queue.clear()
+                break
+            if item.key_hash in blocked:
+                kept.append(item)
+                continue
+            entry = item.entry
+            chosen.append(entry)
+            budget -= entry.num_messages
+            hash_of[item.position] = item.key_hash
+        queue.extend(kept)
+        return chosen

@@ -270,8 +270,8 @@ def test_leaving_consumer_hands_keys_and_unacked_on_in_order(broker: BrokerThrea
 
 def test_consumer_without_permits_does_not_stall_other_keys(broker: BrokerThread) -> None:
     """SEM-4.4, SEM-2: one consumer has no permits (a queue of one message
-    and nobody receives, so none after its first message); the others still get every message of their keys, and its
-    own keys wait for it, in order."""
+    and nobody receives, so none after its first message); the others still
+    get every message of their keys, and its own keys wait for it, in order."""
     topic = _topic()
     keys = [f"stuck-{i}" for i in range(300)]
     with official_client(broker.url) as client:

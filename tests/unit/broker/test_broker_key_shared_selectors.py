@@ -3,6 +3,8 @@ the worked examples of SEMANTICS 4.4, exactly."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from magnetar.broker.consumer import Consumer, KeySharedMode, KeySharedPolicy, SubType
@@ -153,7 +155,7 @@ def test_sem_4_4_3_gap_has_no_owner() -> None:
     assert selector.select(100) is not None and selector.select(400) is not None
 
 
-def _entry_data(**meta: object) -> bytes:
+def _entry_data(**meta: Any) -> bytes:
     metadata = pb.MessageMetadata(producer_name="p", sequence_id=0, publish_time=1, **meta)
     return Payload.build(metadata, b"x").data
 
