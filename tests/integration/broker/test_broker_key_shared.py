@@ -4,6 +4,7 @@ sticky ranges, key-based batching and a stuck consumer."""
 
 from __future__ import annotations
 
+import bisect
 import random
 import threading
 import uuid
@@ -13,8 +14,9 @@ from typing import Any
 import pulsar
 import pytest
 
-from magnetar.proto.hashes import key_shared_slot
-from tests.integration.broker.harness import BrokerThread
+from magnetar.broker.dispatchers.selectors import ring_points
+from magnetar.proto.hashes import key_shared_slot, murmur3_32
+from tests.integration.broker.harness import BrokerFactory, BrokerThread
 from tests.support.official import official_client
 
 pytestmark = pytest.mark.official
@@ -291,3 +293,29 @@ def test_consumer_without_permits_does_not_stall_other_keys(broker: BrokerThread
     assert sum(len(m) for m in first.values()) + len(late) == sent
     assert not stuck_keys & {key for messages in first.values() for key, _ in messages}
     _assert_key_order({**first, "c3": late})
+
+
+def test_consistent_hashing_option(broker_factory: BrokerFactory) -> None:
+    """SEM-4.4.2: with the broker option, AUTO_SPLIT consumers share keys by
+    the ring (100 points each by consumer name): every key at the consumer
+    the ring names, in order."""
+    broker = broker_factory(subscription_key_shared_use_consistent_hashing=True)
+    topic = _topic()
+    keys = [f"ring-{i}" for i in range(300)]
+    names = ("orders-aggregator-pod-1", "orders-aggregator-pod-2", "orders-aggregator-pod-3")
+    with official_client(broker.url) as client:
+        consumers = {
+            name: client.subscribe(topic, "sub", consumer_type=KeyShared, consumer_name=name)
+            for name in names
+        }
+        producer = client.create_producer(topic, batching_enabled=False, block_if_queue_full=True)
+        sent = _produce(producer, keys, 3)
+        received = _drain_all(consumers)
+    assert sum(len(m) for m in received.values()) == sent
+    _assert_key_order(received)
+    ring = sorted((point, name) for name in names for point in ring_points(name))
+    points = [point for point, _ in ring]
+    for name, messages in received.items():
+        for key, _ in messages:
+            i = bisect.bisect_left(points, murmur3_32(key)) % len(points)
+            assert ring[i][1] == name, f"{key} went to {name}, the ring names {ring[i][1]}"
