@@ -319,3 +319,21 @@ def test_consistent_hashing_option(broker_factory: BrokerFactory) -> None:
         for key, _ in messages:
             i = bisect.bisect_left(points, murmur3_32(key)) % len(points)
             assert ring[i][1] == name, f"{key} went to {name}, the ring names {ring[i][1]}"
+
+
+def test_non_persistent_topic_routes_by_key(broker: BrokerThread) -> None:
+    """SEM-4.4 on a non-persistent topic: each key at one consumer, in order
+    (within the receiver queues nothing is dropped)."""
+    topic = f"non-persistent://public/default/ks-{uuid.uuid4().hex[:10]}"
+    keys = [f"np-{i}" for i in range(200)]
+    with official_client(broker.url) as client:
+        consumers = {
+            name: client.subscribe(topic, "sub", consumer_type=KeyShared, consumer_name=name)
+            for name in ("c1", "c2", "c3")
+        }
+        producer = client.create_producer(topic, batching_enabled=False, block_if_queue_full=True)
+        sent = _produce(producer, keys, 2)
+        received = _drain_all(consumers)
+    assert sum(len(m) for m in received.values()) == sent
+    _assert_key_order(received)
+    assert all(received.values())
