@@ -12,7 +12,8 @@ checks there is no cycle):
   typed against), loader.py (opens the topic a name denotes), persistent.py.
 - subscription.py: cursor + dispatcher; acks, redelivery, reset cursor, stats.
 - dispatchers/: factory.new_dispatcher(sub_type, ...) and one dispatcher per
-  delivery pattern (single_active, shared) over base.PersistentDispatcher.
+  delivery pattern (single_active, shared, key_shared with selectors.py)
+  over base.PersistentDispatcher.
 - consumer.py, producer.py: the endpoints (permits, pending acks, receipts).
 - entries.py: what is read back from stored entries' metadata.
 - endpoint.py (ClientConnection), commands.py (every outgoing frame),

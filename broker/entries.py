@@ -1,7 +1,8 @@
 """What the broker reads back from stored entries' metadata.
 
 Entries are stored as the SEND's bytes; these helpers parse the metadata
-where a query needs it (last message id, seek by publish time).
+where a query needs it (last message id, seek by publish time, Key_Shared
+keys and delayed delivery on the dispatch path).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from magnetar.broker.storage.api import Entry, ManagedLedger, Position
 from magnetar.proto import pulsar_api_pb2 as pb
 from magnetar.proto.errors import ProtocolError
 from magnetar.proto.frames import MAGIC_CHECKSUM, Payload
+from magnetar.proto.hashes import murmur3_32
 from magnetar.proto.messages import is_batch
 
 _U32 = struct.Struct(">I")
@@ -62,3 +64,32 @@ def deliver_at_time(data: bytes) -> int:
     except Exception:  # undecodable metadata is never stored (checked on publish)
         return 0
     return int(metadata.deliver_at_time) if metadata.HasField("deliver_at_time") else 0
+
+
+# Pulsar's sticky key for a message without ordering or partition key, so a
+# keyless message lands on the same consumer as it would there.
+NON_KEY = b"NONE_KEY"
+
+
+def sticky_key(metadata: pb.MessageMetadata) -> bytes:
+    """The key Key_Shared routes by (SEM-4.4): ordering key, else partition
+    key, else NON_KEY. A batch's metadata carries its key (key-based batching)."""
+    if metadata.HasField("ordering_key"):
+        return bytes(metadata.ordering_key)
+    if metadata.HasField("partition_key"):
+        return metadata.partition_key.encode()
+    return NON_KEY
+
+
+def key_hash_and_deliver_at(data: bytes) -> tuple[int, int]:
+    """An entry's sticky key hash (unsigned Murmur3 32) and deliver_at_time
+    (0: none), from one metadata parse."""
+    offset = 6 if data[:2] == _CHECKSUM_MAGIC else 0
+    start = offset + 4
+    try:
+        size = _U32.unpack_from(data, offset)[0]
+        metadata = pb.MessageMetadata.FromString(data[start : start + size])
+    except Exception:  # undecodable metadata is never stored (checked on publish)
+        return murmur3_32(NON_KEY), 0
+    deliver_at = int(metadata.deliver_at_time) if metadata.HasField("deliver_at_time") else 0
+    return murmur3_32(sticky_key(metadata)), deliver_at

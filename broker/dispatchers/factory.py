@@ -1,13 +1,14 @@
 """The one place a subscription type becomes a dispatcher.
 
-Each dispatcher is complete when its constructor returns; Key_Shared's
-selectors plug in here.
+Each dispatcher is complete when its constructor returns; Key_Shared picks
+its selector from the first consumer's KeySharedMeta and the broker option.
 """
 
 from __future__ import annotations
 
 from magnetar.broker.consumer import SubType, sub_type_name
 from magnetar.broker.dispatchers.base import DispatcherSettings, PersistentDispatcher
+from magnetar.broker.dispatchers.key_shared import KeySharedDispatcher
 from magnetar.broker.dispatchers.shared import SharedDispatcher
 from magnetar.broker.dispatchers.single_active import SingleActiveDispatcher
 from magnetar.broker.errors import NotAllowedError
@@ -24,4 +25,6 @@ def new_dispatcher(
         return SingleActiveDispatcher(ledger, cursor, settings, exclusive=False)
     if sub_type == SubType.Shared:
         return SharedDispatcher(ledger, cursor, settings)
+    if sub_type == SubType.Key_Shared:
+        return KeySharedDispatcher(ledger, cursor, settings)
     raise NotAllowedError(f"subscription type {sub_type_name(sub_type)} is not supported yet")

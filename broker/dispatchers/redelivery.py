@@ -8,7 +8,7 @@ a consumer left or asked for them), oldest first.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 from sortedcontainers import SortedSet
 
@@ -62,6 +62,12 @@ class ReplayQueue:
 
     def __contains__(self, position: Position) -> bool:
         return position in self._positions
+
+    def __iter__(self) -> Iterator[Position]:
+        return iter(self._positions)
+
+    def first(self) -> Position | None:
+        return self._positions[0] if self._positions else None
 
     def add_all(self, positions: Iterable[Position]) -> None:
         self._positions.update(positions)

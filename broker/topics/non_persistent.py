@@ -16,8 +16,16 @@ from collections.abc import Callable, Sequence
 import structlog
 
 from magnetar.broker.consumer import Consumer, SubType, sub_type_name
+from magnetar.broker.dispatchers.selectors import (
+    AutoSplitSelector,
+    StickySelector,
+)
+from magnetar.broker.dispatchers.selectors import (
+    ConsumerSelector as KeySelector,
+)
 from magnetar.broker.dispatchers.shared import ConsumerSelector
 from magnetar.broker.endpoint import ClientConnection
+from magnetar.broker.entries import key_hash_and_deliver_at
 from magnetar.broker.errors import ConsumerBusyError
 from magnetar.broker.keywindow import KeyWindowPolicy
 from magnetar.broker.metrics import BrokerMetrics
@@ -55,6 +63,9 @@ class NonPersistentSubscription:
         self.dropped_messages = 0
         self._partition_index = partition_index
         self._selector = ConsumerSelector()
+        # Key_Shared: by key hash (SEM-4.4; no ordering across joins to keep
+        # here, nothing is ever redelivered). Chosen by the first consumer.
+        self._key_selector: KeySelector | None = None
         self._active: Consumer | None = None
         self._on_emptied = on_emptied
         self.is_closed = False
@@ -73,10 +84,26 @@ class NonPersistentSubscription:
             )
         if self.consumers and consumer.sub_type == SubType.Exclusive:
             raise ConsumerBusyError(f"Exclusive subscription {self.name!r} already has a consumer")
+        if consumer.sub_type == SubType.Key_Shared:
+            self._add_keyed(consumer)
         self.sub_type = consumer.sub_type
         self.consumers.append(consumer)
         self._selector.add(consumer)
         self._elect()
+
+    def _add_keyed(self, consumer: Consumer) -> None:
+        """Give a Key_Shared consumer its hash range; refused: nothing changes."""
+        sticky = consumer.key_shared is not None and consumer.key_shared.is_sticky
+        if not self.consumers or self._key_selector is None:
+            selector: KeySelector = StickySelector() if sticky else AutoSplitSelector()
+        elif sticky != isinstance(self._key_selector, StickySelector):
+            raise ConsumerBusyError(
+                f"Key_Shared subscription {self.name!r} has consumers of another key-shared mode"
+            )
+        else:
+            selector = self._key_selector
+        selector.add_consumer(consumer)  # ConsumerAssignError
+        self._key_selector = selector
 
     def remove_consumer(self, consumer: Consumer) -> None:
         if consumer.is_closed:
@@ -85,6 +112,8 @@ class NonPersistentSubscription:
         if consumer in self.consumers:
             self.consumers.remove(consumer)
             self._selector.remove(consumer)
+            if self._key_selector is not None:
+                self._key_selector.remove_consumer(consumer)
             consumer.take_pending()  # nothing to hand back: dropped, as in Pulsar
             self._elect()
         if not self.consumers:
@@ -120,6 +149,10 @@ class NonPersistentSubscription:
             chosen = self._active
             if chosen is not None and (not chosen.is_writable or not chosen.may_overdraw()):
                 chosen = None
+        elif self.sub_type == SubType.Key_Shared and self._key_selector is not None:
+            chosen = self._key_selector.select(key_hash_and_deliver_at(entry.data)[0])
+            if chosen is not None and (not chosen.is_writable or not chosen.may_overdraw()):
+                chosen = None  # its key's consumer cannot take it: dropped
         else:
             chosen = self._selector.select(cost)
         if chosen is None:
