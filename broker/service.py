@@ -27,8 +27,12 @@ from magnetar.broker.errors import (
 from magnetar.broker.keywindow import POLICY_KEY as KEY_WINDOW_POLICY
 from magnetar.broker.keywindow import KeyWindowPolicy
 from magnetar.broker.metrics import BrokerMetrics
-from magnetar.broker.publish_rate import POLICY_KEY as PUBLISH_RATE_POLICY
-from magnetar.broker.publish_rate import PublishRate
+from magnetar.broker.rates import (
+    DISPATCH_RATE_POLICY,
+    PUBLISH_RATE_POLICY,
+    DispatchRate,
+    PublishRate,
+)
 from magnetar.broker.resources import (
     InvalidResource,
     PulsarResources,
@@ -342,22 +346,25 @@ class BrokerService:
             body = policies.get(KEY_WINDOW_POLICY)
         return None if body is None else KeyWindowPolicy.from_json(body)
 
-    async def publish_rate_policy(self, name: TopicName) -> PublishRate | None:
-        """The publishRate policy in force: the topic's, else the namespace's."""
-        body = (await self.resources.get_topic_policies(name)).get(PUBLISH_RATE_POLICY)
+    async def _topic_or_namespace_policy(self, name: TopicName, key: str) -> object:
+        """A policy's stored body: the topic's, else the namespace's, else None."""
+        body = (await self.resources.get_topic_policies(name)).get(key)
         if body is None:
             try:
                 policies = await self.resources.get_policies(name.tenant, name.namespace)
             except ResourceNotFound:
                 policies = {}
-            body = policies.get(PUBLISH_RATE_POLICY)
-        return None if body is None else PublishRate.from_json(body)
+            body = policies.get(key)
+        return body
 
     async def _apply_policies(self, topic: Topic) -> None:
         name = topic.topic_name
         await topic.set_deduplication(await self.deduplication_enabled(name))
         await topic.set_key_window(await self.key_window_policy(name))
-        topic.set_publish_rate(await self.publish_rate_policy(name))
+        publish = await self._topic_or_namespace_policy(name, PUBLISH_RATE_POLICY)
+        topic.set_publish_rate(None if publish is None else PublishRate.from_json(publish))
+        dispatch = await self._topic_or_namespace_policy(name, DISPATCH_RATE_POLICY)
+        topic.set_dispatch_rate(None if dispatch is None else DispatchRate.from_json(dispatch))
 
     async def refresh_policies(self, tenant: str, namespace: str) -> None:
         """Apply changed policies to the loaded topics of a namespace: producers

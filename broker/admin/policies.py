@@ -13,8 +13,13 @@ from aiohttp import web
 from magnetar.broker.admin.base import HttpError, json_body, no_content, topic_from_path
 from magnetar.broker.keywindow import POLICY_KEY as KEY_WINDOW_POLICY
 from magnetar.broker.keywindow import InvalidPolicy, KeyWindowPolicy
-from magnetar.broker.publish_rate import POLICY_KEY as PUBLISH_RATE_POLICY
-from magnetar.broker.publish_rate import InvalidRate, PublishRate
+from magnetar.broker.rates import (
+    DISPATCH_RATE_POLICY,
+    PUBLISH_RATE_POLICY,
+    DispatchRate,
+    InvalidRate,
+    PublishRate,
+)
 from magnetar.broker.service import BrokerService
 
 DEDUP_KEY = "deduplicationEnabled"
@@ -39,6 +44,13 @@ def _window(body: object) -> dict[str, Any]:
 def _publish_rate(body: object) -> dict[str, Any]:
     try:
         return PublishRate.from_json(body).to_json()
+    except InvalidRate as exc:
+        raise HttpError(400, str(exc)) from exc
+
+
+def _dispatch_rate(body: object) -> dict[str, Any]:
+    try:
+        return DispatchRate.from_json(body).to_json()
     except InvalidRate as exc:
         raise HttpError(400, str(exc)) from exc
 
@@ -90,4 +102,7 @@ def routes(service: BrokerService) -> list[web.RouteDef]:
         *_policy_routes(service, DEDUP_KEY, "deduplication", "deduplicationEnabled", _flag),
         *_policy_routes(service, KEY_WINDOW_POLICY, "dedupKeyWindow", "dedupKeyWindow", _window),
         *_policy_routes(service, PUBLISH_RATE_POLICY, "publishRate", "publishRate", _publish_rate),
+        *_policy_routes(
+            service, DISPATCH_RATE_POLICY, "dispatchRate", "dispatchRate", _dispatch_rate
+        ),
     ]

@@ -24,6 +24,7 @@ from magnetar.broker.consumer import Consumer
 from magnetar.broker.delayed import DelayedDeliveryTracker
 from magnetar.broker.dispatchers.redelivery import RedeliveryTracker, ReplayQueue
 from magnetar.broker.entries import deliver_at_time
+from magnetar.broker.rates import DispatchRateLimiter
 from magnetar.broker.storage.api import (
     CursorClosed,
     Entry,
@@ -45,6 +46,8 @@ class DispatcherSettings:
 
     name: str = ""
     max_read_batch_size: int = 100
+    # The topic's dispatchRate quota, shared by its subscriptions (None: none).
+    dispatch_rate: DispatchRateLimiter | None = None
     # The topic's partition (-1: not a partition); Failover elects by it.
     partition_index: int = -1
     on_dispatch: DispatchListener | None = None
@@ -90,6 +93,8 @@ class PersistentDispatcher(ABC):
         )
         self._delayed_timer: asyncio.TimerHandle | None = None
         self._delayed_due_at = 0
+        self._dispatch_rate = settings.dispatch_rate
+        self._rate_timer: asyncio.TimerHandle | None = None
 
     # ------------------------------------------------------------ consumers
 
@@ -171,9 +176,10 @@ class PersistentDispatcher(ABC):
     async def close(self) -> None:
         """Stop the loop; idempotent. Consumers are closed by the subscription."""
         self._closed = True
-        if self._delayed_timer is not None:
-            self._delayed_timer.cancel()
-            self._delayed_timer = None
+        for timer in (self._delayed_timer, self._rate_timer):
+            if timer is not None:
+                timer.cancel()
+        self._delayed_timer = self._rate_timer = None
         task, self._task = self._task, None
         if task is not None:
             task.cancel()
@@ -200,7 +206,7 @@ class PersistentDispatcher(ABC):
                 self._task = None
 
     async def _round(self) -> bool:
-        permits = self._consumers_with_permits()
+        permits = self._within_dispatch_rate(self._consumers_with_permits())
         if permits <= 0:
             return False
         if self._buffer:
@@ -282,10 +288,31 @@ class PersistentDispatcher(ABC):
         self._delayed_timer = None
         self.wake()
 
+    def _within_dispatch_rate(self, permits: int) -> int:
+        """`permits` capped by the topic's dispatchRate quota; 0 when it is
+        spent, with a wake-up armed for when the period ends."""
+        rate = self._dispatch_rate
+        if rate is None or permits <= 0:
+            return permits
+        allowed = rate.allowance()
+        if allowed is None:
+            return permits
+        if allowed == 0 and self._rate_timer is None and not self._closed:
+            self._rate_timer = asyncio.get_running_loop().call_later(
+                rate.wait(), self._rate_period_ended
+            )
+        return min(permits, allowed)
+
+    def _rate_period_ended(self) -> None:
+        self._rate_timer = None
+        self.wake()
+
     # ----------------------------------------------------------- helpers
 
     def _send(self, consumer: Consumer, entries: list[Entry]) -> None:
         sent = consumer.send_entries(entries, self.redelivery.get, self._ack_set)
+        if self._dispatch_rate is not None:
+            self._dispatch_rate.consume(sent, sum(len(e.data) for e in entries))
         if self._on_dispatch is not None:
             redelivered = any(self.redelivery.get(e.position) for e in entries)
             self._on_dispatch(consumer, sent, sum(len(e.data) for e in entries), redelivered)

@@ -226,7 +226,7 @@ class KeySharedDispatcher(PersistentDispatcher):
     async def _round(self) -> bool:
         if self._joined:
             self._release_joined()
-        permits = self._consumers_with_permits()
+        permits = self._within_dispatch_rate(self._consumers_with_permits())
         if permits <= 0:
             return False
         limit = min(permits, self.max_read_batch_size)

@@ -18,7 +18,7 @@ from magnetar.broker.dedup import MessageDeduplication
 from magnetar.broker.endpoint import ClientConnection
 from magnetar.broker.keywindow import KeyWindowIndex, KeyWindowPolicy
 from magnetar.broker.producer import Producer
-from magnetar.broker.publish_rate import PublishRate, PublishRateLimiter
+from magnetar.broker.rates import DispatchRate, PublishRate, PublishRateLimiter
 from magnetar.broker.storage.api import InitialPosition, Position
 from magnetar.proto.naming import TopicName
 
@@ -158,6 +158,8 @@ class Topic(Protocol):
     def publish_rate(self) -> PublishRateLimiter | None: ...
 
     def set_publish_rate(self, rate: PublishRate | None) -> None: ...
+
+    def set_dispatch_rate(self, rate: DispatchRate | None) -> None: ...
 
     def remove_producer(self, producer: Producer) -> None: ...
 

@@ -29,6 +29,7 @@ from magnetar.broker.entries import key_hash_and_deliver_at
 from magnetar.broker.errors import ConsumerBusyError
 from magnetar.broker.keywindow import KeyWindowPolicy
 from magnetar.broker.metrics import BrokerMetrics
+from magnetar.broker.rates import DispatchRate
 from magnetar.broker.storage.api import Entry, Position
 from magnetar.broker.topics.base import (
     LastMessageId,
@@ -253,6 +254,9 @@ class NonPersistentTopic(TopicProducers):
 
     async def set_deduplication(self, enabled: bool) -> None:
         """Nothing is stored, so there is nothing to deduplicate (as in Pulsar)."""
+
+    def set_dispatch_rate(self, rate: DispatchRate | None) -> None:
+        """Dispatch-or-drop: nothing waits to be dispatched later."""
 
     async def set_key_window(self, policy: KeyWindowPolicy | None) -> None:
         """Nothing is stored: no first copy to point at."""

@@ -29,6 +29,7 @@ from magnetar.broker.errors import (
 from magnetar.broker.keywindow import CURSOR_NAME as KEY_WINDOW_CURSOR
 from magnetar.broker.keywindow import KeyWindowIndex, KeyWindowPolicy
 from magnetar.broker.metrics import BrokerMetrics
+from magnetar.broker.rates import DispatchRate, DispatchRateLimiter
 from magnetar.broker.storage.api import (
     EARLIEST,
     LATEST,
@@ -70,6 +71,8 @@ class PersistentTopic(TopicProducers):
         self.ledger = ledger
         self.metrics = metrics
         self.subscriptions: dict[str, PersistentSubscription] = {}
+        # The dispatchRate quota its subscriptions share; changed in place.
+        self.dispatch_rate = DispatchRateLimiter()
         self._max_read_batch_size = max_read_batch_size
         self._key_shared_consistent_hashing = key_shared_consistent_hashing
         self._allow_auto_subscription_creation = allow_auto_subscription_creation
@@ -133,6 +136,10 @@ class PersistentTopic(TopicProducers):
             elif not enabled and self.deduplication is not None:
                 self.deduplication = None
                 await self._dedup.disable()
+
+    def set_dispatch_rate(self, rate: DispatchRate | None) -> None:
+        """Apply the dispatchRate policy to every subscription (one shared quota)."""
+        self.dispatch_rate.set_rate(rate)
 
     async def set_key_window(self, policy: KeyWindowPolicy | None) -> None:
         """Apply the dedupKeyWindow policy; a changed policy reopens the index."""
@@ -248,6 +255,7 @@ class PersistentTopic(TopicProducers):
 
         settings = DispatcherSettings(
             name=f"{self.name}/{name}",
+            dispatch_rate=self.dispatch_rate,
             max_read_batch_size=self._max_read_batch_size,
             key_shared_consistent_hashing=self._key_shared_consistent_hashing,
             partition_index=self.partition_index,

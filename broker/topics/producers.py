@@ -18,7 +18,7 @@ from magnetar.broker.errors import (
 )
 from magnetar.broker.keywindow import KeyWindowIndex, KeyWindowPolicy
 from magnetar.broker.producer import AccessMode, Producer
-from magnetar.broker.publish_rate import PublishRate, PublishRateLimiter
+from magnetar.broker.rates import PublishRate, PublishRateLimiter
 from magnetar.broker.storage.api import Position
 
 

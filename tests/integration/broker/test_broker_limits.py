@@ -138,3 +138,35 @@ def test_publish_rate_policy(broker: BrokerThread) -> None:
     finally:
         assert http_call("DELETE", f"{base}/publishRate")[0] == 204
     assert http_call("GET", f"{base}/publishRate") == (200, None)
+
+
+def test_dispatch_rate_policy(broker: BrokerThread) -> None:
+    """A topic dispatchRate of 100 msg/s: a consumer of a 250-message backlog
+    gets at most about 100 per second (nothing is dropped); removing the
+    policy lets the rest come at once."""
+    topic = _topic()
+    url = f"{broker.http_url}/admin/v2/{topic.replace('://', '/')}/dispatchRate"
+    with official_client(broker.url) as client:
+        consumer = client.subscribe(topic, "all", consumer_type=pulsar.ConsumerType.Shared)
+        producer = client.create_producer(topic, batching_enabled=False)
+        rate = {"dispatchThrottlingRateInMsg": 100, "dispatchThrottlingRateInByte": -1}
+        assert http_call("POST", url, rate)[0] == 204
+        assert http_call("GET", url)[1]["dispatchThrottlingRateInMsg"] == 100
+        started = time.monotonic()  # no period of the quota starts before this
+        for i in range(250):
+            producer.send_async(b"%d" % i, None)
+        producer.flush()
+        got = set()
+        for _ in range(250):
+            msg = consumer.receive(timeout_millis=10000)
+            got.add(msg.data())
+            consumer.acknowledge(msg)
+        # 250 messages at 100 per second: three periods, so at least two seconds.
+        assert time.monotonic() - started >= 1.9
+        assert len(got) == 250
+        assert http_call("DELETE", url)[0] == 204
+        for i in range(250):
+            producer.send_async(b"x%d" % i, None)
+        producer.flush()
+        for _ in range(250):
+            consumer.acknowledge(consumer.receive(timeout_millis=10000))

@@ -1,11 +1,17 @@
-"""The publishRate limiter (issue 15): a second's quota of messages or bytes,
-then a pause until the next second starts."""
+"""The publishRate and dispatchRate limiters (issue 15): a period's quota of
+messages or bytes, then a pause until the period ends."""
 
 from __future__ import annotations
 
 import pytest
 
-from magnetar.broker.publish_rate import InvalidRate, PublishRate, PublishRateLimiter
+from magnetar.broker.rates import (
+    DispatchRate,
+    DispatchRateLimiter,
+    InvalidRate,
+    PublishRate,
+    PublishRateLimiter,
+)
 
 
 class Clock:
@@ -45,3 +51,36 @@ def test_policy_body() -> None:
         PublishRate.from_json({"publishThrottlingRateInMsg": "10"})
     with pytest.raises(InvalidRate):
         PublishRate.from_json([10])
+
+
+def test_dispatch_allowance_shrinks_and_comes_back_next_period() -> None:
+    clock = Clock()
+    limiter = DispatchRateLimiter(clock)
+    assert limiter.allowance() is None  # no policy
+    limiter.set_rate(DispatchRate(messages=10, period=2))
+    assert limiter.allowance() == 10
+    limiter.consume(7, 700)
+    assert limiter.allowance() == 3
+    limiter.consume(3, 300)
+    assert limiter.allowance() == 0
+    clock.now += 0.5
+    assert limiter.wait() == pytest.approx(1.5)
+    clock.now += 1.5
+    assert limiter.allowance() == 10
+    limiter.set_rate(DispatchRate(messages=-1, bytes=500))
+    limiter.consume(1, 500)
+    assert limiter.allowance() == 0  # bytes spent
+    limiter.set_rate(None)
+    assert limiter.allowance() is None
+
+
+def test_dispatch_policy_body() -> None:
+    body = {
+        "dispatchThrottlingRateInMsg": 5,
+        "dispatchThrottlingRateInByte": -1,
+        "ratePeriodInSecond": 1,
+    }
+    assert DispatchRate.from_json(body).to_json() == body
+    assert DispatchRate.from_json({"dispatchThrottlingRateInMsg": 5}) == DispatchRate(5, -1, 1)
+    with pytest.raises(InvalidRate):
+        DispatchRate.from_json({"ratePeriodInSecond": 0})
