@@ -1,7 +1,8 @@
 """Issue 19.4: appends failing for lack of room (RLIMIT_FSIZE on the broker
 process) give producers PersistenceError, a handful of log lines rather than
 one per publish, a metric and an unhealthy health endpoint; when room returns
-publishing resumes by itself and every acknowledged message is readable."""
+publishing resumes by itself and every acknowledged message is readable; reads
+and acks go on meanwhile."""
 
 from __future__ import annotations
 
@@ -88,6 +89,16 @@ def test_disk_full_then_room_again(broker: BrokerProcess) -> None:
         ]
         assert 1 <= len(log_lines) <= 3, len(log_lines)
 
+        # Reads and acks go on while appends fail (issue 15).
+        with official_client(broker.url) as during:
+            consumer = during.subscribe(
+                TOPIC, "during", initial_position=pulsar.InitialPosition.Earliest
+            )
+            seen = [consumer.receive(timeout_millis=5000) for _ in acked]
+            assert [m.data() for m in seen] == acked
+            consumer.acknowledge_cumulative(seen[-1])
+            consumer.close()  # persists the cursor (metadata, not ledger files)
+
         # Room returns: the next publish goes through, no restart needed.
         assert broker.proc is not None
         resource.prlimit(
@@ -107,4 +118,7 @@ def test_disk_full_then_room_again(broker: BrokerProcess) -> None:
         stored = []
         while reader.has_message_available():
             stored.append(reader.read_next(timeout_millis=5000).data())
+        # The acks made while appends failed held: only the newer ones come.
+        consumer = official.subscribe(TOPIC, "during")
+        assert consumer.receive(timeout_millis=5000).data() == acked[-5]
     assert stored == acked
