@@ -1,0 +1,90 @@
+"""The connector's options: Spark hands them over lower-cased, as strings.
+
+Known options are checked here, with a clear error naming the option; the
+`client.*` ones pass through to `magnetar.client.Client`, converted to the
+type of that keyword's default.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from magnetar.client import Client
+
+CLIENT_PREFIX = "client."
+
+
+class OptionError(ValueError):
+    """An unknown option, a bad value, or a combination that cannot work."""
+
+
+def _client_keywords() -> dict[str, inspect.Parameter]:
+    params = inspect.signature(Client.__init__).parameters
+    return {
+        name: p
+        for name, p in params.items()
+        if name not in ("self", "service_url") and p.kind is p.POSITIONAL_OR_KEYWORD
+    }
+
+
+def _convert(option: str, raw: str, default: Any) -> Any:
+    try:
+        if isinstance(default, bool):
+            if raw.lower() not in ("true", "false"):
+                raise ValueError(raw)
+            return raw.lower() == "true"
+        if isinstance(default, int):
+            return int(raw)
+        if isinstance(default, float):
+            return float(raw)
+    except ValueError:
+        raise OptionError(f"option {option}: {raw!r} is not a {type(default).__name__}") from None
+    return raw
+
+
+def client_options(options: Mapping[str, str]) -> dict[str, Any]:
+    """The `client.*` options as keyword arguments of magnetar.client.Client."""
+    keywords = _client_keywords()
+    by_lower = {name.lower(): name for name in keywords}
+    result: dict[str, Any] = {}
+    for option, raw in options.items():
+        if not option.startswith(CLIENT_PREFIX):
+            continue
+        name = by_lower.get(option[len(CLIENT_PREFIX) :])
+        if name is None:
+            raise OptionError(
+                f"unknown option {option} (magnetar.client.Client has no such keyword)"
+            )
+        result[name] = _convert(option, raw, keywords[name].default)
+    return result
+
+
+@dataclass(frozen=True)
+class WriteOptions:
+    service_url: str
+    topic: str | None  # None: every row names its topic in a `topic` column
+    producer_name_prefix: str | None
+    client: dict[str, Any] = field(default_factory=dict)
+
+    # Spark's own options arrive too (lower-cased).
+    KNOWN = frozenset(
+        {"service_url", "topic", "producer_name_prefix", "path", "checkpointlocation"}
+    )
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str], columns: list[str]) -> WriteOptions:
+        unknown = [o for o in options if o not in cls.KNOWN and not o.startswith(CLIENT_PREFIX)]
+        if unknown:
+            raise OptionError(f"unknown option(s) for writing: {', '.join(sorted(unknown))}")
+        service_url = options.get("service_url")
+        if not service_url:
+            raise OptionError("option service_url is required (e.g. pulsar://localhost:6650)")
+        topic = options.get("topic") or options.get("path")
+        if topic is None and "topic" not in columns:
+            raise OptionError("name the topic: option topic, or a `topic` column")
+        if "value" not in columns:
+            raise OptionError("the DataFrame needs a `value` column (binary or string)")
+        return cls(service_url, topic, options.get("producer_name_prefix"), client_options(options))

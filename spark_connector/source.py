@@ -1,0 +1,30 @@
+"""The "magnetar" Python data source (Spark 4's Data Source API)."""
+
+from __future__ import annotations
+
+from pyspark.sql.datasource import DataSource, DataSourceStreamWriter, DataSourceWriter
+from pyspark.sql.types import StructType
+
+from magnetar.spark_connector.options import WriteOptions
+from magnetar.spark_connector.writer import BatchWriter, StreamWriter
+
+# What a read returns (the reader arrives with the client's readers).
+SCHEMA = (
+    "value binary, key string, topic string, message_id binary, publish_time timestamp, "
+    "event_time timestamp, properties map<string,string>, redelivery_count int"
+)
+
+
+class MagnetarDataSource(DataSource):
+    @classmethod
+    def name(cls) -> str:
+        return "magnetar"
+
+    def schema(self) -> str:
+        return SCHEMA
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        return BatchWriter(WriteOptions.parse(self.options, schema.fieldNames()))
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        return StreamWriter(WriteOptions.parse(self.options, schema.fieldNames()))

@@ -1,0 +1,47 @@
+"""A local Spark session for the connector's tests (one per test run: a
+session takes seconds to start) and brokers with deduplication on."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.integration.broker.conftest import broker_factory
+
+pyspark = pytest.importorskip("pyspark", reason="pip install magnetar[spark]")
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    from pyspark.sql import SparkSession
+
+    from magnetar import spark_connector
+
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
+    warehouse = Path(tmp_path_factory.mktemp("spark"))
+    session = (
+        # local[2, 3]: two threads, and a failed task is tried up to 3 times.
+        SparkSession.builder.master("local[2,3]")
+        .appName("magnetar-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.warehouse.dir", str(warehouse))
+        .config("spark.driver.host", "127.0.0.1")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    spark_connector.register(session)
+    try:
+        yield session
+    finally:
+        session.stop()
+
+
+__all__ = ["broker_factory", "spark"]
