@@ -15,6 +15,7 @@ BENCHMARKS = {
     "delayed": "bench.delayed",
     "keywindow": "bench.keywindow",
     "dedup": "bench.dedup",
+    "spark": "bench.spark",
     "key_shared": "bench.key_shared",
 }
 

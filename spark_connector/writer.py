@@ -13,14 +13,18 @@ topic and a batch's rows, in order, are the same on every attempt (README,
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from pyarrow import RecordBatch
 from pyspark import TaskContext
-from pyspark.sql import Row
-from pyspark.sql.datasource import DataSourceStreamWriter, DataSourceWriter, WriterCommitMessage
+from pyspark.sql.datasource import (
+    DataSourceArrowWriter,
+    DataSourceStreamArrowWriter,
+    WriterCommitMessage,
+)
 
 from magnetar.client import Client, Producer, Result
 from magnetar.spark_connector.options import WriteOptions
@@ -90,30 +94,31 @@ def _payload(value: Any) -> bytes:
 
 
 def write_rows(
-    options: WriteOptions, rows: Iterator[Row], producer_name: str | None, batch_id: int
+    options: WriteOptions,
+    rows: Iterator[Mapping[str, Any]],
+    producer_name: str | None,
+    batch_id: int,
 ) -> int:
-    """Send one task's rows; returns how many. The sequence ids make a repeat
-    of the same task and batch a no-op for a topic with deduplication on."""
+    """Send one task's rows (column name -> value); returns how many. The
+    sequence ids make a repeat of the same task and batch a no-op for a topic
+    with deduplication on."""
     producers = _TaskProducers(options, producer_name)
+    answered = producers.answered
+    base = batch_id * ROWS_PER_BATCH
     count = 0
     try:
         for index, row in enumerate(rows):
-            fields = row.asDict()
-            topic = options.topic or fields.get("topic")
+            extra: dict[str, Any] = {}
+            for column, keyword in _OPTIONAL:
+                value = row.get(column)
+                if value is not None and keyword not in extra:
+                    extra[keyword] = _convert[keyword](value)
+            topic = options.topic or row.get("topic")
             if not topic:
                 raise ValueError(f"row {index} has no topic")
-            event_time = fields.get("event_time")
-            properties = fields.get("properties")
-            producers.producer(topic).send_async(
-                _payload(fields["value"]),
-                producers.answered,
-                properties=dict(properties) if properties else None,
-                partition_key=fields.get("key") or fields.get("partition_key"),
-                sequence_id=batch_id * ROWS_PER_BATCH + index if producer_name else None,
-                event_timestamp=int(event_time.timestamp() * 1000)
-                if isinstance(event_time, datetime)
-                else None,
-            )
+            if producer_name:
+                extra["sequence_id"] = base + index
+            producers.producer(topic).send_async(_payload(row["value"]), answered, **extra)
             count += 1
     except BaseException:
         producers.abandon()
@@ -122,33 +127,53 @@ def write_rows(
     return count
 
 
+def _arrow_rows(batches: Iterator[RecordBatch]) -> Iterator[dict[str, Any]]:
+    """Rows out of Arrow record batches (converted in C++, a batch at a time)."""
+    for batch in batches:
+        yield from batch.to_pylist()
+
+
+# Optional columns and the send keyword each fills (`key` before `partition_key`).
+_OPTIONAL = (
+    ("key", "partition_key"),
+    ("partition_key", "partition_key"),
+    ("properties", "properties"),
+    ("event_time", "event_timestamp"),
+)
+_convert: dict[str, Any] = {
+    "partition_key": str,
+    "properties": dict,
+    "event_timestamp": lambda t: int(t.timestamp() * 1000) if isinstance(t, datetime) else None,
+}
+
+
 def _partition_id() -> int:
     context = TaskContext.get()
     return context.partitionId() if context is not None else 0
 
 
-class BatchWriter(DataSourceWriter):
+class BatchWriter(DataSourceArrowWriter):
     def __init__(self, options: WriteOptions) -> None:
         self.options = options
 
-    def write(self, iterator: Iterator[Row]) -> WrittenRows:
+    def write(self, iterator: Iterator[RecordBatch]) -> WrittenRows:
         prefix = self.options.producer_name_prefix
         name = f"{prefix}-{_partition_id()}" if prefix else None
-        return WrittenRows(write_rows(self.options, iterator, name, 0))
+        return WrittenRows(write_rows(self.options, _arrow_rows(iterator), name, 0))
 
 
-class StreamWriter(DataSourceStreamWriter):
+class StreamWriter(DataSourceStreamArrowWriter):
     def __init__(self, options: WriteOptions) -> None:
         self.options = options
 
-    def write(self, iterator: Iterator[Row]) -> WrittenRows:
+    def write(self, iterator: Iterator[RecordBatch]) -> WrittenRows:
         context = TaskContext.get()
         assert context is not None, "a stream writer runs in a Spark task"
         batch_id = int(context.getLocalProperty("streaming.sql.batchId") or 0)
         query_id = context.getLocalProperty("sql.streaming.queryId") or "query"
         prefix = self.options.producer_name_prefix or f"spark-{query_id}"
         name = f"{prefix}-{context.partitionId()}"
-        return WrittenRows(write_rows(self.options, iterator, name, batch_id))
+        return WrittenRows(write_rows(self.options, _arrow_rows(iterator), name, batch_id))
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         pass  # every row is stored once its task returned

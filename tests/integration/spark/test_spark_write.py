@@ -65,9 +65,7 @@ def test_a_task_that_died_half_way_and_its_retry(broker: BrokerThread) -> None:
     producer name and batch; the topic holds each row once."""
     topic = _topic()
     options = WriteOptions(broker.url, topic, None)
-    from pyspark.sql import Row
-
-    rows = [Row(value=b"%d" % i) for i in range(1000)]
+    rows = [{"value": b"%d" % i} for i in range(1000)]
     assert write_rows(options, iter(rows[:300]), "query-x-0", 7) == 300
     assert write_rows(options, iter(rows), "query-x-0", 7) == 1000
     assert [int(m.data()) for m in _stored(broker.url, topic)] == list(range(1000))
