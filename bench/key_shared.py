@@ -143,8 +143,8 @@ def main(argv: list[str] | None = None) -> int:
     key_shared_cpu = statistics.median(cpu["Key_Shared"])
     print()
     print(
-        f"Dispatch, {CONSUMERS} official-client consumers (receive + ack each), {KEYS:,} keys, "
-        f"{count:,} unbatched 100-byte messages, medians of {args.rounds} round(s):"
+        f"Dispatch, {CONSUMERS} official-client consumers (batch_receive, ack each), "
+        f"{KEYS:,} keys, {count:,} unbatched 100-byte messages, medians of {args.rounds} round(s):"
     )
     print(f"| {'subscription':<12} | {'msg/s':>10} | {'broker CPU µs/msg':>17} |")
     print(f"|{'-' * 14}|{'-' * 12}|{'-' * 19}|")

@@ -71,19 +71,24 @@ def deliver_at_time(data: bytes) -> int:
 NON_KEY = b"NONE_KEY"
 
 
-def sticky_key(metadata: pb.MessageMetadata) -> bytes:
+def sticky_key(metadata: pb.MessageMetadata) -> str | bytes:
     """The key Key_Shared routes by (SEM-4.4): ordering key, else partition
-    key, else NON_KEY. A batch's metadata carries its key (key-based batching)."""
-    if metadata.HasField("ordering_key"):
-        return bytes(metadata.ordering_key)
-    if metadata.HasField("partition_key"):
-        return metadata.partition_key.encode()
+    key, else NON_KEY. A batch's metadata carries its key (key-based batching).
+    An empty key that is set counts, as in Pulsar."""
+    # Plain reads first, HasField only for an empty value: this runs once for
+    # every entry a Key_Shared subscription reads.
+    ordering_key = metadata.ordering_key
+    if ordering_key or metadata.HasField("ordering_key"):
+        return ordering_key
+    partition_key = metadata.partition_key
+    if partition_key or metadata.HasField("partition_key"):
+        return partition_key
     return NON_KEY
 
 
 def key_hash_and_deliver_at(data: bytes) -> tuple[int, int]:
-    """An entry's sticky key hash (unsigned Murmur3 32) and deliver_at_time
-    (0: none), from one metadata parse."""
+    """An entry's sticky key hash (unsigned Murmur3 32; a str key hashes as
+    its UTF-8 bytes) and deliver_at_time (0: none), from one metadata parse."""
     offset = 6 if data[:2] == _CHECKSUM_MAGIC else 0
     start = offset + 4
     try:
@@ -91,5 +96,4 @@ def key_hash_and_deliver_at(data: bytes) -> tuple[int, int]:
         metadata = pb.MessageMetadata.FromString(data[start : start + size])
     except Exception:  # undecodable metadata is never stored (checked on publish)
         return murmur3_32(NON_KEY), 0
-    deliver_at = int(metadata.deliver_at_time) if metadata.HasField("deliver_at_time") else 0
-    return murmur3_32(sticky_key(metadata)), deliver_at
+    return murmur3_32(sticky_key(metadata)), metadata.deliver_at_time

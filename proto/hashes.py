@@ -46,7 +46,9 @@ def _as_bytes(data: str | bytes) -> bytes:
 
 def murmur3_32(data: str | bytes, seed: int = 0) -> int:
     """Murmur3 x86 32-bit of `data` (str is UTF-8 encoded), unsigned."""
-    return int(mmh3.hash(_as_bytes(data), seed, signed=False))
+    # mmh3 encodes a str as UTF-8 itself; positional arguments: on the
+    # Key_Shared dispatch path, once per entry read.
+    return mmh3.hash(data, seed, False)
 
 
 def key_shared_slot(key: str | bytes) -> int:
