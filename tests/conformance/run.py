@@ -130,6 +130,9 @@ SETUP: list[tuple[str, Callable[[Path], str]]] = [
 
 def _port_free(port: int) -> bool:
     with contextlib.closing(socket.socket()) as sock:
+        # As the broker binds: connections of an earlier run in TIME_WAIT
+        # do not make the port busy.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind(("127.0.0.1", port))
         except OSError:
