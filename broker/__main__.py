@@ -15,6 +15,7 @@ from typing import Any
 
 import structlog
 
+from magnetar.broker.auth import tokens
 from magnetar.broker.config import BrokerConfig, ConfigError, load_config
 from magnetar.broker.logging import configure_logging
 from magnetar.broker.server import BrokerServer
@@ -45,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     standalone.add_argument(
         "--sync-policy", choices=["fsync", "interval", "none"], help="default fsync"
     )
+    tokens.add_commands(commands)
     return parser
 
 
@@ -76,6 +78,8 @@ def _run(coro: Coroutine[Any, Any, None]) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command == "token":
+        return tokens.run(args)
     warnings: list[str] = []
     try:
         config = config_from_args(args, warnings)

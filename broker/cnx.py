@@ -20,6 +20,8 @@ import structlog
 from structlog.typing import FilteringBoundLogger
 
 from magnetar.broker import commands
+from magnetar.broker.auth.authentication import AuthenticationFailed, AuthenticationService
+from magnetar.broker.auth.tls import peer_common_name
 from magnetar.broker.cnx_consumers import ConsumerCommands
 from magnetar.broker.cnx_producers import ProducerCommands
 from magnetar.broker.config import BrokerConfig
@@ -27,7 +29,7 @@ from magnetar.broker.errors import BrokerServiceError, TopicNotFoundError
 from magnetar.broker.limits import ConnectionLimiter
 from magnetar.broker.metrics import BrokerMetrics
 from magnetar.broker.resources import ResourceNotFound
-from magnetar.broker.service import BrokerService
+from magnetar.broker.service import BrokerService, parse_topic
 from magnetar.broker.storage.api import StorageError
 from magnetar.broker.topic_list import filter_topics, topics_hash
 from magnetar.proto import pulsar_api_pb2 as pb
@@ -57,8 +59,12 @@ class ServerCnx(asyncio.Protocol):
         metrics: BrokerMetrics,
         on_closed: Callable[[ServerCnx], None] | None = None,
         limiter: ConnectionLimiter | None = None,
+        authentication: AuthenticationService | None = None,
     ) -> None:
         self._service = service
+        self._authentication = authentication
+        self.role: str | None = None  # who the client authenticated as
+        self._peer_cn: str | None = None  # CN of a verified TLS client certificate
         self._limiter = limiter
         self._peer_ip: str | None = None  # holds a limiter slot while set
         self.config = config
@@ -203,6 +209,7 @@ class ServerCnx(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         self._address = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         self._log = log.bind(remote=self._address)
+        self._peer_cn = peer_common_name(transport.get_extra_info("ssl_object"))
         if self._limiter is not None:
             ip = str(peer[0]) if isinstance(peer, tuple) else str(peer)
             refusal = self._limiter.admit(ip)
@@ -409,6 +416,20 @@ class ServerCnx(asyncio.Protocol):
         client_version = connect.protocol_version
         self.protocol_version = min(client_version, SERVER_PROTOCOL_VERSION)
         self.client_version = connect.client_version
+        if self._authentication is not None:
+            try:
+                self.role = self._authentication.authenticate(
+                    connect.auth_method_name, connect.auth_data, self._peer_cn
+                )
+            except AuthenticationFailed as exc:
+                # The remote address and the reason; never the credentials.
+                self.log.warning(
+                    "authentication failed", method=connect.auth_method_name, reason=str(exc)
+                )
+                self.metrics.connection_errors.labels(reason="authentication").inc()
+                self.write(commands.error(0, ServerError.AuthenticationError, str(exc)))
+                self.close()
+                return
         self._connected = True
         self._log = self._log.bind(client=connect.client_version)
         self.write(
@@ -431,8 +452,27 @@ class ServerCnx(asyncio.Protocol):
             "LOOKUP",
         )
 
+    async def authorize(self, action: str, topic: str) -> None:
+        """AuthorizationError unless this client's role may produce / consume
+        (action "lookup": either) on the topic; nothing without authorization."""
+        authorization = self.service.authorization
+        if authorization is None:
+            return
+        name = parse_topic(topic)
+        role = self.role or ""
+        check = {
+            "produce": authorization.can_produce,
+            "consume": authorization.can_consume,
+            "lookup": authorization.can_lookup,
+        }[action]
+        if not await check(role, name):
+            raise BrokerServiceError(
+                ServerError.AuthorizationError, f"role {role!r} may not {action} on {name}"
+            )
+
     async def _lookup(self, topic: str, request_id: int, listener_name: str) -> None:
         try:
+            await self.authorize("lookup", topic)
             url, url_tls = await self.service.lookup(topic, listener_name)
         except BrokerServiceError as exc:
             self.write(commands.lookup_failed(request_id, exc.code, exc.message))
@@ -452,6 +492,7 @@ class ServerCnx(asyncio.Protocol):
 
     async def _partitioned_metadata(self, topic: str, request_id: int) -> None:
         try:
+            await self.authorize("lookup", topic)
             partitions = await self.service.partitioned_metadata(topic)
         except BrokerServiceError as exc:
             self.write(commands.partitioned_metadata_failed(request_id, exc.code, exc.message))
@@ -475,6 +516,14 @@ class ServerCnx(asyncio.Protocol):
             Mode.PERSISTENT: ("persistent",),
             Mode.NON_PERSISTENT: ("non-persistent",),
         }.get(cmd.mode, ("persistent", "non-persistent"))
+        authorization = self.service.authorization
+        if authorization is not None:
+            tenant, _, local = cmd.namespace.partition("/")
+            if not await authorization.allowed(self.role or "", "", tenant, local):
+                raise BrokerServiceError(
+                    ServerError.AuthorizationError,
+                    f"role {self.role or ''!r} may not list the topics of {cmd.namespace}",
+                )
         try:
             topics = await self.service.topics_of_namespace(cmd.namespace, domains)
         except ResourceNotFound as exc:

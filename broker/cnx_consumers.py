@@ -65,6 +65,7 @@ class ConsumerCommands:
             raise ConsumerBusyError(f"consumer id {cid} is already in use on this connection")
         check_name(validate_subscription_name, cmd.subscription)
         check_name(validate_consumer_name, cmd.consumer_name)
+        await self.cnx.authorize("consume", cmd.topic)
         topic = await self.cnx.service.get_topic(cmd.topic, create=cmd.force_topic_creation)
         start: Position | None = None
         if cmd.HasField("start_message_id"):

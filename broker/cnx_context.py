@@ -34,6 +34,11 @@ class CommandContext(ClientConnection, Protocol):
         ERROR frame for `request_id`."""
         ...
 
+    async def authorize(self, action: str, topic: str) -> None:
+        """AuthorizationError unless the client's role may `action`
+        ("produce", "consume", "lookup") on the topic."""
+        ...
+
     def throttle_reading(self, seconds: float) -> None:
         """Stop reading this connection for `seconds` (a publish rate limit)."""
         ...

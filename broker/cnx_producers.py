@@ -62,6 +62,7 @@ class ProducerCommands:
         assert current is not None
         self._requests[pid] = current
         try:
+            await cnx.authorize("produce", cmd.topic)
             topic = await cnx.service.get_topic(cmd.topic)
             name = cmd.producer_name or cnx.service.generate_producer_name()
             if cmd.producer_access_mode == AccessMode.WaitForExclusive:

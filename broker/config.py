@@ -21,6 +21,7 @@ LogFormat = Literal["console", "json"]
 LogLevel = Literal["debug", "info", "warning", "error"]
 SyncPolicy = Literal["fsync", "interval", "none"]
 TopicType = Literal["non-partitioned", "partitioned"]
+TlsVersion = Literal["tlsv1.2", "tlsv1.3"]
 
 
 class ConfigError(ValueError):
@@ -79,6 +80,38 @@ class BrokerConfig:
     max_producers_per_topic: int = 0
     max_consumers_per_topic: int = 0
     max_subscriptions_per_topic: int = 0
+    # TLS (SECURITY.md): pulsar+ssl:// on tls_port and HTTPS on
+    # tls_http_port, with these PEM files; a client certificate is verified
+    # against the CA when presented, and required with
+    # tls_require_trusted_client_cert. TLS 1.2 at least.
+    tls_enabled: bool = False
+    tls_port: int = 6651
+    tls_http_port: int = 8443
+    tls_cert_file: str = ""
+    tls_key_file: str = ""
+    tls_trust_certs_file: str = ""
+    tls_require_trusted_client_cert: bool = False
+    tls_min_version: TlsVersion = "tlsv1.2"
+    tls_ciphers: str = ""  # OpenSSL cipher list; empty: Python's secure default
+    # Authentication on CONNECT and HTTP: providers among token, basic, tls.
+    # A client naming no method or one not enabled gets anonymous_user_role,
+    # if set, else it is refused.
+    authentication_enabled: bool = False
+    authentication_providers: str = "token,basic,tls"
+    token_secret_key: str = ""  # file with the HS256 secret (raw or base64)
+    token_public_key: str = ""  # PEM file: RS256 / ES256 tokens
+    basic_auth_htpasswd: str = ""  # htpasswd file (bcrypt or apr1-MD5)
+    anonymous_user_role: str = ""
+    # Authorization: superusers may do anything; tenant admins administer
+    # their tenant; namespace permissions grant produce / consume.
+    authorization_enabled: bool = False
+    superuser_roles: str = ""
+
+    def auth_providers(self) -> list[str]:
+        return [p.strip() for p in self.authentication_providers.split(",") if p.strip()]
+
+    def superusers(self) -> set[str]:
+        return {r.strip() for r in self.superuser_roles.split(",") if r.strip()}
 
     @property
     def advertised_host(self) -> str:
@@ -111,6 +144,7 @@ _LITERALS: dict[str, tuple[str, ...]] = {
     "log_level": get_args(LogLevel),
     "sync_policy": get_args(SyncPolicy),
     "allow_auto_topic_creation_type": get_args(TopicType),
+    "tls_min_version": get_args(TlsVersion),
 }
 
 
@@ -169,7 +203,7 @@ def _validated(config: BrokerConfig) -> BrokerConfig:
         if not ok:
             raise ConfigError(f"{key} = {getattr(config, key)!r}: {why}")
 
-    for key in ("port", "http_port"):
+    for key in ("port", "http_port", "tls_port", "tls_http_port"):
         need(0 <= getattr(config, key) <= 65535, key, "must be a TCP port in 0..65535")
     need(bool(config.bind.strip()), "bind", "must not be empty")
     need(
@@ -214,6 +248,11 @@ def _validated(config: BrokerConfig) -> BrokerConfig:
     for key in _LIMITS:
         need(getattr(config, key) >= 0, key, "must be >= 0 (0: no limit)")
     config.listeners()  # raises ConfigError naming the bad entry
+    if config.tls_enabled:
+        need(bool(config.tls_cert_file), "tls_cert_file", "is required with tls_enabled")
+        need(bool(config.tls_key_file), "tls_key_file", "is required with tls_enabled")
+    unknown = set(config.auth_providers()) - {"token", "basic", "tls"}
+    need(not unknown, "authentication_providers", f"unknown provider(s) {sorted(unknown)}")
     return config
 
 

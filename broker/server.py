@@ -23,6 +23,8 @@ import structlog
 from aiohttp import web
 
 from magnetar.broker import admin
+from magnetar.broker.auth.authentication import AuthenticationService
+from magnetar.broker.auth.tls import server_context
 from magnetar.broker.cnx import ServerCnx
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.limits import ConnectionLimiter
@@ -49,6 +51,13 @@ class BrokerServer:
         self._factory: ManagedLedgerFactory | None = None
         self._metadata_store: MetadataStore | None = None
         self._listener: asyncio.Server | None = None
+        self._tls_listener: asyncio.Server | None = None
+        self.tls_port = 0
+        self.tls_http_port = 0
+        self._tls = server_context(config) if config.tls_enabled else None
+        self._authentication = (
+            AuthenticationService(config) if config.authentication_enabled else None
+        )
         self._http_runner: web.AppRunner | None = None
         self._connections: set[ServerCnx] = set()
         self._limiter = (
@@ -134,13 +143,22 @@ class BrokerServer:
         )
         sockets = self._listener.sockets
         self.port = sockets[0].getsockname()[1]
+        if self._tls is not None:
+            self._tls_listener = await loop.create_server(
+                self._new_connection,
+                self.config.bind,
+                self.config.tls_port,
+                reuse_address=True,
+                ssl=self._tls,
+            )
+            self.tls_port = self._tls_listener.sockets[0].getsockname()[1]
         assert self.service is not None
-        self.service.set_advertised_port(self.port)
+        self.service.set_advertised_port(self.port, self.tls_port or None)
 
     async def _bind_http(self) -> None:
         app = build_app(self.metrics, self.health_problem)
         assert self.service is not None
-        admin.install(app, self.service)
+        admin.install(app, self.service, self._authentication)
         runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await runner.setup()
         self._http_runner = runner
@@ -148,6 +166,10 @@ class BrokerServer:
         sock = socket.create_server((self.config.bind, self.config.http_port))
         self.http_port = sock.getsockname()[1]
         await web.SockSite(runner, sock).start()
+        if self._tls is not None:
+            tls_sock = socket.create_server((self.config.bind, self.config.tls_http_port))
+            self.tls_http_port = tls_sock.getsockname()[1]
+            await web.SockSite(runner, tls_sock, ssl_context=self._tls).start()
 
     def _new_connection(self) -> ServerCnx:
         assert self.service is not None
@@ -157,6 +179,7 @@ class BrokerServer:
             self.metrics,
             on_closed=self._connections.discard,
             limiter=self._limiter,
+            authentication=self._authentication,
         )
         self._connections.add(cnx)
         return cnx
@@ -227,8 +250,9 @@ class BrokerServer:
         log.info("broker stopped")
 
     async def _stop_accepting(self) -> None:
-        if self._listener is not None:
-            self._listener.close()
+        for listener in (self._listener, self._tls_listener):
+            if listener is not None:
+                listener.close()
 
     async def _close_topics(self) -> None:
         if self.service is not None:
@@ -239,10 +263,11 @@ class BrokerServer:
         for cnx in connections:
             cnx.close()
         await asyncio.gather(*(c.wait_closed() for c in connections))
-        if self._listener is not None:
-            with contextlib.suppress(Exception):
-                await self._listener.wait_closed()
-            self._listener = None
+        for listener in (self._listener, self._tls_listener):
+            if listener is not None:
+                with contextlib.suppress(Exception):
+                    await listener.wait_closed()
+        self._listener = self._tls_listener = None
 
     async def _close_storage(self) -> None:
         if self._factory is not None:

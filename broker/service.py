@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 import structlog
 
+from magnetar.broker.auth.authorization import AuthorizationService
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.errors import (
     BrokerServiceError,
@@ -95,6 +96,12 @@ class BrokerService:
             dedup_inactivity_seconds=config.dedup_producer_inactivity_seconds,
         )
         self.resources = PulsarResources(metadata_store, config.cluster_name)
+        # Set when authorization is enabled (SECURITY.md).
+        self.authorization: AuthorizationService | None = (
+            AuthorizationService(self.resources, config.superusers())
+            if config.authorization_enabled
+            else None
+        )
         self._listeners = config.listeners()
         self.service_url = ""
         self.service_url_tls = ""
@@ -115,12 +122,12 @@ class BrokerService:
             )
         )
 
-    def set_advertised_port(self, port: int) -> None:
+    def set_advertised_port(self, port: int, tls_port: int | None = None) -> None:
         host = self.config.advertised_host
         self.service_url = f"pulsar://{host}:{port}"
-        # No TLS listener yet; the client picks the plain URL on plain connections
-        # but both must be filled (WIRE 3).
-        self.service_url_tls = f"pulsar+ssl://{host}:{port}"
+        # Both must be filled (WIRE 3); without a TLS listener a client on a
+        # plain connection picks the plain URL anyway.
+        self.service_url_tls = f"pulsar+ssl://{host}:{tls_port or port}"
 
     async def start(self) -> None:
         """Create what a standalone broker has on first start (cluster, tenant

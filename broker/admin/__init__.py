@@ -7,14 +7,23 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from magnetar.broker.admin import namespaces, policies, topics
+from magnetar.broker.admin import namespaces, permissions, policies, topics
 from magnetar.broker.admin.base import error_middleware
+from magnetar.broker.admin.security import security_middleware
+from magnetar.broker.auth.authentication import AuthenticationService
 from magnetar.broker.service import BrokerService
 
 
-def install(app: web.Application, service: BrokerService) -> None:
-    """Add the admin routes and their error handling to the HTTP app."""
+def install(
+    app: web.Application,
+    service: BrokerService,
+    authentication: AuthenticationService | None = None,
+) -> None:
+    """Add the admin routes, their error handling and security to the HTTP app."""
     app.middlewares.append(error_middleware)
+    if authentication is not None or service.authorization is not None:
+        app.middlewares.append(security_middleware(authentication, service.authorization))
     app.add_routes(namespaces.routes(service))
     app.add_routes(topics.routes(service))
     app.add_routes(policies.routes(service))
+    app.add_routes(permissions.routes(service))

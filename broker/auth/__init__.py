@@ -1,0 +1,1 @@
+"""Security: TLS contexts, authentication providers, authorization (SECURITY.md)."""

@@ -1,0 +1,253 @@
+"""TLS, authentication and authorization with the official client (issue 15):
+server-auth and mutual TLS, token (HS256, RS256, expired), basic (bcrypt and
+apr1 htpasswd entries) and TLS-certificate authentication, produce / consume
+allowed and denied per namespace, and the admin API refusing non-admins."""
+
+from __future__ import annotations
+
+import base64
+import json
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+import uuid
+from pathlib import Path
+from typing import Any
+
+import jwt
+import pulsar
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+from passlib.apache import HtpasswdFile
+
+from tests.integration.broker.harness import BrokerFactory, BrokerThread, http_call
+from tests.support.certs import CertAuthority
+from tests.support.official import official_client
+
+SECRET = b"k" * 32
+NS = "public/secured"
+
+
+@pytest.fixture
+def ca(tmp_path: Path) -> CertAuthority:
+    return CertAuthority(tmp_path)
+
+
+def _tls_url(broker: BrokerThread) -> str:
+    assert broker.server is not None
+    return f"pulsar+ssl://127.0.0.1:{broker.server.tls_port}"
+
+
+def _token(role: str, **claims: Any) -> str:
+    return jwt.encode({"sub": role, **claims}, SECRET, algorithm="HS256")
+
+
+def _admin(broker: BrokerThread, method: str, path: str, body: object, role: str) -> int:
+    """An admin call with a bearer token for `role`."""
+    request = urllib.request.Request(
+        f"{broker.http_url}/admin/v2/{path}",
+        data=None if body is None else json.dumps(body).encode(),
+        method=method,
+    )
+    request.add_header("Content-Type", "application/json")
+    request.add_header("Authorization", f"Bearer {_token(role)}")
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as exc:
+        return int(exc.code)
+
+
+@pytest.fixture
+def secured(broker_factory: BrokerFactory, tmp_path: Path, ca: CertAuthority) -> BrokerThread:
+    """TLS on, every provider on, authorization on, no anonymous role; the
+    namespace public/secured grants alice produce + consume, bob produce."""
+    secret = tmp_path / "secret.key"
+    secret.write_bytes(base64.b64encode(SECRET))
+    htpasswd = HtpasswdFile(str(tmp_path / ".htpasswd"), new=True, default_scheme="bcrypt")
+    htpasswd.set_password("carol", "s3cret")
+    htpasswd.save()
+    with (tmp_path / ".htpasswd").open("a") as f:  # an apr1-MD5 entry, as htpasswd -m writes
+        f.write("dave:$apr1$FG4AO6aX$KGYPuMoLUou3i6vUkPUUf.\n")  # password 123456
+    server = ca.issue("localhost", server=True)
+    broker = broker_factory(
+        tls_enabled=True,
+        tls_port=0,
+        tls_http_port=0,
+        tls_cert_file=str(server.cert),
+        tls_key_file=str(server.key),
+        tls_trust_certs_file=str(ca.pem.cert),
+        authentication_enabled=True,
+        authentication_providers="token,basic,tls",
+        token_secret_key=str(secret),
+        basic_auth_htpasswd=str(tmp_path / ".htpasswd"),
+        authorization_enabled=True,
+        superuser_roles="root",
+    )
+    assert _admin(broker, "PUT", f"namespaces/{NS}", None, "root") == 204
+    for role, actions in (
+        ("alice", ["produce", "consume"]),
+        ("bob", ["produce"]),
+        ("carol", ["produce", "consume"]),
+        ("dave", ["produce", "consume"]),
+    ):
+        assert _admin(broker, "POST", f"namespaces/{NS}/permissions/{role}", actions, "root") == 204
+    return broker
+
+
+def _topic() -> str:
+    return f"persistent://{NS}/sec-{uuid.uuid4().hex[:8]}"
+
+
+def _round_trip(client: Any) -> None:
+    topic = _topic()
+    consumer = client.subscribe(topic, "s")
+    client.create_producer(topic).send(b"secret")
+    assert consumer.receive(timeout_millis=5000).data() == b"secret"
+
+
+def test_tls_server_auth_and_a_client_that_does_not_trust_it(
+    broker_factory: BrokerFactory, ca: CertAuthority
+) -> None:
+    server = ca.issue("localhost", server=True)
+    broker = broker_factory(
+        tls_enabled=True,
+        tls_port=0,
+        tls_http_port=0,
+        tls_cert_file=str(server.cert),
+        tls_key_file=str(server.key),
+    )
+    with official_client(_tls_url(broker), tls_trust_certs_file_path=str(ca.pem.cert)) as client:
+        _round_trip_public(client)
+    with (
+        official_client(
+            _tls_url(broker), tls_allow_insecure_connection=False, operation_timeout_seconds=3
+        ) as client,
+        pytest.raises(pulsar.PulsarException),
+    ):
+        client.create_producer(f"persistent://public/default/tls-{uuid.uuid4().hex[:6]}")
+
+
+def _round_trip_public(client: Any) -> None:
+    topic = f"persistent://public/default/tls-{uuid.uuid4().hex[:8]}"
+    consumer = client.subscribe(topic, "s")
+    client.create_producer(topic).send(b"over tls")
+    assert consumer.receive(timeout_millis=5000).data() == b"over tls"
+
+
+def test_mutual_tls_certificate_is_the_role(secured: BrokerThread, ca: CertAuthority) -> None:
+    alice = ca.issue("alice")
+    with official_client(
+        _tls_url(secured),
+        tls_trust_certs_file_path=str(ca.pem.cert),
+        authentication=pulsar.AuthenticationTLS(str(alice.cert), str(alice.key)),
+    ) as client:
+        _round_trip(client)
+    mallory = CertAuthority(ca.directory, "other-ca").issue("mallory")
+    with (
+        official_client(
+            _tls_url(secured),
+            tls_trust_certs_file_path=str(ca.pem.cert),
+            authentication=pulsar.AuthenticationTLS(str(mallory.cert), str(mallory.key)),
+            operation_timeout_seconds=3,
+        ) as client,
+        pytest.raises(pulsar.PulsarException),
+    ):
+        client.create_producer(_topic())  # a certificate the broker's CA did not sign
+
+
+def _as(broker: BrokerThread, token: str | None, **options: Any) -> Any:
+    auth = {} if token is None else {"authentication": pulsar.AuthenticationToken(token)}
+    return official_client(broker.url, **auth, **options)
+
+
+def test_tokens_hs256_expired_and_permissions(secured: BrokerThread) -> None:
+    with _as(secured, _token("alice")) as c:
+        _round_trip(c)
+    # bob may produce, not consume.
+    with _as(secured, _token("bob")) as c:
+        topic = _topic()
+        c.create_producer(topic).send(b"ok")
+        with pytest.raises(pulsar.AuthorizationError):
+            c.subscribe(topic, "nope")
+    # A role without any permission on the namespace.
+    with _as(secured, _token("eve")) as c, pytest.raises(pulsar.AuthorizationError):
+        c.create_producer(_topic())
+    expired = _token("alice", exp=int(time.time()) - 60)
+    for token in (expired, None):  # expired, and no credentials with no anonymous role
+        with (
+            _as(secured, token, operation_timeout_seconds=3) as c,
+            pytest.raises(pulsar.PulsarException),
+        ):
+            c.create_producer(_topic())
+
+
+def test_rs256_token_with_a_public_key(broker_factory: BrokerFactory, tmp_path: Path) -> None:
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    public = tmp_path / "public.pem"
+    public.write_bytes(
+        key.public_key().public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+        )
+    )
+    broker = broker_factory(
+        authentication_enabled=True,
+        authentication_providers="token",
+        token_public_key=str(public),
+    )
+    token = jwt.encode({"sub": "anyone"}, key, algorithm="RS256")
+    with official_client(broker.url, authentication=pulsar.AuthenticationToken(token)) as c:
+        _round_trip_public(c)
+
+
+def test_basic_auth_bcrypt_and_apr1(secured: BrokerThread) -> None:
+    for user, password in (("carol", "s3cret"), ("dave", "123456")):
+        with official_client(
+            secured.url, authentication=pulsar.AuthenticationBasic(user, password)
+        ) as c:
+            _round_trip(c)
+    with (
+        official_client(
+            secured.url,
+            authentication=pulsar.AuthenticationBasic("carol", "wrong"),
+            operation_timeout_seconds=3,
+        ) as c,
+        pytest.raises(pulsar.PulsarException),
+    ):
+        c.create_producer(_topic())
+
+
+def test_admin_api_refuses_non_admins(secured: BrokerThread) -> None:
+    assert _admin(secured, "PUT", "tenants/acme", {"adminRoles": ["alice"]}, "alice") == 403
+    assert _admin(secured, "PUT", "tenants/acme", {"adminRoles": ["alice"]}, "root") == 204
+    # alice administers her tenant now, and only it.
+    assert _admin(secured, "PUT", "namespaces/acme/ns", None, "alice") == 204
+    assert _admin(secured, "PUT", "namespaces/public/other", None, "alice") == 403
+    status, body = http_call("GET", f"{secured.http_url}/admin/v2/tenants")
+    assert status == 401 and "authentication" in body["reason"]
+    # Metrics and health stay open for scrapers and load balancers.
+    for path in ("/admin/v2/brokers/health", "/metrics"):
+        with urllib.request.urlopen(f"{secured.http_url}{path}", timeout=10) as response:
+            assert response.status == 200
+
+
+def test_token_commands_make_keys_the_broker_accepts(
+    broker_factory: BrokerFactory, tmp_path: Path
+) -> None:
+    key = tmp_path / "made.key"
+    run = [sys.executable, "-m", "magnetar.broker", "token"]
+    subprocess.run([*run, "create-secret-key", "--output", str(key)], check=True)
+    token = subprocess.run(
+        [*run, "create", "--subject", "svc", "--secret-key", str(key)],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    broker = broker_factory(
+        authentication_enabled=True, authentication_providers="token", token_secret_key=str(key)
+    )
+    with official_client(broker.url, authentication=pulsar.AuthenticationToken(token)) as c:
+        _round_trip_public(c)
