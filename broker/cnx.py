@@ -13,6 +13,7 @@ socket buffer is above the high-water mark.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable, Coroutine
 from typing import Any, cast
 
@@ -20,7 +21,11 @@ import structlog
 from structlog.typing import FilteringBoundLogger
 
 from magnetar.broker import commands
-from magnetar.broker.auth.authentication import AuthenticationFailed, AuthenticationService
+from magnetar.broker.auth.authentication import (
+    AuthenticationFailed,
+    AuthenticationService,
+    Credentials,
+)
 from magnetar.broker.auth.tls import peer_common_name
 from magnetar.broker.cnx_consumers import ConsumerCommands
 from magnetar.broker.cnx_producers import ProducerCommands
@@ -47,6 +52,8 @@ SERVER_VERSION = "Magnetar 0.1.0"
 # Highest protocol version we speak (Pulsar's v20); the client checks >= 12
 # for GET_LAST_MESSAGE_ID and multi-id ACK (WIRE "Protocol versions").
 SERVER_PROTOCOL_VERSION = 20
+# How long a client has to answer an AUTH_CHALLENGE with fresh credentials.
+AUTH_RESPONSE_TIMEOUT_S = 10.0
 
 T = pb.BaseCommand
 
@@ -65,6 +72,9 @@ class ServerCnx(asyncio.Protocol):
         self._authentication = authentication
         self.role: str | None = None  # who the client authenticated as
         self._peer_cn: str | None = None  # CN of a verified TLS client certificate
+        self._auth_method = ""
+        self._supports_auth_refresh = False
+        self._auth_timer: asyncio.TimerHandle | None = None  # expiry, then the answer
         self._limiter = limiter
         self._peer_ip: str | None = None  # holds a limiter slot while set
         self.config = config
@@ -110,6 +120,7 @@ class ServerCnx(asyncio.Protocol):
             T.CONSUMER_STATS: consumer_commands.handle_consumer_stats,
             T.GET_TOPICS_OF_NAMESPACE: self._handle_topics_of_namespace,
             T.GET_SCHEMA: self._handle_get_schema,
+            T.AUTH_RESPONSE: self._handle_auth_response,
             T.CONNECT: self._handle_connect_again,
         }
 
@@ -312,9 +323,10 @@ class ServerCnx(asyncio.Protocol):
         if self._keepalive is not None:
             self._keepalive.cancel()
             self._keepalive = None
-        if self._throttle is not None:
-            self._throttle.cancel()
-            self._throttle = None
+        for timer in (self._throttle, self._auth_timer):
+            if timer is not None:
+                timer.cancel()
+        self._throttle = self._auth_timer = None
         self.producer_commands.detach_all()
         self.consumer_commands.detach_all()
         self.metrics.connections.dec()
@@ -417,24 +429,81 @@ class ServerCnx(asyncio.Protocol):
         self.protocol_version = min(client_version, SERVER_PROTOCOL_VERSION)
         self.client_version = connect.client_version
         if self._authentication is not None:
+            self._supports_auth_refresh = connect.feature_flags.supports_auth_refresh
             try:
-                self.role = self._authentication.authenticate(
+                credentials = self._authentication.authenticate(
                     connect.auth_method_name, connect.auth_data, self._peer_cn
                 )
             except AuthenticationFailed as exc:
-                # The remote address and the reason; never the credentials.
-                self.log.warning(
-                    "authentication failed", method=connect.auth_method_name, reason=str(exc)
-                )
-                self.metrics.connection_errors.labels(reason="authentication").inc()
-                self.write(commands.error(0, ServerError.AuthenticationError, str(exc)))
-                self.close()
+                self._authentication_failed(connect.auth_method_name, exc)
                 return
+            self.role = credentials.role
+            self._auth_method = credentials.method
+            self._watch_expiry(credentials)
         self._connected = True
         self._log = self._log.bind(client=connect.client_version)
         self.write(
             commands.connected(SERVER_VERSION, self.protocol_version, self.config.max_message_size)
         )
+
+    # --------------------------------------------------- re-authentication
+
+    def _authentication_failed(self, method: str, exc: AuthenticationFailed) -> None:
+        # The remote address and the reason; never the credentials.
+        self.log.warning("authentication failed", method=method, reason=str(exc))
+        self.metrics.connection_errors.labels(reason="authentication").inc()
+        self.write(commands.error(0, ServerError.AuthenticationError, str(exc)))
+        self.close()
+
+    def _watch_expiry(self, credentials: Credentials) -> None:
+        if self._auth_timer is not None:
+            self._auth_timer.cancel()
+            self._auth_timer = None
+        if credentials.expires_at is not None:
+            delay = max(0.0, credentials.expires_at - time.time())
+            loop = asyncio.get_running_loop()
+            self._auth_timer = loop.call_later(delay, self._credentials_expired)
+
+    def _credentials_expired(self) -> None:
+        """Pulsar's refresh: challenge a client that supports it (it answers
+        with fresh credentials); close the connection of one that does not."""
+        self._auth_timer = None
+        if self._closed:
+            return
+        if not self._supports_auth_refresh:
+            self.log.info("credentials expired: closing", role=self.role)
+            self.close()
+            return
+        self.write(
+            commands.auth_challenge(SERVER_VERSION, self.protocol_version, self._auth_method)
+        )
+        self._auth_timer = asyncio.get_running_loop().call_later(
+            AUTH_RESPONSE_TIMEOUT_S, self._no_auth_response
+        )
+
+    def _no_auth_response(self) -> None:
+        self._auth_timer = None
+        self.log.warning("no AUTH_RESPONSE to the refresh challenge: closing", role=self.role)
+        self.close()
+
+    def _handle_auth_response(self, frame: Frame) -> None:
+        if self._authentication is None:
+            raise ProtocolError("AUTH_RESPONSE while authentication is off")
+        answer = frame.command.authResponse.response
+        try:
+            credentials = self._authentication.authenticate(
+                answer.auth_method_name, answer.auth_data, self._peer_cn
+            )
+        except AuthenticationFailed as exc:
+            self._authentication_failed(answer.auth_method_name, exc)
+            return
+        if credentials.role != self.role:
+            self._authentication_failed(
+                answer.auth_method_name,
+                AuthenticationFailed("the refreshed credentials name another role"),
+            )
+            return
+        self._watch_expiry(credentials)
 
     def _handle_connect_again(self, frame: Frame) -> None:
         raise ProtocolError("CONNECT received twice on one connection")

@@ -54,6 +54,17 @@ def connected(server_version: str, protocol_version: int, max_message_size: int)
     return encode_command(command)
 
 
+def auth_challenge(server_version: str, protocol_version: int, method: str) -> bytes:
+    """Ask a client to authenticate again (its credentials expired)."""
+    command = pb.BaseCommand(type=T.AUTH_CHALLENGE)
+    body = command.authChallenge
+    body.server_version = server_version
+    body.protocol_version = protocol_version
+    body.challenge.auth_method_name = method
+    body.challenge.auth_data = b"refresh"  # Pulsar's refresh marker
+    return encode_command(command)
+
+
 def producer_success(
     request_id: int, producer_name: str, last_sequence_id: int = -1, *, ready: bool = True
 ) -> bytes:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+from dataclasses import dataclass
 from pathlib import Path
 
 import jwt
@@ -21,6 +22,15 @@ from magnetar.broker.config import BrokerConfig
 
 class AuthenticationFailed(Exception):
     """Bad or missing credentials; the message never contains them."""
+
+
+@dataclass(frozen=True, slots=True)
+class Credentials:
+    role: str
+    method: str = ""
+    # Epoch seconds after which the client must authenticate again (a
+    # token's `exp`); None: never.
+    expires_at: float | None = None
 
 
 def _read_key(path: str) -> bytes:
@@ -54,7 +64,7 @@ class TokenProvider:
         if not self._keys:
             raise ValueError("the token provider needs token_secret_key or token_public_key")
 
-    def authenticate(self, data: bytes, peer_cn: str | None) -> str:
+    def authenticate(self, data: bytes, peer_cn: str | None) -> Credentials:
         token = data.decode(errors="replace").removeprefix("Bearer ").strip()
         for key, algorithms in self._keys:
             try:
@@ -64,9 +74,11 @@ class TokenProvider:
             except jwt.PyJWTError:
                 continue
             subject = claims.get("sub")
-            if isinstance(subject, str) and subject:
-                return subject
-            raise AuthenticationFailed("the token has no subject")
+            if not isinstance(subject, str) or not subject:
+                raise AuthenticationFailed("the token has no subject")
+            expiry = claims.get("exp")
+            expires_at = float(expiry) if isinstance(expiry, int | float) else None
+            return Credentials(subject, self.method, expires_at)
         raise AuthenticationFailed("the token is not valid")
 
 
@@ -80,12 +92,12 @@ class BasicProvider:
             raise ValueError("the basic provider needs basic_auth_htpasswd")
         self._users = HtpasswdFile(htpasswd)
 
-    def authenticate(self, data: bytes, peer_cn: str | None) -> str:
+    def authenticate(self, data: bytes, peer_cn: str | None) -> Credentials:
         user, sep, password = data.decode(errors="replace").partition(":")
         self._users.load_if_changed()
         if not sep or not self._users.check_password(user, password):
             raise AuthenticationFailed("unknown user or wrong password")
-        return user
+        return Credentials(user, self.method)
 
 
 class TlsProvider:
@@ -93,10 +105,10 @@ class TlsProvider:
 
     method = "tls"
 
-    def authenticate(self, data: bytes, peer_cn: str | None) -> str:
+    def authenticate(self, data: bytes, peer_cn: str | None) -> Credentials:
         if not peer_cn:
             raise AuthenticationFailed("no verified client certificate")
-        return peer_cn
+        return Credentials(peer_cn, self.method)
 
 
 Provider = TokenProvider | BasicProvider | TlsProvider
@@ -116,12 +128,12 @@ class AuthenticationService:
             elif name == "tls":
                 self.providers[name] = TlsProvider()
 
-    def authenticate(self, method: str, data: bytes, peer_cn: str | None) -> str:
-        """The role for CONNECT's auth_method_name and auth_data."""
+    def authenticate(self, method: str, data: bytes, peer_cn: str | None) -> Credentials:
+        """Who CONNECT's (or AUTH_RESPONSE's) auth_method_name and auth_data name."""
         provider = self.providers.get(method)
         if provider is None:
             if self.anonymous_role is not None:
-                return self.anonymous_role
+                return Credentials(self.anonymous_role)
             raise AuthenticationFailed(
                 f"authentication method {method!r} is not enabled"
                 if method
@@ -135,13 +147,13 @@ class AuthenticationService:
             scheme, _, value = authorization.partition(" ")
             scheme = scheme.lower()
             if scheme == "bearer":
-                return self.authenticate("token", value.encode(), peer_cn)
+                return self.authenticate("token", value.encode(), peer_cn).role
             if scheme == "basic":
                 try:
                     decoded = base64.b64decode(value.strip(), validate=True)
                 except binascii.Error:
                     raise AuthenticationFailed("malformed basic credentials") from None
-                return self.authenticate("basic", decoded, peer_cn)
+                return self.authenticate("basic", decoded, peer_cn).role
         if peer_cn and "tls" in self.providers:
             return peer_cn
-        return self.authenticate("", b"", peer_cn)
+        return self.authenticate("", b"", peer_cn).role

@@ -19,6 +19,7 @@ from typing import Any
 import jwt
 import pulsar
 import pytest
+import structlog
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from passlib.apache import HtpasswdFile
@@ -251,3 +252,36 @@ def test_token_commands_make_keys_the_broker_accepts(
     )
     with official_client(broker.url, authentication=pulsar.AuthenticationToken(token)) as c:
         _round_trip_public(c)
+
+
+def test_expired_token_is_refreshed_through_auth_challenge(secured: BrokerThread) -> None:
+    """A token that expires during the connection: the broker sends
+    AUTH_CHALLENGE, the official client answers with a fresh token from its
+    supplier, and the same producer keeps publishing; a client whose answer
+    is the old, expired token is disconnected and cannot come back."""
+    issued: list[float] = []
+
+    def fresh() -> str:
+        issued.append(time.time())
+        return _token("alice", exp=int(time.time()) + 2)
+
+    topic = _topic()
+    with (
+        structlog.testing.capture_logs() as logs,
+        official_client(secured.url, authentication=pulsar.AuthenticationToken(fresh)) as c,
+    ):
+        producer = c.create_producer(topic)
+        producer.send(b"before")
+        time.sleep(3.5)  # past the first token's expiry: a refresh happened
+        producer.send(b"after")
+        assert len(issued) >= 2
+    events = [e["event"] for e in logs]
+    # Refreshed in place: no connection was closed for it, none re-opened.
+    assert "credentials expired: closing" not in events
+    assert events.count("producer created") == 1
+    stale = _token("alice", exp=int(time.time()) + 2)
+    with _as(secured, stale, operation_timeout_seconds=3) as c:
+        producer = c.create_producer(topic, send_timeout_millis=2000)
+        time.sleep(3.5)
+        with pytest.raises(pulsar.PulsarException):
+            producer.send(b"with an expired token")
