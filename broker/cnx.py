@@ -528,6 +528,9 @@ class ServerCnx(asyncio.Protocol):
         if authorization is None:
             return
         name = parse_topic(topic)
+        # A namespace that does not exist is TopicNotFound for everyone, as
+        # in Pulsar (the official client expects that result).
+        await self.service.check_namespace(name)
         role = self.role or ""
         check = {
             "produce": authorization.can_produce,

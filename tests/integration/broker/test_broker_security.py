@@ -285,3 +285,10 @@ def test_expired_token_is_refreshed_through_auth_challenge(secured: BrokerThread
         time.sleep(3.5)
         with pytest.raises(pulsar.PulsarException):
             producer.send(b"with an expired token")
+
+
+def test_unknown_namespace_is_topic_not_found_even_under_authorization(
+    secured: BrokerThread,
+) -> None:
+    with _as(secured, _token("alice")) as c, pytest.raises(pulsar.TopicNotFound):
+        c.create_producer("persistent://nowhere/ns/topic")
