@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import json
+import ssl
 import subprocess
 import sys
 import time
@@ -123,6 +124,12 @@ def test_tls_server_auth_and_a_client_that_does_not_trust_it(
     )
     with official_client(_tls_url(broker), tls_trust_certs_file_path=str(ca.pem.cert)) as client:
         _round_trip_public(client)
+    # The admin port over HTTPS, verified against the same CA.
+    assert broker.server is not None
+    context = ssl.create_default_context(cafile=str(ca.pem.cert))
+    url = f"https://localhost:{broker.server.tls_http_port}/admin/v2/clusters"
+    with urllib.request.urlopen(url, context=context, timeout=10) as response:
+        assert response.status == 200 and json.loads(response.read()) == ["standalone"]
     with (
         official_client(
             _tls_url(broker), tls_allow_insecure_connection=False, operation_timeout_seconds=3
