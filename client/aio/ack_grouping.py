@@ -112,6 +112,10 @@ class AckGroupingTracker:
         cumulative = self._cumulative
         return cumulative is not None and key <= cumulative.entry_key() and not cumulative.is_batch
 
+    def wait(self, waiter: AckWaiter) -> None:
+        """`waiter` is answered with the next flush (ack receipts)."""
+        self._waiters.append(waiter)
+
     def flush_due(self, now: float | None = None) -> bool:
         if not self.pending_count and not self._waiters:
             return False
