@@ -80,7 +80,8 @@ class IncomingQueue:
         if remaining <= 0:
             return False
         try:
-            await asyncio.wait_for(waiter, remaining)
+            async with asyncio.timeout(remaining):
+                await waiter
         except TimeoutError:
             return False
         return True

@@ -52,7 +52,7 @@ class Ticker:
 
     async def _loop(self) -> None:
         loop = asyncio.get_running_loop()
-        while True:
+        while self._task is not None:
             now = loop.time()
             wake: float | None = None
             for job in self._jobs:
@@ -70,5 +70,7 @@ class Ticker:
                 wake = job.next_due if wake is None else min(wake, job.next_due)
             self._poked.clear()
             timeout = None if wake is None else max(wake - loop.time(), 0.0)
+            # asyncio.timeout, not wait_for: 3.11's wait_for can swallow a cancel.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._poked.wait(), timeout)
+                async with asyncio.timeout(timeout):
+                    await self._poked.wait()
