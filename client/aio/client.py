@@ -29,6 +29,7 @@ from magnetar.client.aio.enums import (
 )
 from magnetar.client.aio.errors import (
     AlreadyClosed,
+    ConsumerBusy,
     InvalidConfiguration,
     InvalidTopicName,
     OperationNotSupported,
@@ -364,7 +365,10 @@ class Client:
         return await self.create_producer(topic, batching_enabled=False)
 
     async def _create_subscription(self, topic: str, subscription: str) -> None:
-        consumer = await self.subscribe(topic, subscription, receiver_queue_size=0)
+        try:
+            consumer = await self.subscribe(topic, subscription, receiver_queue_size=0)
+        except ConsumerBusy:
+            return  # someone is subscribed: the subscription exists
         await consumer.close()
 
     async def _start_endpoint(self, endpoint: AnyProducer | Consumer) -> None:

@@ -597,13 +597,16 @@ class Consumer(ConnectionHandler):
         else:
             command.message_publish_time = int(target)
         self.flush_acks()
-        await cnx.request(command, request_id)
-        # The broker closes us and we resubscribe; nothing queued is valid any more.
+        # Nothing queued from the old position is wanted. A broker that closes
+        # us on seek (Pulsar, ours) has us resubscribe, which clears again what
+        # came in flight; one that does not sends the new position's messages
+        # before or after its answer, so nothing is cleared after the request.
         self.queue.clear()
         self._batch_unacked.clear()
         self.nacks.clear()
         if self.unacked is not None:
             self.unacked.clear()
+        await cnx.request(command, request_id)
 
     async def get_last_message_id(self) -> MessageId:
         cnx = self._connected()

@@ -65,6 +65,8 @@ class ListenerRunner:
                 msg = await self._next()
             except PulsarException:
                 return  # the consumer closed
+            # Paused while this one was awaited: it waits for resume too.
+            await self._running.wait()
             try:
                 result = self._listener(self._consumer, msg)
                 if inspect.isawaitable(result):
