@@ -14,6 +14,7 @@ event-loop thread (see `magnetar.client.aio` for the awaitable API).
 
 from __future__ import annotations
 
+import concurrent.futures
 import time
 from collections.abc import Callable, Coroutine, Mapping
 from datetime import timedelta
@@ -24,10 +25,13 @@ from magnetar.client.aio import consumer as _aio_consumer
 from magnetar.client.aio.enums import (
     BatchingType,
     CompressionType,
+    ConsumerCryptoFailureAction,
     ConsumerType,
     InitialPosition,
+    KeySharedMode,
     PartitionsRoutingMode,
     ProducerAccessMode,
+    RegexSubscriptionMode,
 )
 from magnetar.client.aio.errors import *  # noqa: F403 (the official module exports them all)
 from magnetar.client.aio.errors import (
@@ -38,6 +42,9 @@ from magnetar.client.aio.errors import (
 )
 from magnetar.client.aio.message import LOCAL_CLUSTER_ONLY, OutgoingMessage
 from magnetar.client.aio.partitioned_producer import PartitionedProducer as _AioPartitioned
+from magnetar.client.aio.policies import BatchReceivePolicy as ConsumerBatchReceivePolicy
+from magnetar.client.aio.policies import DeadLetterPolicy as ConsumerDeadLetterPolicy
+from magnetar.client.aio.policies import KeySharedPolicy as ConsumerKeySharedPolicy
 from magnetar.client.aio.producer import Producer as _AioProducer
 from magnetar.client.messages import Message, MessageId
 from magnetar.client.sync import LoopThread, Permits, Submitter
@@ -51,14 +58,20 @@ __all__ = [
     "Client",
     "CompressionType",
     "Consumer",
+    "ConsumerBatchReceivePolicy",
+    "ConsumerCryptoFailureAction",
+    "ConsumerDeadLetterPolicy",
+    "ConsumerKeySharedPolicy",
     "ConsumerType",
     "InitialPosition",
+    "KeySharedMode",
     "Message",
     "MessageId",
     "PartitionsRoutingMode",
     "Producer",
     "ProducerAccessMode",
     "PulsarException",
+    "RegexSubscriptionMode",
     "Result",
 ]
 
@@ -260,6 +273,8 @@ class Producer:
 
 
 class Consumer:
+    """A consumer; methods named as in `pulsar.Consumer`, plus our additions."""
+
     def __init__(self, client: Client, consumer: _aio_consumer.Consumer, schema: Any) -> None:
         self._client = client
         self._consumer = consumer
@@ -281,15 +296,67 @@ class Consumer:
         msg = self._client.run(self._consumer.receive(timeout_millis))
         return Message(msg, self._schema)
 
+    def batch_receive(self) -> list[Message]:
+        messages = self._client.run(self._consumer.batch_receive())
+        return [Message(m, self._schema) for m in messages]
+
+    @staticmethod
+    def _target(message: Message | MessageId) -> Any:
+        return message._msg if isinstance(message, Message) else message.inner
+
     def acknowledge(self, message: Message | MessageId) -> None:
-        target = message._msg if isinstance(message, Message) else message.inner
-        self._client.run(self._consumer.acknowledge(target))
+        """SEM-3.4: grouped and sent by the loop; waits for the broker with ack receipts."""
+        target = self._target(message)
+        if self._consumer.conf.ack_receipt_enabled:
+            self._client.run(self._consumer.acknowledge(target))
+        else:
+            self._client.submit(self._consumer.ack_nowait, target)
+
+    def acknowledge_cumulative(self, message: Message | MessageId) -> None:
+        self._consumer.check_cumulative()
+        target = self._target(message)
+        if self._consumer.conf.ack_receipt_enabled:
+            self._client.run(self._consumer.acknowledge_cumulative(target))
+        else:
+            self._client.submit(self._consumer.ack_cumulative_nowait, target)
+
+    def negative_acknowledge(self, message: Message | MessageId) -> None:
+        self._client.submit(self._consumer.negative_acknowledge, self._target(message))
+
+    def redeliver_unacknowledged_messages(self) -> None:
+        self._client.run_ordered(self._redeliver_all)
+
+    async def _redeliver_all(self) -> None:
+        self._consumer.redeliver_unacknowledged_messages()
+
+    def pause_message_listener(self) -> None:
+        self._client.submit(self._consumer.pause_message_listener)
+
+    def resume_message_listener(self) -> None:
+        self._client.submit(self._consumer.resume_message_listener)
+
+    def seek(self, messageid: MessageId | int) -> None:
+        """To a message id, or to a publish time in ms since the epoch."""
+        target = messageid.inner if isinstance(messageid, MessageId) else int(messageid)
+        self._client.run_ordered(lambda: self._consumer.seek(target))
+
+    def get_last_message_id(self) -> MessageId:
+        return MessageId.wrap(self._client.run(self._consumer.get_last_message_id()))
+
+    def reconsume_later(
+        self, message: Message, delay_millis: int, properties: dict[str, str] | None = None
+    ) -> None:
+        """SEM-6.2 (not in the official Python client): retry `message` after a delay."""
+        self._client.run_ordered(
+            lambda: self._consumer.reconsume_later(message._msg, delay_millis, properties)
+        )
 
     def unsubscribe(self) -> None:
-        self._client.run(self._consumer.unsubscribe())
+        self._client.run_ordered(self._consumer.unsubscribe)
 
     def close(self) -> None:
-        self._client.run(self._consumer.close())
+        if not self._client.closed:
+            self._client.run_ordered(self._consumer.close)
 
 
 class Client:
@@ -324,10 +391,13 @@ class Client:
             operation_timeout_seconds=operation_timeout_seconds,
             use_tls=use_tls,
             connection_timeout_ms=connection_timeout_ms,
+            stats_interval_in_seconds=stats_interval_in_seconds,
             **extra,
         )
         self._loop = LoopThread()
         self._submitter = Submitter(self._loop.loop)
+        self._listener_threads = max(int(message_listener_threads), 1)
+        self._listeners: concurrent.futures.ThreadPoolExecutor | None = None
         self._closed = False
 
     # -- the loop thread, for this package's producer and consumer wrappers --
@@ -340,7 +410,7 @@ class Client:
         """Run a coroutine on the client's loop thread and wait for its result."""
         return self._loop.run(coro, timeout)
 
-    def submit(self, fn: Callable[..., None], *args: Any) -> None:
+    def submit(self, fn: Callable[..., object], *args: Any) -> None:
         """Call `fn(*args)` on the loop thread, in submission order, without waiting."""
         self._submitter.submit(fn, *args)
 
@@ -458,46 +528,68 @@ class Client:
         batch_receive_policy: Any = None,
         key_shared_policy: Any = None,
         batch_index_ack_enabled: bool = False,
-        regex_subscription_mode: int = 0,
+        regex_subscription_mode: RegexSubscriptionMode = RegexSubscriptionMode.PersistentOnly,
         dead_letter_policy: Any = None,
-        crypto_failure_action: int = 0,
+        crypto_failure_action: ConsumerCryptoFailureAction = ConsumerCryptoFailureAction.FAIL,
+        **ours: Any,
     ) -> Consumer:
-        """A consumer (the basic one of part 1: one topic or partition).
+        """A consumer; `ours` takes the async core's extra keywords (priority_level,
+        enable_retry, ack_group_time_ms, ack_receipt_enabled, ...).
 
-        Options the consumer does not implement yet raise InvalidConfiguration
-        when set to anything but their default, rather than being ignored.
+        The message listener runs on the client's listener thread, as
+        listener(consumer, message) with this module's objects.
         """
-        unsupported = {
-            "message_listener": message_listener is not None,
-            "unacked_messages_timeout_ms": bool(unacked_messages_timeout_ms),
-            "is_read_compacted": is_read_compacted,
-            "crypto_key_reader": crypto_key_reader is not None,
-            "replicate_subscription_state_enabled": replicate_subscription_state_enabled,
-            "start_message_id_inclusive": start_message_id_inclusive,
-            "batch_receive_policy": batch_receive_policy is not None,
-            "key_shared_policy": key_shared_policy is not None,
-            "batch_index_ack_enabled": batch_index_ack_enabled,
-            "regex_subscription_mode": int(regex_subscription_mode) != 0,
-            "dead_letter_policy": dead_letter_policy is not None,
-            "crypto_failure_action": int(crypto_failure_action) != 0,
-        }
-        names = sorted(name for name, used in unsupported.items() if used)
-        if names:
-            raise InvalidConfiguration(f"consumer options not supported yet: {', '.join(names)}")  # noqa: F405
+        listener = None
+        facade: list[Consumer] = []
+        if message_listener is not None:
+            user_listener = message_listener
+            pool = self._listener_pool()
+
+            def listener(_consumer: Any, msg: Any) -> Any:
+                loop = self._loop.loop
+                return loop.run_in_executor(pool, user_listener, facade[0], Message(msg, schema))
+
         consumer = self._loop.run(
             self._client.subscribe(
                 topic,
                 subscription_name,
                 consumer_type=consumer_type,
+                message_listener=listener,
                 receiver_queue_size=receiver_queue_size,
+                max_total_receiver_queue_size_across_partitions=max_total_receiver_queue_size_across_partitions,
                 consumer_name=consumer_name,
+                unacked_messages_timeout_ms=unacked_messages_timeout_ms,
+                broker_consumer_stats_cache_time_ms=broker_consumer_stats_cache_time_ms,
+                negative_ack_redelivery_delay_ms=negative_ack_redelivery_delay_ms,
+                is_read_compacted=is_read_compacted,
                 properties=properties,
+                pattern_auto_discovery_period=pattern_auto_discovery_period,
                 initial_position=initial_position,
+                crypto_key_reader=crypto_key_reader,
+                replicate_subscription_state_enabled=replicate_subscription_state_enabled,
                 max_pending_chunked_message=max_pending_chunked_message,
                 auto_ack_oldest_chunked_message_on_queue_full=auto_ack_oldest_chunked_message_on_queue_full,
+                start_message_id_inclusive=start_message_id_inclusive,
+                batch_receive_policy=batch_receive_policy,
+                key_shared_policy=key_shared_policy,
+                batch_index_ack_enabled=batch_index_ack_enabled,
+                regex_subscription_mode=regex_subscription_mode,
+                dead_letter_policy=dead_letter_policy,
+                crypto_failure_action=crypto_failure_action,
+                **ours,
             )
         )
-        return Consumer(self, consumer, schema)
+        wrapper = Consumer(self, consumer, schema)
+        facade.append(wrapper)
+        return wrapper
+
+    def _listener_pool(self) -> concurrent.futures.ThreadPoolExecutor:
+        """The message listener threads (message_listener_threads of them)."""
+        if self._listeners is None:
+            self._listeners = concurrent.futures.ThreadPoolExecutor(
+                self._listener_threads, thread_name_prefix="magnetar-listener"
+            )
+        return self._listeners
 
     def get_topic_partitions(self, topic: str) -> list[str]:
         return self._loop.run(self._client.get_topic_partitions(topic))
@@ -511,6 +603,8 @@ class Client:
             self._loop.run(self._client.close())
         finally:
             self._loop.stop()
+            if self._listeners is not None:
+                self._listeners.shutdown(wait=False, cancel_futures=True)
 
     def shutdown(self) -> None:
         self.close()

@@ -84,10 +84,10 @@ class Submitter:
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
-        self._items: deque[tuple[Callable[..., None], tuple[Any, ...]]] = deque()
+        self._items: deque[tuple[Callable[..., object], tuple[Any, ...]]] = deque()
         self._scheduled = False
 
-    def submit(self, fn: Callable[..., None], *args: Any) -> None:
+    def submit(self, fn: Callable[..., object], *args: Any) -> None:
         self._items.append((fn, args))
         if not self._scheduled:
             self._scheduled = True

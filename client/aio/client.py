@@ -3,23 +3,33 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
-from magnetar.client.aio.config import ConsumerConfiguration, ProducerConfiguration
+from magnetar.client.aio.config import (
+    ActiveConsumerListener,
+    ConsumerConfiguration,
+    MessageListener,
+    ProducerConfiguration,
+)
 from magnetar.client.aio.consumer import Consumer
 from magnetar.client.aio.context import ClientContext
+from magnetar.client.aio.dead_letter import DeadLetterHandler
 from magnetar.client.aio.enums import (
     BatchingType,
     CompressionType,
+    ConsumerCryptoFailureAction,
     ConsumerType,
     InitialPosition,
     PartitionsRoutingMode,
     ProducerAccessMode,
+    RegexSubscriptionMode,
 )
 from magnetar.client.aio.errors import (
     AlreadyClosed,
+    ConsumerBusy,
     InvalidConfiguration,
     InvalidTopicName,
     OperationNotSupported,
@@ -28,6 +38,7 @@ from magnetar.client.aio.errors import (
 )
 from magnetar.client.aio.lookup import ServiceUrl, lookup_service_for
 from magnetar.client.aio.partitioned_producer import PartitionedProducer
+from magnetar.client.aio.policies import BatchReceivePolicy, DeadLetterPolicy, KeySharedPolicy
 from magnetar.client.aio.pool import ConnectionPool
 from magnetar.client.aio.producer import Producer
 from magnetar.proto.hashes import DEFAULT_HASHING_SCHEME, HashingScheme
@@ -94,6 +105,7 @@ class Client:
             backoff_initial=initial_backoff_interval_ms / 1000.0,
             backoff_max=max_backoff_interval_ms / 1000.0,
         )
+        self._stats_interval = float(stats_interval_in_seconds)
         self._closed = False
 
     @property
@@ -218,7 +230,7 @@ class Client:
         subscription_name: str,
         consumer_type: ConsumerType = ConsumerType.Exclusive,
         schema: Any = None,
-        message_listener: Any = None,
+        message_listener: MessageListener | None = None,
         receiver_queue_size: int = 1000,
         max_total_receiver_queue_size_across_partitions: int = 50000,
         consumer_name: str | None = None,
@@ -233,15 +245,34 @@ class Client:
         replicate_subscription_state_enabled: bool = False,
         max_pending_chunked_message: int = 10,
         auto_ack_oldest_chunked_message_on_queue_full: bool = False,
+        start_message_id_inclusive: bool = False,
+        batch_receive_policy: Any = None,
+        key_shared_policy: Any = None,
+        batch_index_ack_enabled: bool = False,
+        regex_subscription_mode: RegexSubscriptionMode = RegexSubscriptionMode.PersistentOnly,
+        dead_letter_policy: Any = None,
+        crypto_failure_action: ConsumerCryptoFailureAction = ConsumerCryptoFailureAction.FAIL,
+        *,
+        priority_level: int = 0,
+        enable_retry: bool = False,
+        ack_group_time_ms: int = 100,
+        ack_receipt_enabled: bool = False,
+        ack_timeout_tick_time_ms: int = 1000,
+        expire_time_of_incomplete_chunked_message_ms: int = 60000,
+        active_consumer_listener: ActiveConsumerListener | None = None,
     ) -> Consumer:
-        """A consumer on one topic or one partition (the rest of the API is part 2)."""
+        """A consumer on one topic or one partition.
+
+        Keywords follow `pulsar.Client.subscribe`; those after `*` are ours
+        (SEM-1 options the official Python client lacks).
+        """
         self._check_open()
         if not isinstance(topic, str):
             raise OperationNotSupported(
                 "multi-topic and pattern subscriptions are not supported yet"
             )
-        if schema is not None or message_listener is not None or crypto_key_reader is not None:
-            raise InvalidConfiguration("schemas, listeners and encryption are not supported yet")
+        if schema is not None or crypto_key_reader is not None:
+            raise InvalidConfiguration("schemas and encryption are not supported yet")
         conf = ConsumerConfiguration(
             consumer_type=consumer_type,
             receiver_queue_size=receiver_queue_size,
@@ -250,6 +281,41 @@ class Client:
             properties=dict(properties or {}),
             max_pending_chunked_message=max_pending_chunked_message,
             auto_ack_oldest_chunked_message_on_queue_full=auto_ack_oldest_chunked_message_on_queue_full,
+            expire_time_of_incomplete_chunked_message_ms=expire_time_of_incomplete_chunked_message_ms,
+            message_listener=message_listener,
+            max_total_receiver_queue_size_across_partitions=max_total_receiver_queue_size_across_partitions,
+            unacked_messages_timeout_ms=unacked_messages_timeout_ms,
+            ack_timeout_tick_time_ms=ack_timeout_tick_time_ms,
+            ack_group_time_ms=ack_group_time_ms,
+            ack_receipt_enabled=ack_receipt_enabled,
+            negative_ack_redelivery_delay_ms=negative_ack_redelivery_delay_ms,
+            broker_consumer_stats_cache_time_ms=broker_consumer_stats_cache_time_ms,
+            is_read_compacted=is_read_compacted,
+            pattern_auto_discovery_period=pattern_auto_discovery_period,
+            replicate_subscription_state_enabled=replicate_subscription_state_enabled,
+            start_message_id_inclusive=start_message_id_inclusive,
+            batch_receive_policy=(
+                BatchReceivePolicy()
+                if batch_receive_policy is None
+                else BatchReceivePolicy.from_official(batch_receive_policy)
+            ),
+            key_shared_policy=(
+                None
+                if key_shared_policy is None
+                else KeySharedPolicy.from_official(key_shared_policy)
+            ),
+            batch_index_ack_enabled=batch_index_ack_enabled,
+            regex_subscription_mode=regex_subscription_mode,
+            dead_letter_policy=(
+                None
+                if dead_letter_policy is None
+                else DeadLetterPolicy.from_official(dead_letter_policy)
+            ),
+            crypto_failure_action=crypto_failure_action,
+            priority_level=priority_level,
+            enable_retry=enable_retry,
+            active_consumer_listener=active_consumer_listener,
+            stats_interval_seconds=self._stats_interval,
         )
         conf.validate()
         name = parse_topic(topic)
@@ -258,9 +324,52 @@ class Client:
                 f"{name} is partitioned; subscribe to its partitions "
                 "(partitioned consumers are not supported yet)"
             )
-        consumer = Consumer(self._context, name, subscription_name, conf)
+        return await self.subscribe_one(name, subscription_name, conf)
+
+    async def subscribe_one(
+        self, name: TopicName, subscription: str, conf: ConsumerConfiguration
+    ) -> Consumer:
+        """A single-topic Consumer with its dead letter handler and retry consumer (SEM-6)."""
+        dead_letter = None
+        if conf.dead_letter_policy is not None:
+            dead_letter = DeadLetterHandler(
+                conf.dead_letter_policy,
+                str(name.partitioned_base),
+                subscription,
+                self._dead_letter_producer,
+                self._create_subscription,
+            )
+        consumer = Consumer(self._context, name, subscription, conf, dead_letter=dead_letter)
         await self._start_endpoint(consumer)
+        if conf.enable_retry and dead_letter is not None:
+            retry_conf = dataclasses.replace(
+                conf,
+                enable_retry=False,
+                message_listener=None,
+                dead_letter_policy=dataclasses.replace(
+                    dead_letter.policy, dead_letter_topic=dead_letter.dlq_topic
+                ),
+            )
+            try:
+                retry = await self.subscribe_one(
+                    parse_topic(dead_letter.retry_topic), subscription, retry_conf
+                )
+            except BaseException:
+                await consumer.close()
+                raise
+            retry.dead_letter = dead_letter
+            consumer.attach_retry_consumer(retry)
         return consumer
+
+    async def _dead_letter_producer(self, topic: str) -> AnyProducer:
+        return await self.create_producer(topic, batching_enabled=False)
+
+    async def _create_subscription(self, topic: str, subscription: str) -> None:
+        try:
+            consumer = await self.subscribe(topic, subscription, receiver_queue_size=0)
+        except ConsumerBusy:
+            return  # someone is subscribed: the subscription exists
+        await consumer.close()
 
     async def _start_endpoint(self, endpoint: AnyProducer | Consumer) -> None:
         """Register a producer or consumer and start it; on failure undo both."""

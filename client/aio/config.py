@@ -9,16 +9,24 @@ from typing import Any
 from magnetar.client.aio.enums import (
     BatchingType,
     CompressionType,
+    ConsumerCryptoFailureAction,
     ConsumerType,
     InitialPosition,
     PartitionsRoutingMode,
     ProducerAccessMode,
+    RegexSubscriptionMode,
 )
 from magnetar.client.aio.errors import InvalidConfiguration
+from magnetar.client.aio.policies import BatchReceivePolicy, DeadLetterPolicy, KeySharedPolicy
+from magnetar.client.aio.unacked_tracker import validate as unacked_validate
 from magnetar.proto.hashes import DEFAULT_HASHING_SCHEME, HashingScheme
 
 # message_router(message, num_partitions) -> partition index
 MessageRouter = Callable[[Any, int], int]
+# message_listener(consumer, message); may return an awaitable (the async API).
+MessageListener = Callable[[Any, Any], Any]
+# active_consumer_listener(consumer, is_active): Failover / Exclusive activity changes.
+ActiveConsumerListener = Callable[[Any, bool], Any]
 
 
 @dataclass
@@ -66,6 +74,8 @@ class ProducerConfiguration:
 
 @dataclass
 class ConsumerConfiguration:
+    """Every consumer option of SEM-1 with its default (durations in ms, as the keywords)."""
+
     consumer_type: ConsumerType = ConsumerType.Exclusive
     receiver_queue_size: int = 1000
     consumer_name: str | None = None
@@ -73,9 +83,52 @@ class ConsumerConfiguration:
     properties: Mapping[str, str] = field(default_factory=dict)
     max_pending_chunked_message: int = 10
     auto_ack_oldest_chunked_message_on_queue_full: bool = False
+    expire_time_of_incomplete_chunked_message_ms: int = 60000
+    message_listener: MessageListener | None = None
+    max_total_receiver_queue_size_across_partitions: int = 50000
+    unacked_messages_timeout_ms: int | None = None
+    ack_timeout_tick_time_ms: int = 1000
+    ack_group_time_ms: int = 100
+    ack_group_max_size: int = 1000
+    ack_receipt_enabled: bool = False
+    negative_ack_redelivery_delay_ms: int = 60000
+    broker_consumer_stats_cache_time_ms: int = 30000
+    is_read_compacted: bool = False
+    pattern_auto_discovery_period: int = 60
+    replicate_subscription_state_enabled: bool = False
+    start_message_id_inclusive: bool = False
+    batch_receive_policy: BatchReceivePolicy = field(default_factory=BatchReceivePolicy)
+    key_shared_policy: KeySharedPolicy | None = None
+    batch_index_ack_enabled: bool = False
+    regex_subscription_mode: RegexSubscriptionMode = RegexSubscriptionMode.PersistentOnly
+    dead_letter_policy: DeadLetterPolicy | None = None
+    crypto_failure_action: ConsumerCryptoFailureAction = ConsumerCryptoFailureAction.FAIL
+    # Beyond the official Python client.
+    priority_level: int = 0
+    enable_retry: bool = False
+    durable: bool = True
+    active_consumer_listener: ActiveConsumerListener | None = None
+    stats_interval_seconds: float = 600.0
+
+    @property
+    def ack_timeout(self) -> float:
+        return (self.unacked_messages_timeout_ms or 0) / 1000.0
 
     def validate(self) -> None:
         if self.receiver_queue_size < 0:
             raise InvalidConfiguration("receiver_queue_size must be >= 0")
+        if self.priority_level < 0:
+            raise InvalidConfiguration("priority_level must be >= 0 (0 is the highest)")
+        if self.ack_group_time_ms < 0:
+            raise InvalidConfiguration("ack_group_time_ms must be >= 0 (0: send at once)")
+        if self.negative_ack_redelivery_delay_ms < 0:
+            raise InvalidConfiguration("negative_ack_redelivery_delay_ms must be >= 0")
+        if self.max_pending_chunked_message < 1:
+            raise InvalidConfiguration("max_pending_chunked_message must be >= 1")
+        unacked_validate(self.ack_timeout, self.ack_timeout_tick_time_ms / 1000.0)
+        if self.enable_retry and self.dead_letter_policy is None:
+            raise InvalidConfiguration("enable_retry needs a dead_letter_policy (its counts)")
         self.consumer_type = ConsumerType(self.consumer_type)
         self.initial_position = InitialPosition(self.initial_position)
+        self.regex_subscription_mode = RegexSubscriptionMode(self.regex_subscription_mode)
+        self.crypto_failure_action = ConsumerCryptoFailureAction(self.crypto_failure_action)

@@ -1,34 +1,67 @@
-"""Consumer (basic): subscribe, FLOW permits, receive, acknowledge.
+"""Consumer: one topic or one partition, with its trackers.
 
-Enough for single-topic use: batches are split, payloads decompressed and
-chunked messages reassembled. Permits follow SEM-2: receiver_queue_size
-permits after SUBSCRIBE, and a FLOW for the freed ones each time half the
-queue has been handed to the application. Acks go out at once (no grouping
-yet); a batch entry is acked when all its messages are.
+Incoming MESSAGE frames are split (batches), decompressed, reassembled
+(chunks) and queued; permits follow SEM-2. Acks go through the
+AckGroupingTracker (SEM-3.4), received messages through the
+UnAckedMessageTracker (SEM-3.6) and nacks through the NegativeAcksTracker
+(SEM-3.5); one Ticker task drives their timers and the stats log. Retry and
+dead letter topics are handled by a DeadLetterHandler (SEM-6).
+
+Public surface for composite consumers (the multi-topic consumer reuses this
+class per topic or partition):
+
+- `set_message_sink(sink)`: messages go to `sink(consumer, message)` instead
+  of this consumer's own IncomingQueue; the owner then calls
+  `message_delivered(message)` when it hands one to the application (this
+  frees a permit and starts its ack timeout).
+- `acknowledge`, `acknowledge_cumulative`, `negative_acknowledge`,
+  `redeliver_unacknowledged_messages`, `redeliver(ids)`: per-message hooks
+  the owner routes by `message.topic_name()`.
+- `receive`, `batch_receive`, `seek`, `get_last_message_id`, `unsubscribe`,
+  `close` as in the official client.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import uuid as _uuid
-from collections import deque
+from collections.abc import Callable, Iterable
+from typing import Any
 
+from magnetar.client.aio.ack_grouping import AckGroupingTracker, PendingAcks
 from magnetar.client.aio.chunking import ChunkAssembler
-from magnetar.client.aio.compression import decompress
 from magnetar.client.aio.config import ConsumerConfiguration
 from magnetar.client.aio.connection import ClientConnection
+from magnetar.client.aio.consumer_stats import ConsumerStats
 from magnetar.client.aio.context import ClientContext
-from magnetar.client.aio.errors import AlreadyClosed, PulsarException, Timeout
+from magnetar.client.aio.dead_letter import DeadLetterHandler
+from magnetar.client.aio.enums import ConsumerType
+from magnetar.client.aio.errors import (
+    AlreadyClosed,
+    ConnectError,
+    CumulativeAcknowledgementNotAllowedError,
+    InvalidConfiguration,
+    PulsarException,
+    from_server_error,
+)
 from magnetar.client.aio.handler import ConnectionHandler, State
+from magnetar.client.aio.incoming import MessageDecoder
+from magnetar.client.aio.incoming_queue import IncomingQueue
+from magnetar.client.aio.listener import ListenerRunner
 from magnetar.client.aio.message import Message
-from magnetar.proto import messages as batches
+from magnetar.client.aio.nack_tracker import NegativeAcksTracker
+from magnetar.client.aio.ticker import Job, Ticker
+from magnetar.client.aio.unacked_tracker import UnAckedMessageTracker
 from magnetar.proto import pulsar_api_pb2 as pb
-from magnetar.proto.errors import ProtocolError
 from magnetar.proto.frames import Frame
-from magnetar.proto.ids import MessageId, to_signed64, to_unsigned64
+from magnetar.proto.ids import MessageId, to_unsigned64
 from magnetar.proto.naming import TopicName
 
 _ACK = pb.CommandAck
+_SHARED = (ConsumerType.Shared, ConsumerType.KeyShared)
+
+MessageSink = Callable[["Consumer", Message], None]
 
 
 class Consumer(ConnectionHandler):
@@ -38,6 +71,8 @@ class Consumer(ConnectionHandler):
         topic: TopicName,
         subscription: str,
         conf: ConsumerConfiguration,
+        *,
+        dead_letter: DeadLetterHandler | None = None,
     ) -> None:
         super().__init__(context, topic)
         self.conf = conf
@@ -45,12 +80,40 @@ class Consumer(ConnectionHandler):
         self.consumer_id = next(context.consumer_ids)
         self.name = conf.consumer_name or _uuid.uuid4().hex[:10]
         self.partition = topic.partition_index
-        self._loop = asyncio.get_running_loop()
-        self._queue: deque[Message] = deque()
-        self._waiters: deque[asyncio.Future[None]] = deque()
+        self._log = self._log.bind(subscription=subscription, consumer=self.name)
+        self.queue = IncomingQueue()
+        self._sink: MessageSink | None = None
         self._freed_permits = 0
         self._batch_unacked: dict[tuple[int, int], set[int]] = {}
-        self._chunks = ChunkAssembler(conf.max_pending_chunked_message)
+        self._decoder = MessageDecoder(
+            str(topic),
+            self.partition,
+            ChunkAssembler(
+                conf.max_pending_chunked_message,
+                conf.expire_time_of_incomplete_chunked_message_ms / 1000.0,
+            ),
+        )
+        self.acks = AckGroupingTracker(
+            self.consumer_id,
+            group_time=conf.ack_group_time_ms / 1000.0,
+            max_pending=conf.ack_group_max_size,
+        )
+        self.unacked = (
+            UnAckedMessageTracker(conf.ack_timeout, conf.ack_timeout_tick_time_ms / 1000.0)
+            if conf.ack_timeout > 0
+            else None
+        )
+        self.nacks = NegativeAcksTracker(conf.negative_ack_redelivery_delay_ms / 1000.0)
+        self.stats = ConsumerStats()
+        self.dead_letter = dead_letter
+        self.retry_consumer: Consumer | None = None
+        self.is_active: bool | None = None
+        self._ack_tasks: set[asyncio.Task[None]] = set()
+        self._ticker = Ticker(f"pulsar-consumer-timers-{topic}")
+        self._add_jobs()
+        self._listener: ListenerRunner | None = None
+        if conf.message_listener is not None:
+            self._listener = ListenerRunner(self, conf.message_listener, self._next_for_listener)
 
     def topic(self) -> str:
         return str(self.topic_name)
@@ -61,24 +124,82 @@ class Consumer(ConnectionHandler):
     def consumer_name(self) -> str:
         return self.name
 
+    # -- timers -----------------------------------------------------------
+
+    def _add_jobs(self) -> None:
+        acks = self.acks
+        if not acks.immediate:
+            self._ticker.add(
+                Job(
+                    "ack-flush",
+                    lambda: acks.group_time,
+                    self.flush_acks,
+                    lambda: bool(acks.pending_count),
+                )
+            )
+        nacks = self.nacks
+        self._ticker.add(
+            Job("nack", lambda: nacks.tick_time, self._nack_tick, lambda: bool(len(nacks)))
+        )
+        unacked = self.unacked
+        if unacked is not None:
+            self._ticker.add(
+                Job(
+                    "ack-timeout",
+                    lambda: unacked.tick_time,
+                    self._unacked_tick,
+                    lambda: bool(len(unacked)),
+                )
+            )
+        interval = self.conf.stats_interval_seconds
+        if interval > 0:
+            self._ticker.add(Job("stats", lambda: interval, self._log_stats))
+
+    def _nack_tick(self) -> None:
+        due = self.nacks.tick()
+        if due:
+            self.redeliver(due)
+
+    def _unacked_tick(self) -> None:
+        assert self.unacked is not None
+        expired = self.unacked.tick()
+        if expired:
+            self._log.info("ack timeout: redelivering", count=len(expired))
+            self.redeliver(expired)
+
+    def _log_stats(self) -> None:
+        self._log.info("consumer stats", **self.stats.snapshot(len(self.queue)))
+
+    async def start(self) -> None:
+        await super().start()
+        self._ticker.start()
+        if self._listener is not None:
+            self._listener.start()
+
     # -- attach -----------------------------------------------------------
 
     async def attach(self, cnx: ClientConnection) -> None:
         request_id = cnx.new_request_id()
+        conf = self.conf
         command = pb.CommandSubscribe(
             topic=str(self.topic_name),
             subscription=self.subscription,
-            subType=int(self.conf.consumer_type),  # type: ignore[arg-type]
+            subType=int(conf.consumer_type),  # type: ignore[arg-type]
             consumer_id=self.consumer_id,
             request_id=request_id,
             consumer_name=self.name,
-            durable=True,
-            initialPosition=int(self.conf.initial_position),  # type: ignore[arg-type]
+            durable=conf.durable,
+            initialPosition=int(conf.initial_position),  # type: ignore[arg-type]
+            priority_level=conf.priority_level,
+            read_compacted=conf.is_read_compacted,
+            replicate_subscription_state=conf.replicate_subscription_state_enabled,
         )
-        if self.conf.properties:
+        if conf.properties:
             command.metadata.extend(
-                pb.KeyValue(key=k, value=v) for k, v in sorted(self.conf.properties.items())
+                pb.KeyValue(key=k, value=v) for k, v in sorted(conf.properties.items())
             )
+        if conf.consumer_type == ConsumerType.KeyShared and conf.key_shared_policy is not None:
+            command.keySharedMeta.CopyFrom(conf.key_shared_policy.to_proto())
         # Register first: the broker may deliver right after its SUCCESS.
         cnx.register_consumer(self.consumer_id, self)
         try:
@@ -89,17 +210,25 @@ class Consumer(ConnectionHandler):
         if self.state in (State.CLOSING, State.CLOSED):
             raise AlreadyClosed(f"consumer on {self.topic_name} closed while subscribing")
         # Whatever was queued and not received will be redelivered: drop it.
-        self._queue.clear()
+        self.queue.clear()
         self._batch_unacked.clear()
-        self._chunks.clear()
+        self._decoder.clear()
+        if self.unacked is not None:
+            self.unacked.clear()
         self._freed_permits = 0
         self.cnx = cnx
         self.state = State.READY
-        if self.conf.receiver_queue_size > 0:
-            self._flow(cnx, self.conf.receiver_queue_size)
+        if conf.receiver_queue_size > 0:
+            self._flow(cnx, conf.receiver_queue_size)
 
     def _flow(self, cnx: ClientConnection, permits: int) -> None:
         cnx.send_command(pb.CommandFlow(consumer_id=self.consumer_id, messagePermits=permits))
+
+    def on_disconnected(self) -> None:
+        # Grouped acks not sent are lost with the connection: the broker redelivers.
+        for waiter in self.acks.clear():
+            if not waiter.done():
+                waiter.set_exception(ConnectError("disconnected before the ack was sent"))
 
     def handle_close_consumer(self) -> None:
         cnx = self.cnx
@@ -107,131 +236,67 @@ class Consumer(ConnectionHandler):
             self.connection_closed(cnx)
 
     def handle_active_consumer_change(self, is_active: bool) -> None:
-        self._log.debug("active consumer change", active=is_active)
+        self.is_active = is_active
+        self._log.info("active consumer change", active=is_active)
+        listener = self.conf.active_consumer_listener
+        if listener is not None:
+            try:
+                listener(self, is_active)
+            except Exception as exc:
+                self._log.exception("active consumer listener raised", error=str(exc))
 
     def on_fatal(self, error: PulsarException) -> None:
-        self._wake_all()
+        self.queue.close(lambda: error)
 
     # -- incoming ---------------------------------------------------------
 
     def handle_bad_checksum(self, frame: Frame) -> None:
         data = frame.command.message.message_id
-        self._send_ack([(data.ledgerId, data.entryId)], validation_error=_ACK.ChecksumMismatch)
+        self._send_validation_ack(data.ledgerId, data.entryId, _ACK.ChecksumMismatch)
         self._free_permits(1)
 
     def handle_message(self, frame: Frame) -> None:
-        command = frame.command.message
-        payload = frame.payload
-        if payload is None:
-            return
-        ledger = to_signed64(command.message_id.ledgerId)
-        entry = to_signed64(command.message_id.entryId)
-        entry_id = MessageId(ledger, entry, self.partition)
-        try:
-            meta = payload.metadata
-            body = payload.payload
-            ack_ids: tuple[MessageId, ...] = (entry_id,)
-            if batches.is_chunk(meta):
-                assembled = self._chunks.add(meta, body, entry_id)
-                self._ack_dropped_chunks()
-                if assembled is None:
-                    self._free_permits(1)
-                    return
-                body = assembled.payload
-                ack_ids = assembled.chunk_ids
-            if meta.compression:
-                body = decompress(meta.compression, body, meta.uncompressed_size)
-            if batches.is_batch(meta):
-                self._enqueue_batch(command, meta, body, ledger, entry)
-            else:
-                self._enqueue(self._single(command, meta, body, entry_id, ack_ids))
-        except (PulsarException, ProtocolError) as exc:
-            self._log.warning("undecodable message", error=str(exc), ledger=ledger, entry=entry)
-            self._send_ack([(ledger, entry)], validation_error=_ACK.DecompressionError)
-            self._free_permits(1)
-
-    def _single(
-        self,
-        command: pb.CommandMessage,
-        meta: pb.MessageMetadata,
-        body: bytes,
-        msg_id: MessageId,
-        ack_ids: tuple[MessageId, ...],
-    ) -> Message:
-        return Message(
-            body,
-            msg_id,
-            str(self.topic_name),
-            batches.properties(meta),
-            batches.partition_key(meta),
-            batches.ordering_key(meta),
-            meta.publish_time,
-            meta.event_time,
-            meta.producer_name,
-            command.redelivery_count,
-            meta.null_value,
-            meta.schema_version,
-            ack_ids,
-        )
-
-    def _enqueue_batch(
-        self,
-        command: pb.CommandMessage,
-        meta: pb.MessageMetadata,
-        body: bytes,
-        ledger: int,
-        entry: int,
-    ) -> None:
-        count = meta.num_messages_in_batch
-        items = batches.split_batch(body, count)
-        # ack_set bits mark the indexes still unacked (WIRE 14).
-        ack_set = list(command.ack_set)
-        unacked: set[int] = set()
-        skipped = 0
-        for index, (single, data) in enumerate(items):
-            if ack_set and not (ack_set[index // 64] >> (index % 64)) & 1:
-                skipped += 1
+        decoded = self._decoder.decode(frame)
+        for reason, ids in self._decoder.chunks.take_dropped():
+            self._log.warning("chunked message dropped", reason=reason)
+            if self.conf.auto_ack_oldest_chunked_message_on_queue_full:
+                for msg_id in ids:
+                    self.acks.add_individual(msg_id.entry_key())
+                self.flush_acks()
+        if decoded.error is not None:
+            data = frame.command.message.message_id
+            self._log.warning("undecodable message", error=decoded.error)
+            self._send_validation_ack(data.ledgerId, data.entryId, _ACK.DecompressionError)
+        if decoded.batch_indexes:
+            self._batch_unacked[decoded.entry] = decoded.batch_indexes
+        if decoded.skipped:
+            self._free_permits(decoded.skipped)
+        for msg in decoded.messages:
+            if self.acks.is_pending(msg.message_id()):
+                self._free_permits(1)  # already acked, redelivered before the ack went out
                 continue
-            if single.compacted_out:
-                skipped += 1
-                continue
-            unacked.add(index)
-            msg_id = MessageId(ledger, entry, self.partition, index, count)
-            self._enqueue(
-                Message(
-                    data,
-                    msg_id,
-                    str(self.topic_name),
-                    batches.properties(single),
-                    batches.partition_key(single),
-                    batches.ordering_key(single),
-                    meta.publish_time,
-                    single.event_time,
-                    meta.producer_name,
-                    command.redelivery_count,
-                    single.null_value,
-                    meta.schema_version,
-                    (msg_id,),
+            dead_letter = self.dead_letter
+            if dead_letter is not None and dead_letter.should_dead_letter(msg):
+                self._free_permits(1)
+                dead_letter.dead_letter_in_background(
+                    msg, functools.partial(self._ack_ids, msg._ack_ids)
                 )
-            )
-        if unacked:
-            self._batch_unacked[(ledger, entry)] = unacked
-        if skipped:
-            self._free_permits(skipped)
+                continue
+            self.stats.received += 1
+            self.stats.received_bytes += len(msg._data)
+            if self._sink is not None:
+                self._sink(self, msg)
+            else:
+                self.queue.put(msg)
 
-    def _enqueue(self, msg: Message) -> None:
-        self._queue.append(msg)
-        while self._waiters:
-            waiter = self._waiters.popleft()
-            if not waiter.done():
-                waiter.set_result(None)
-                break
-
-    def _wake_all(self) -> None:
-        while self._waiters:
-            waiter = self._waiters.popleft()
-            if not waiter.done():
-                waiter.set_result(None)
+    def _send_validation_ack(self, ledger: int, entry: int, error: int) -> None:
+        cnx = self.cnx
+        if cnx is None:
+            return
+        ack = pb.CommandAck(consumer_id=self.consumer_id, ack_type=_ACK.Individual)
+        ack.message_id.add(ledgerId=ledger, entryId=entry)
+        ack.validation_error = error  # type: ignore[assignment]
+        cnx.send_command(ack)
 
     def _free_permits(self, count: int) -> None:
         """SEM-2.3: FLOW the freed permits once they reach half the receiver queue."""
@@ -243,45 +308,107 @@ class Consumer(ConnectionHandler):
             permits, self._freed_permits = self._freed_permits, 0
             self._flow(self.cnx, permits)
 
-    def _ack_dropped_chunks(self) -> None:
-        for reason, ids in self._chunks.take_dropped():
-            self._log.warning("chunked message dropped", reason=reason)
-            if self.conf.auto_ack_oldest_chunked_message_on_queue_full:
-                self._send_ack([(m.ledger_id, m.entry_id) for m in ids])
-
     # -- the application's side -------------------------------------------
+
+    def set_message_sink(self, sink: MessageSink | None) -> None:
+        """Route incoming messages to `sink` (a composite consumer's shared queue)."""
+        self._sink = sink
+
+    def attach_retry_consumer(self, retry: Consumer) -> None:
+        """SEM-6.2: the retry topic's consumer feeds this consumer's queue."""
+        self.retry_consumer = retry
+        retry.set_message_sink(lambda _owner, msg: self.queue.put(msg))
+
+    def message_delivered(self, msg: Message) -> None:
+        """`msg` reached the application: free its permit, start its ack timeout."""
+        owner = self._owner_of(msg)
+        if owner is not self:
+            owner.message_delivered(msg)
+            return
+        self._free_permits(1)
+        if self.unacked is not None:
+            for msg_id in msg._ack_ids:
+                self.unacked.add(msg_id)
+
+    def _check_receive(self) -> None:
+        if self._listener is not None:
+            raise InvalidConfiguration(
+                "the consumer has a message listener: receive is not allowed"
+            )
+        self._check_open()
+
+    def _check_open(self) -> None:
+        if self.state in (State.CLOSING, State.CLOSED, State.FAILED):
+            raise self.failure or AlreadyClosed(f"consumer on {self.topic_name} is closed")
+
+    def _zero_queue_permit(self) -> None:
+        if self.conf.receiver_queue_size == 0 and not len(self.queue) and self.cnx is not None:
+            self._flow(self.cnx, 1)  # SEM-2.4: zero-queue consumer
+
+    async def _next_for_listener(self) -> Message:
+        self._zero_queue_permit()
+        msg = await self.queue.get()
+        self.message_delivered(msg)
+        return msg
 
     async def receive(self, timeout_millis: int | None = None) -> Message:
         """The next message; raises Timeout after `timeout_millis` without one."""
-        if self.conf.receiver_queue_size == 0 and not self._queue and self.cnx is not None:
-            self._flow(self.cnx, 1)  # SEM-2.4: zero-queue consumer
-        deadline = None if timeout_millis is None else self._loop.time() + timeout_millis / 1000
-        while not self._queue:
-            if self.state in (State.CLOSING, State.CLOSED, State.FAILED):
-                raise self.failure or AlreadyClosed(f"consumer on {self.topic_name} is closed")
-            waiter = self._loop.create_future()
-            self._waiters.append(waiter)
-            try:
-                if deadline is None:
-                    await waiter
-                else:
-                    remaining = deadline - self._loop.time()
-                    if remaining <= 0:
-                        raise Timeout(f"no message within {timeout_millis} ms")
-                    await asyncio.wait_for(waiter, remaining)
-            except TimeoutError:
-                raise Timeout(f"no message within {timeout_millis} ms") from None
-        msg = self._queue.popleft()
-        self._free_permits(1)
+        self._check_receive()
+        self._zero_queue_permit()
+        msg = await self.queue.get(timeout_millis)
+        self.message_delivered(msg)
         return msg
 
-    async def acknowledge(self, target: Message | MessageId) -> None:
-        """Acknowledge one message (a batch entry is acked once all its messages are)."""
+    async def batch_receive(self) -> list[Message]:
+        """Messages until a limit of the batch receive policy is hit (SEM-1)."""
+        self._check_receive()
+        self._zero_queue_permit()
+        messages = await self.queue.get_batch(self.conf.batch_receive_policy)
+        for msg in messages:
+            self.message_delivered(msg)
+        return messages
+
+    def pause_message_listener(self) -> None:
+        if self._listener is not None:
+            self._listener.pause()
+
+    def resume_message_listener(self) -> None:
+        if self._listener is not None:
+            self._listener.resume()
+
+    # -- acknowledgement --------------------------------------------------
+
+    def _owner_of(self, target: Message | MessageId) -> Consumer:
+        retry = self.retry_consumer
+        if (
+            retry is not None
+            and isinstance(target, Message)
+            and target.topic_name() == retry.topic()
+        ):
+            return retry
+        return self
+
+    def ack_nowait(self, target: Message | MessageId) -> asyncio.Future[None] | None:
+        """Record an ack; a future for the broker's answer when ack receipts are on."""
+        owner = self._owner_of(target)
+        if owner is not self:
+            return owner.ack_nowait(target)
         ids = target._ack_ids if isinstance(target, Message) else (target,)
-        entries: list[tuple[int, int]] = []
+        return self._ack_ids(ids)
+
+    def _ack_ids(self, ids: Iterable[MessageId]) -> asyncio.Future[None] | None:
+        waiter = self._new_waiter()
+        flush = False
         for msg_id in ids:
+            if self.unacked is not None:
+                self.unacked.remove(msg_id)
+            self.nacks.remove(msg_id)
+            self.stats.acked += 1
             if msg_id.batch_index >= 0:
-                key = (msg_id.ledger_id, msg_id.entry_id)
+                key = msg_id.entry_key()
+                if self.conf.batch_index_ack_enabled:
+                    flush |= self.acks.add_batch_index(msg_id)
+                    continue
                 unacked = self._batch_unacked.get(key)
                 if unacked is None:
                     continue
@@ -289,37 +416,234 @@ class Consumer(ConnectionHandler):
                 if unacked:
                     continue
                 del self._batch_unacked[key]
-            entries.append((msg_id.ledger_id, msg_id.entry_id))
-        if entries:
-            self._send_ack(entries)
+            flush |= self.acks.add_individual(msg_id.entry_key())
+        return self._after_ack(waiter, flush)
 
-    def _send_ack(
-        self, entries: list[tuple[int, int]], validation_error: int | None = None
+    def _new_waiter(self) -> asyncio.Future[None] | None:
+        if not self.conf.ack_receipt_enabled:
+            return None
+        return asyncio.get_running_loop().create_future()
+
+    def _after_ack(
+        self, waiter: asyncio.Future[None] | None, flush: bool
+    ) -> asyncio.Future[None] | None:
+        if waiter is not None:
+            self.acks.wait(waiter)
+        if flush:
+            self.flush_acks()
+        else:
+            self._ticker.poke()
+        return waiter
+
+    async def acknowledge(self, target: Message | MessageId) -> None:
+        """Acknowledge one message (SEM-3.1); waits for ACK_RESPONSE with ack receipts."""
+        waiter = self.ack_nowait(target)
+        if waiter is not None:
+            await waiter
+
+    def check_cumulative(self) -> None:
+        if self.conf.consumer_type in _SHARED:
+            raise CumulativeAcknowledgementNotAllowedError(
+                "cumulative ack is not allowed on Shared and Key_Shared subscriptions"
+            )
+
+    def ack_cumulative_nowait(self, target: Message | MessageId) -> asyncio.Future[None] | None:
+        self.check_cumulative()
+        msg_id = target._ack_ids[-1] if isinstance(target, Message) else target
+        if self.unacked is not None:
+            self.unacked.remove_up_to(msg_id)
+        for key in [k for k in self._batch_unacked if k <= msg_id.entry_key()]:
+            if key < msg_id.entry_key():
+                del self._batch_unacked[key]
+        self.stats.acked += 1
+        position = msg_id
+        if msg_id.batch_index >= 0 and not self.conf.batch_index_ack_enabled:
+            size = msg_id.batch_size
+            if size <= 0 or msg_id.batch_index < size - 1:
+                # Part of the batch stays unacked: ack up to the entry before it.
+                if msg_id.entry_id <= 0:
+                    return self._after_ack(self._new_waiter(), False)
+                position = MessageId(msg_id.ledger_id, msg_id.entry_id - 1, msg_id.partition)
+            else:
+                position = MessageId(msg_id.ledger_id, msg_id.entry_id, msg_id.partition)
+        waiter = self._new_waiter()
+        return self._after_ack(waiter, self.acks.add_cumulative(position))
+
+    async def acknowledge_cumulative(self, target: Message | MessageId) -> None:
+        """SEM-3.2: everything up to `target`; refused on Shared and Key_Shared."""
+        waiter = self.ack_cumulative_nowait(target)
+        if waiter is not None:
+            await waiter
+
+    def flush_acks(self) -> None:
+        for pending in self.acks.take():
+            self._send_acks(pending)
+
+    def _send_acks(self, pending: PendingAcks) -> None:
+        cnx = self.cnx
+        if cnx is None or cnx.is_closed:
+            for waiter in pending.waiters:
+                if not waiter.done():
+                    waiter.set_exception(ConnectError("not connected: the ack was not sent"))
+            return
+        if not self.conf.ack_receipt_enabled:
+            cnx.send_command(pending.command)
+            for waiter in pending.waiters:
+                if not waiter.done():
+                    waiter.set_result(None)
+            return
+        request_id = cnx.new_request_id()
+        pending.command.request_id = request_id
+        task = asyncio.get_running_loop().create_task(self._ack_request(cnx, pending, request_id))
+        self._ack_tasks.add(task)
+        task.add_done_callback(self._ack_tasks.discard)
+
+    async def _ack_request(
+        self, cnx: ClientConnection, pending: PendingAcks, request_id: int
     ) -> None:
+        error: PulsarException | None = None
+        try:
+            frame = await cnx.request(pending.command, request_id)
+            answer = frame.command.ackResponse
+            if answer.HasField("error"):
+                error = from_server_error(answer.error, answer.message)
+        except PulsarException as exc:
+            error = exc
+        for waiter in pending.waiters:
+            if waiter.done():
+                continue
+            if error is None:
+                waiter.set_result(None)
+            else:
+                waiter.set_exception(error)
+
+    # -- negative acks and redelivery -------------------------------------
+
+    def negative_acknowledge(self, target: Message | MessageId) -> None:
+        """SEM-3.5: redeliver after the nack delay; no ack-timeout redelivery on top."""
+        owner = self._owner_of(target)
+        if owner is not self:
+            owner.negative_acknowledge(target)
+            return
+        ids = target._ack_ids if isinstance(target, Message) else (target,)
+        for msg_id in ids:
+            if self.unacked is not None:
+                self.unacked.remove(msg_id)
+            self.nacks.add(msg_id)
+        self.stats.nacked += 1
+        self._ticker.poke()
+
+    def redeliver(self, ids: Iterable[MessageId]) -> None:
+        """SEM-3.7: Shared / Key_Shared name the entries; the others ask for all."""
+        if self.conf.consumer_type not in _SHARED:
+            self.redeliver_unacknowledged_messages()
+            return
+        entries = sorted({m.entry_key() for m in ids})
+        cnx = self.cnx
+        if not entries or cnx is None:
+            return  # a reconnect redelivers everything unacked anyway
+        self.stats.redelivery_requests += 1
+        command = pb.CommandRedeliverUnacknowledgedMessages(consumer_id=self.consumer_id)
+        for ledger, entry in entries:
+            command.message_ids.add(ledgerId=to_unsigned64(ledger), entryId=to_unsigned64(entry))
+        cnx.send_command(command)
+
+    def redeliver_unacknowledged_messages(self) -> None:
+        """Everything delivered and unacked comes again; the incoming queue is emptied."""
+        cleared = len(self.queue.clear())
+        self._batch_unacked.clear()
+        self._decoder.clear()
+        if self.unacked is not None:
+            self.unacked.clear()
+        self.nacks.clear()
         cnx = self.cnx
         if cnx is None:
-            return  # unacked messages come back after the reconnect
-        ack = pb.CommandAck(consumer_id=self.consumer_id, ack_type=_ACK.Individual)
-        for ledger, entry in entries:
-            ack.message_id.add(ledgerId=to_unsigned64(ledger), entryId=to_unsigned64(entry))
-        if validation_error is not None:
-            ack.validation_error = validation_error  # type: ignore[assignment]
-        cnx.send_command(ack)
+            return
+        self.stats.redelivery_requests += 1
+        cnx.send_command(pb.CommandRedeliverUnacknowledgedMessages(consumer_id=self.consumer_id))
+        if cleared:
+            self._free_permits(cleared)
+        if self.retry_consumer is not None:
+            self.retry_consumer.redeliver_unacknowledged_messages()
+
+    # -- retry ------------------------------------------------------------
+
+    async def reconsume_later(
+        self, msg: Message, delay_ms: int, properties: dict[str, str] | None = None
+    ) -> None:
+        """SEM-6.2: publish a copy to the retry topic (or the DLQ past the max), ack this one."""
+        if not self.conf.enable_retry or self.dead_letter is None:
+            raise InvalidConfiguration("reconsume_later needs enable_retry=True")
+        await self.dead_letter.reconsume_later(msg, delay_ms, properties)
+        await self.acknowledge(msg)
+
+    # -- requests to the broker -------------------------------------------
+
+    def _connected(self) -> ClientConnection:
+        self._check_open()
+        cnx = self.cnx
+        if cnx is None or cnx.is_closed:
+            raise ConnectError(f"consumer on {self.topic_name} is not connected")
+        return cnx
+
+    async def seek(self, target: MessageId | int) -> None:
+        """Move the subscription to a message id or a publish time in ms (WIRE 12)."""
+        cnx = self._connected()
+        request_id = cnx.new_request_id()
+        command = pb.CommandSeek(consumer_id=self.consumer_id, request_id=request_id)
+        if isinstance(target, MessageId):
+            target.to_proto(command.message_id)
+            command.message_id.ClearField("partition")
+        else:
+            command.message_publish_time = int(target)
+        self.flush_acks()
+        # Nothing queued from the old position is wanted. A broker that closes
+        # us on seek (Pulsar, ours) has us resubscribe, which clears again what
+        # came in flight; one that does not sends the new position's messages
+        # before or after its answer, so nothing is cleared after the request.
+        self.queue.clear()
+        self._batch_unacked.clear()
+        self.nacks.clear()
+        if self.unacked is not None:
+            self.unacked.clear()
+        await cnx.request(command, request_id)
+
+    async def get_last_message_id(self) -> MessageId:
+        cnx = self._connected()
+        request_id = cnx.new_request_id()
+        frame = await cnx.request(
+            pb.CommandGetLastMessageId(consumer_id=self.consumer_id, request_id=request_id),
+            request_id,
+        )
+        answer = frame.command.getLastMessageIdResponse
+        return MessageId.from_proto(answer.last_message_id, self.partition)
 
     async def unsubscribe(self) -> None:
-        cnx = self.cnx
-        if cnx is None:
-            raise AlreadyClosed(f"consumer on {self.topic_name} is not connected")
+        cnx = self._connected()
         request_id = cnx.new_request_id()
         await cnx.request(
             pb.CommandUnsubscribe(consumer_id=self.consumer_id, request_id=request_id), request_id
         )
         await self.close()
 
+    def stats_snapshot(self) -> dict[str, Any]:
+        return self.stats.snapshot(len(self.queue))
+
     async def close(self) -> None:
+        """Flush acks, stop the timers and listener, leave the subscription (idempotent)."""
         if self.state in (State.CLOSING, State.CLOSED):
             return
+        self.flush_acks()
         self.state = State.CLOSING
+        if self._listener is not None:
+            await self._listener.stop()
+        await self._ticker.stop()
+        if self._ack_tasks:
+            await asyncio.gather(*self._ack_tasks, return_exceptions=True)
+        if self.retry_consumer is not None:
+            await self.retry_consumer.close()
+        if self.dead_letter is not None:
+            await self.dead_letter.close()
         await self.stop_reconnecting()
         cnx, self.cnx = self.cnx, None
         if cnx is not None and not cnx.is_closed:
@@ -333,5 +657,5 @@ class Consumer(ConnectionHandler):
             except PulsarException as exc:
                 self._log.debug("close consumer not confirmed", error=str(exc))
         self.state = State.CLOSED
-        self._wake_all()
+        self.queue.close(lambda: AlreadyClosed(f"consumer on {self.topic_name} is closed"))
         self.context.endpoints.discard(self)

@@ -47,3 +47,20 @@ class ConsumerType(IntEnum):
 class InitialPosition(IntEnum):
     Latest = 0
     Earliest = 1
+
+
+class KeySharedMode(IntEnum):
+    AutoSplit = 0
+    Sticky = 1
+
+
+class RegexSubscriptionMode(IntEnum):
+    PersistentOnly = 0
+    NonPersistentOnly = 1
+    AllTopics = 2
+
+
+class ConsumerCryptoFailureAction(IntEnum):
+    FAIL = 0
+    DISCARD = 1
+    CONSUME = 2
