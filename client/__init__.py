@@ -47,6 +47,7 @@ from magnetar.client.aio.policies import DeadLetterPolicy as ConsumerDeadLetterP
 from magnetar.client.aio.policies import KeySharedPolicy as ConsumerKeySharedPolicy
 from magnetar.client.aio.producer import Producer as _AioProducer
 from magnetar.client.messages import Message, MessageId
+from magnetar.client.reader import Reader
 from magnetar.client.sync import LoopThread, Permits, Submitter
 from magnetar.proto import ids as _ids
 from magnetar.proto.hashes import DEFAULT_HASHING_SCHEME, HashingScheme
@@ -71,6 +72,7 @@ __all__ = [
     "Producer",
     "ProducerAccessMode",
     "PulsarException",
+    "Reader",
     "RegexSubscriptionMode",
     "Result",
 ]
@@ -593,6 +595,37 @@ class Client:
 
     def get_topic_partitions(self, topic: str) -> list[str]:
         return self._loop.run(self._client.get_topic_partitions(topic))
+
+    def create_reader(
+        self,
+        topic: str,
+        start_message_id: MessageId,
+        schema: Any = None,
+        reader_listener: Any = None,
+        receiver_queue_size: int = 1000,
+        reader_name: str | None = None,
+        subscription_role_prefix: str | None = None,
+        is_read_compacted: bool = False,
+        crypto_key_reader: Any = None,
+        start_message_id_inclusive: bool = False,
+        crypto_failure_action: ConsumerCryptoFailureAction = ConsumerCryptoFailureAction.FAIL,
+    ) -> Reader:
+        """A reader of one topic (or partition) from `start_message_id`."""
+        reader = self.run(
+            self._client.create_reader(
+                topic,
+                start_message_id.inner,
+                reader_listener=reader_listener,
+                receiver_queue_size=receiver_queue_size,
+                reader_name=reader_name,
+                subscription_role_prefix=subscription_role_prefix,
+                is_read_compacted=is_read_compacted,
+                crypto_key_reader=crypto_key_reader,
+                start_message_id_inclusive=start_message_id_inclusive,
+                crypto_failure_action=crypto_failure_action,
+            )
+        )
+        return Reader(self, reader, schema)
 
     def close(self) -> None:
         """Close every producer and consumer and stop the loop thread (idempotent)."""

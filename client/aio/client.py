@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
+import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
@@ -41,7 +42,9 @@ from magnetar.client.aio.partitioned_producer import PartitionedProducer
 from magnetar.client.aio.policies import BatchReceivePolicy, DeadLetterPolicy, KeySharedPolicy
 from magnetar.client.aio.pool import ConnectionPool
 from magnetar.client.aio.producer import Producer
+from magnetar.client.aio.reader import Reader
 from magnetar.proto.hashes import DEFAULT_HASHING_SCHEME, HashingScheme
+from magnetar.proto.ids import MessageId
 from magnetar.proto.naming import InvalidTopicName as _BadName
 from magnetar.proto.naming import TopicName
 
@@ -325,6 +328,55 @@ class Client:
                 "(partitioned consumers are not supported yet)"
             )
         return await self.subscribe_one(name, subscription_name, conf)
+
+    async def create_reader(
+        self,
+        topic: str,
+        start_message_id: MessageId,
+        schema: Any = None,
+        reader_listener: Any = None,
+        receiver_queue_size: int = 1000,
+        reader_name: str | None = None,
+        subscription_role_prefix: str | None = None,
+        is_read_compacted: bool = False,
+        crypto_key_reader: Any = None,
+        start_message_id_inclusive: bool = False,
+        crypto_failure_action: ConsumerCryptoFailureAction = ConsumerCryptoFailureAction.FAIL,
+    ) -> Reader:
+        """A reader of one topic or partition from `start_message_id`
+        (MessageId.earliest / latest or a message's id)."""
+        self._check_open()
+        if reader_listener is not None or schema is not None or crypto_key_reader is not None:
+            raise InvalidConfiguration(
+                "reader listeners, schemas and encryption are not supported yet"
+            )
+        name = parse_topic(topic)
+        if name.partition_index < 0 and await self.get_partitioned_metadata(name) > 0:
+            raise OperationNotSupported(
+                f"{name} is partitioned; read its partitions (get_topic_partitions)"
+            )
+        conf = ConsumerConfiguration(
+            consumer_type=ConsumerType.Exclusive,
+            receiver_queue_size=receiver_queue_size,
+            consumer_name=reader_name,
+            is_read_compacted=is_read_compacted,
+            start_message_id_inclusive=start_message_id_inclusive,
+            crypto_failure_action=crypto_failure_action,
+            durable=False,
+            start_message_id=start_message_id,
+            stats_interval_seconds=self._stats_interval,
+        )
+        conf.validate()
+        subscription = f"{subscription_role_prefix or 'reader'}-{uuid.uuid4().hex[:10]}"
+        consumer = Consumer(self._context, name, subscription, conf)
+        await self._start_endpoint(consumer)
+        reader = Reader(consumer, start_message_id, start_message_id_inclusive)
+        try:
+            await reader.start()
+        except BaseException:
+            await consumer.close()
+            raise
+        return reader
 
     async def subscribe_one(
         self, name: TopicName, subscription: str, conf: ConsumerConfiguration

@@ -20,6 +20,7 @@ from magnetar.client.aio.errors import InvalidConfiguration
 from magnetar.client.aio.policies import BatchReceivePolicy, DeadLetterPolicy, KeySharedPolicy
 from magnetar.client.aio.unacked_tracker import validate as unacked_validate
 from magnetar.proto.hashes import DEFAULT_HASHING_SCHEME, HashingScheme
+from magnetar.proto.ids import MessageId
 
 # message_router(message, num_partitions) -> partition index
 MessageRouter = Callable[[Any, int], int]
@@ -107,6 +108,8 @@ class ConsumerConfiguration:
     priority_level: int = 0
     enable_retry: bool = False
     durable: bool = True
+    # Readers: where a non-durable subscription starts (WIRE 11).
+    start_message_id: MessageId | None = None
     active_consumer_listener: ActiveConsumerListener | None = None
     stats_interval_seconds: float = 600.0
 

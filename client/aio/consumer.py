@@ -80,6 +80,8 @@ class Consumer(ConnectionHandler):
         self.consumer_id = next(context.consumer_ids)
         self.name = conf.consumer_name or _uuid.uuid4().hex[:10]
         self.partition = topic.partition_index
+        # Readers: where (re)subscribing starts; a reader moves it along.
+        self.start_message_id = conf.start_message_id
         self._log = self._log.bind(subscription=subscription, consumer=self.name)
         self.queue = IncomingQueue()
         self._sink: MessageSink | None = None
@@ -194,6 +196,8 @@ class Consumer(ConnectionHandler):
             read_compacted=conf.is_read_compacted,
             replicate_subscription_state=conf.replicate_subscription_state_enabled,
         )
+        if self.start_message_id is not None:
+            self.start_message_id.to_proto(command.start_message_id)
         if conf.properties:
             command.metadata.extend(
                 pb.KeyValue(key=k, value=v) for k, v in sorted(conf.properties.items())

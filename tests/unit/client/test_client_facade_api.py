@@ -41,8 +41,19 @@ def _comparable(value: Any) -> Any:
         (pulsar.Producer.send_async, ours.Producer.send_async),
         (pulsar.Consumer.receive, ours.Consumer.receive),
         (pulsar.Client.subscribe, ours.Client.subscribe),
+        (pulsar.Client.create_reader, ours.Client.create_reader),
+        (pulsar.Reader.read_next, ours.Reader.read_next),
     ],
-    ids=["Client", "create_producer", "send", "send_async", "receive", "subscribe"],
+    ids=[
+        "Client",
+        "create_producer",
+        "send",
+        "send_async",
+        "receive",
+        "subscribe",
+        "create_reader",
+        "read_next",
+    ],
 )
 def test_same_keywords_and_defaults(official: Callable[..., Any], mine: Callable[..., Any]) -> None:
     theirs = _params(official)

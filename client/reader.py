@@ -1,0 +1,39 @@
+"""The blocking Reader, named as `pulsar.Reader`."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from magnetar.client.aio import reader as _aio_reader
+from magnetar.client.messages import Message, MessageId
+
+# The facade's Client (which creates readers) runs our calls on its loop thread.
+if TYPE_CHECKING:
+    from magnetar.client import Client
+
+
+class Reader:
+    def __init__(self, client: Client, reader: _aio_reader.Reader, schema: Any) -> None:
+        self._client = client
+        self._reader = reader
+        self._schema = schema
+
+    def topic(self) -> str:
+        return self._reader.topic()
+
+    def read_next(self, timeout_millis: int | None = None) -> Message:
+        return Message(self._client.run(self._reader.read_next(timeout_millis)), self._schema)
+
+    def has_message_available(self) -> bool:
+        return self._client.run(self._reader.has_message_available())
+
+    def seek(self, messageid: MessageId | int) -> None:
+        """To a message id, or to a publish time in ms since the epoch."""
+        target = messageid.inner if isinstance(messageid, MessageId) else int(messageid)
+        self._client.run(self._reader.seek(target))
+
+    def is_connected(self) -> bool:
+        return self._reader.is_connected()
+
+    def close(self) -> None:
+        self._client.run(self._reader.close())
