@@ -32,6 +32,10 @@ class Reader:
         target = messageid.inner if isinstance(messageid, MessageId) else int(messageid)
         self._client.run(self._reader.seek(target))
 
+    def get_last_message_id(self) -> MessageId:
+        """The topic's last message id (not in the official Reader)."""
+        return MessageId.wrap(self._client.run(self._reader.get_last_message_id()))
+
     def is_connected(self) -> bool:
         return self._reader.is_connected()
 

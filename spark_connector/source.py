@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
-from pyspark.sql.datasource import DataSource, DataSourceStreamWriter, DataSourceWriter
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
+)
 from pyspark.sql.types import StructType
 
 from magnetar.spark_connector.options import WriteOptions
+from magnetar.spark_connector.reading import BatchReader, ReadOptions, StreamReader
 from magnetar.spark_connector.writer import BatchWriter, StreamWriter
 
-# What a read returns (the reader arrives with the client's readers).
+# What a read returns.
 SCHEMA = (
     "value binary, key string, topic string, message_id binary, publish_time timestamp, "
     "event_time timestamp, properties map<string,string>, redelivery_count int"
@@ -22,6 +29,12 @@ class MagnetarDataSource(DataSource):
 
     def schema(self) -> str:
         return SCHEMA
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return BatchReader(ReadOptions.parse(self.options))
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return StreamReader(ReadOptions.parse(self.options))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         return BatchWriter(WriteOptions.parse(self.options, schema.fieldNames()))

@@ -94,6 +94,11 @@ class Reader:
             return _position(last) > _position(self._latest_at_start)
         return _after_start(last, self._start, self._inclusive)
 
+    async def get_last_message_id(self) -> MessageId:
+        """The topic's last message id (beyond the official Reader; entry id
+        -1 when the topic is empty)."""
+        return await self.consumer.get_last_message_id()
+
     async def seek(self, target: MessageId | int) -> None:
         """To a message id (the reader's inclusiveness applies, as in the
         official client) or to a publish time in ms."""

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from tests.integration.broker.conftest import broker_factory
+from tests.integration.broker.harness import BrokerFactory, BrokerThread
 
 pyspark = pytest.importorskip("pyspark", reason="pip install magnetar[spark]")
 
@@ -44,4 +45,10 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         session.stop()
 
 
-__all__ = ["broker_factory", "spark"]
+@pytest.fixture
+def broker(broker_factory: BrokerFactory) -> BrokerThread:
+    """Deduplication on: the connector's effectively-once writes rely on it."""
+    return broker_factory(broker_deduplication_enabled=True)
+
+
+__all__ = ["broker", "broker_factory", "spark"]

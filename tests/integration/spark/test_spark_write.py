@@ -14,13 +14,8 @@ import pytest
 
 from magnetar.spark_connector.options import OptionError, WriteOptions
 from magnetar.spark_connector.writer import write_rows
-from tests.integration.broker.harness import BrokerFactory, BrokerThread
+from tests.integration.broker.harness import BrokerThread
 from tests.support.official import official_client
-
-
-@pytest.fixture
-def broker(broker_factory: BrokerFactory) -> BrokerThread:
-    return broker_factory(broker_deduplication_enabled=True)
 
 
 def _topic() -> str:
