@@ -40,7 +40,22 @@ def _client_rate(url: str, count: int) -> float:
         client.close()
 
 
-def _spark_rate(url: str, count: int) -> float:
+def _reader_rate(url: str, topic: str, count: int) -> float:
+    from magnetar.client import Client, MessageId
+
+    client = Client(url, operation_timeout_seconds=30)
+    try:
+        reader = client.create_reader(topic, MessageId.earliest)
+        start = time.perf_counter()
+        for _ in range(count):
+            reader.read_next(30_000)
+        return count / (time.perf_counter() - start)
+    finally:
+        client.close()
+
+
+def _spark_rates(url: str, count: int) -> tuple[float, float, str]:
+    """(write rows/s, read rows/s, the topic written)."""
     from pyspark.sql import SparkSession
 
     from magnetar import spark_connector
@@ -58,16 +73,22 @@ def _spark_rate(url: str, count: int) -> float:
     try:
         df = spark.range(count, numPartitions=2).selectExpr("repeat('x', 100) AS value").cache()
         df.count()  # materialised first: only the write is timed
+        topic = f"persistent://public/default/spark-{uuid.uuid4().hex[:8]}"
         writer = (
             df.write.format("magnetar")
             .option("service_url", url)
-            .option("topic", f"persistent://public/default/spark-{uuid.uuid4().hex[:8]}")
+            .option("topic", topic)
             .option("producer_name_prefix", uuid.uuid4().hex[:8])
             .mode("append")
         )
         start = time.perf_counter()
         writer.save()
-        return count / (time.perf_counter() - start)
+        write_rate = count / (time.perf_counter() - start)
+        reading = spark.read.format("magnetar").option("service_url", url).option("topic", topic)
+        start = time.perf_counter()
+        read = reading.load().count()
+        read_rate = read / (time.perf_counter() - start)
+        return write_rate, read_rate, topic
     finally:
         spark.stop()
 
@@ -80,10 +101,14 @@ def main(argv: list[str]) -> int:
         settings = {"broker_deduplication_enabled": "true"}
         with start_broker("magnetar-fsync", Path(tmp), settings) as broker:
             plain = _client_rate(broker.url, args.spark_count)
-            spark = _spark_rate(broker.url, args.spark_count)
-    print("| write 100 B rows, unbatched, explicit sequence ids, dedup on | rows/s |")
-    print("|---|---|")
-    print(f"| magnetar.client, one thread | {plain:,.0f} |")
-    print(f"| Spark batch write, local[2], 2 partitions | {spark:,.0f} |")
-    print(f"| Spark / client | {spark / plain:.2f} |")
+            spark_write, spark_read, topic = _spark_rates(broker.url, args.spark_count)
+            plain_read = _reader_rate(broker.url, topic, args.spark_count)
+    print("| 100 B rows, fsync, dedup on | rows/s | vs our client |")
+    print("|---|---|---|")
+    print(f"| write: magnetar.client, one thread, unbatched, sequence ids | {plain:,.0f} | |")
+    print(f"| write: Spark batch, local[2], 2 partitions | {spark_write:,.0f} "
+          f"| {spark_write / plain:.2f} |")  # fmt: skip
+    print(f"| read: magnetar.client reader, one thread | {plain_read:,.0f} | |")
+    print(f"| read: Spark batch, one topic partition | {spark_read:,.0f} "
+          f"| {spark_read / plain_read:.2f} |")  # fmt: skip
     return 0
