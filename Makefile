@@ -25,10 +25,10 @@ $(TYPECHECK):
 	for d in proto broker client spark_connector; do ln -sfn ../../../$$d $(TYPECHECK)/magnetar/$$d; done
 
 lint: $(STAMP) $(TYPECHECK)
-	$(BIN)/ruff check proto broker client spark_connector tests bench
-	$(BIN)/ruff format --check proto broker client spark_connector tests bench
+	$(BIN)/ruff check proto broker client spark_connector tests bench examples
+	$(BIN)/ruff format --check proto broker client spark_connector tests bench examples
 	cd $(TYPECHECK) && ../../$(BIN)/mypy -p magnetar.proto -p magnetar.broker -p magnetar.client -p magnetar.spark_connector
-	MYPYPATH=$(TYPECHECK) $(BIN)/mypy tests bench
+	MYPYPATH=$(TYPECHECK) $(BIN)/mypy tests bench examples
 
 test: $(STAMP) lint
 	$(BIN)/pytest

@@ -5,6 +5,7 @@ producer names and sequence ids, so deduplication stores every row once."""
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -107,3 +108,66 @@ def test_bad_options_are_named(spark: Any, broker: BrokerThread) -> None:
         {"service_url": "u", "topic": "t", "client.operation_timeout_seconds": "7"}, ["value"]
     )
     assert parsed.client == {"operation_timeout_seconds": 7}
+
+
+def _failing_once(marker: Path) -> Any:
+    """A UDF that makes the first attempt of the task holding row 150 fail
+    after the rows before it went to the writer; `marker` records that it did."""
+
+    def check(value: str) -> str:
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        if value == "r150" and context is not None and context.attemptNumber() == 0:
+            marker.write_text("failed once")
+            raise RuntimeError("injected failure")
+        return value
+
+    return check
+
+
+def test_streaming_write_survives_a_failed_task_and_a_killed_query(
+    spark: Any, broker: BrokerThread, tmp_path: Path
+) -> None:
+    """Effectively once (issue 14): a task fails after sending part of its
+    rows and Spark retries it; then a query is stopped in the middle of a
+    batch and restarted from its checkpoint. Every row is stored once."""
+    from pyspark.sql.functions import col, udf
+
+    topic = _topic()
+    source = tmp_path / "in"
+    source.mkdir()
+    (source / "a.json").write_text("\n".join(json.dumps({"value": f"r{i}"}) for i in range(300)))
+    marker = tmp_path / "failed-once"
+    failing = udf(_failing_once(marker), "string", useArrow=False)
+
+    def start(frame: Any) -> Any:
+        return (
+            frame.writeStream.format("magnetar")
+            .option("service_url", broker.url)
+            .option("topic", topic)
+            .option("checkpointLocation", str(tmp_path / "checkpoint"))
+            .trigger(availableNow=True)
+            .start()
+        )
+
+    stream = spark.readStream.schema("value string").json(str(source))
+    query = start(stream.select(failing(col("value")).alias("value")))
+    query.awaitTermination(180)
+    assert query.exception() is None  # the retry succeeded
+    assert marker.exists(), "the injected failure did not happen"
+    # A second file, and the query stopped while writing it.
+    (source / "b.json").write_text("\n".join(json.dumps({"value": f"s{i}"}) for i in range(3000)))
+    query = start(stream)
+    while not query.recentProgress and query.isActive:
+        if query.status["isTriggerActive"]:
+            break
+        time.sleep(0.05)
+    query.stop()
+    query = start(stream)  # restarted from the checkpoint
+    query.awaitTermination(180)
+    assert query.exception() is None
+    values = [m.data().decode() for m in _stored(broker.url, topic)]
+    expected = [f"r{i}" for i in range(300)] + [f"s{i}" for i in range(3000)]
+    assert len(values) == len(expected)
+    assert sorted(values) == sorted(expected)
