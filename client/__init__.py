@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 
 from magnetar.client.aio import client as _aio_client
 from magnetar.client.aio import consumer as _aio_consumer
+from magnetar.client.aio import multi_topic as _aio_multi
 from magnetar.client.aio.enums import (
     BatchingType,
     CompressionType,
@@ -277,7 +278,12 @@ class Producer:
 class Consumer:
     """A consumer; methods named as in `pulsar.Consumer`, plus our additions."""
 
-    def __init__(self, client: Client, consumer: _aio_consumer.Consumer, schema: Any) -> None:
+    def __init__(
+        self,
+        client: Client,
+        consumer: _aio_consumer.Consumer | _aio_multi.MultiTopicsConsumer,
+        schema: Any,
+    ) -> None:
         self._client = client
         self._consumer = consumer
         self._schema = schema
@@ -309,6 +315,7 @@ class Consumer:
     def acknowledge(self, message: Message | MessageId) -> None:
         """SEM-3.4: grouped and sent by the loop; waits for the broker with ack receipts."""
         target = self._target(message)
+        self._consumer.check_target(target)
         if self._consumer.conf.ack_receipt_enabled:
             self._client.run(self._consumer.acknowledge(target))
         else:
@@ -317,6 +324,7 @@ class Consumer:
     def acknowledge_cumulative(self, message: Message | MessageId) -> None:
         self._consumer.check_cumulative()
         target = self._target(message)
+        self._consumer.check_target(target)
         if self._consumer.conf.ack_receipt_enabled:
             self._client.run(self._consumer.acknowledge_cumulative(target))
         else:
@@ -507,7 +515,7 @@ class Client:
 
     def subscribe(
         self,
-        topic: str,
+        topic: str | list[str],
         subscription_name: str,
         consumer_type: ConsumerType = ConsumerType.Exclusive,
         schema: Any = None,

@@ -38,6 +38,7 @@ from magnetar.client.aio.errors import (
     Timeout,
 )
 from magnetar.client.aio.lookup import ServiceUrl, lookup_service_for
+from magnetar.client.aio.multi_topic import MultiTopicsConsumer
 from magnetar.client.aio.partitioned_producer import PartitionedProducer
 from magnetar.client.aio.policies import BatchReceivePolicy, DeadLetterPolicy, KeySharedPolicy
 from magnetar.client.aio.pool import ConnectionPool
@@ -229,7 +230,7 @@ class Client:
 
     async def subscribe(
         self,
-        topic: str,
+        topic: str | list[str],
         subscription_name: str,
         consumer_type: ConsumerType = ConsumerType.Exclusive,
         schema: Any = None,
@@ -263,17 +264,16 @@ class Client:
         ack_timeout_tick_time_ms: int = 1000,
         expire_time_of_incomplete_chunked_message_ms: int = 60000,
         active_consumer_listener: ActiveConsumerListener | None = None,
-    ) -> Consumer:
-        """A consumer on one topic or one partition.
+    ) -> Consumer | MultiTopicsConsumer:
+        """A consumer on one topic or partition, or (MultiTopicsConsumer) on the
+        partitions of a partitioned topic or on a list of topics.
 
         Keywords follow `pulsar.Client.subscribe`; those after `*` are ours
         (SEM-1 options the official Python client lacks).
         """
         self._check_open()
-        if not isinstance(topic, str):
-            raise OperationNotSupported(
-                "multi-topic and pattern subscriptions are not supported yet"
-            )
+        if not isinstance(topic, str | list | tuple):
+            raise OperationNotSupported("regex subscriptions are not supported yet")
         if schema is not None or crypto_key_reader is not None:
             raise InvalidConfiguration("schemas and encryption are not supported yet")
         conf = ConsumerConfiguration(
@@ -321,13 +321,29 @@ class Client:
             stats_interval_seconds=self._stats_interval,
         )
         conf.validate()
-        name = parse_topic(topic)
-        if name.partition_index < 0 and await self.get_partitioned_metadata(name) > 0:
-            raise OperationNotSupported(
-                f"{name} is partitioned; subscribe to its partitions "
-                "(partitioned consumers are not supported yet)"
-            )
-        return await self.subscribe_one(name, subscription_name, conf)
+        if isinstance(topic, str):
+            name = parse_topic(topic)
+            partitions = 0
+            if name.partition_index < 0:
+                partitions = await self.get_partitioned_metadata(name)
+            if partitions == 0:
+                return await self.subscribe_one(name, subscription_name, conf)
+            names = [name.partition(i) for i in range(partitions)]
+            label = str(name)
+        elif isinstance(topic, list | tuple):
+            names = []
+            for one in topic:
+                names.extend(parse_topic(p) for p in await self.get_topic_partitions(one))
+            label = ",".join(str(t) for t in topic)
+        else:
+            raise OperationNotSupported("regex subscriptions are not supported yet")
+        # SEM-1: the total across partitions bounds each one's queue.
+        per_topic = max(1, conf.max_total_receiver_queue_size_across_partitions // len(names))
+        if conf.receiver_queue_size > per_topic:
+            conf = dataclasses.replace(conf, receiver_queue_size=per_topic)
+        multi = MultiTopicsConsumer(label, subscription_name, conf)
+        await multi.start(names, self.subscribe_one)
+        return multi
 
     async def create_reader(
         self,

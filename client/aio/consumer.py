@@ -392,6 +392,10 @@ class Consumer(ConnectionHandler):
             return retry
         return self
 
+    def check_target(self, target: Message | MessageId) -> None:
+        """Any message or id of this topic can be acked (a multi-topic consumer
+        refuses ids it cannot route)."""
+
     def ack_nowait(self, target: Message | MessageId) -> asyncio.Future[None] | None:
         """Record an ack; a future for the broker's answer when ack receipts are on."""
         owner = self._owner_of(target)

@@ -39,7 +39,9 @@ async def _producer(client: Client, topic: str, batched: bool = False) -> Produc
 
 async def _sub(client: Client, topic: str, sub: str = "sub", **options: object) -> Consumer:
     options.setdefault("initial_position", InitialPosition.Earliest)
-    return await client.subscribe(topic, sub, **options)  # type: ignore[arg-type]
+    consumer = await client.subscribe(topic, sub, **options)  # type: ignore[arg-type]
+    assert isinstance(consumer, Consumer)
+    return consumer
 
 
 async def _send(producer: Producer, count: int, prefix: str = "m") -> None:

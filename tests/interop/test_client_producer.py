@@ -40,6 +40,7 @@ async def _consumer(client: Client, topic: str, **options: object) -> Consumer:
         initial_position=InitialPosition.Earliest,
         **options,  # type: ignore[arg-type]
     )
+    assert isinstance(consumer, Consumer)
     return consumer
 
 

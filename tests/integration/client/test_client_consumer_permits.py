@@ -73,6 +73,7 @@ def scripted() -> Iterator[ScriptedTopic]:
 async def _subscribe(scripted: ScriptedTopic, queue_size: int) -> tuple[Client, Consumer]:
     client = Client(scripted.broker.url, operation_timeout_seconds=3)
     consumer = await client.subscribe(TOPIC, "sub", receiver_queue_size=queue_size)
+    assert isinstance(consumer, Consumer)  # one topic, not partitioned
     return client, consumer
 
 

@@ -1,0 +1,75 @@
+"""Topics consumers (issue 12, SEMANTICS 1): a partitioned topic and a topic
+list consumed through one subscription, by the official client and by ours,
+against pulsar-lite and our broker: every message once with its topic, acks
+routed to the right partition (nothing comes back after a reconnect), and a
+bare id that cannot name its topic refused (ours)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pulsar
+import pytest
+
+import magnetar.client as magnetar_client
+from tests.interop.conftest import BrokerUnderTest
+
+
+@pytest.fixture(params=["official", "magnetar"])
+def api(request: pytest.FixtureRequest) -> Any:
+    return pulsar if request.param == "official" else magnetar_client
+
+
+def _drain(consumer: Any, count: int, *, by_id: bool = False) -> list[tuple[str, bytes]]:
+    got = []
+    for _ in range(count):
+        msg = consumer.receive(timeout_millis=10000)
+        got.append((msg.topic_name(), msg.data()))
+        consumer.acknowledge(msg.message_id() if by_id else msg)
+    return got
+
+
+def test_partitioned_topic_consumer(broker: BrokerUnderTest, api: Any) -> None:
+    url, topic = broker.partitioned_topic("multi")
+    client = api.Client(url, operation_timeout_seconds=10)
+    try:
+        consumer = client.subscribe(topic, "all", consumer_type=api.ConsumerType.Shared)
+        producer = client.create_producer(topic, batching_enabled=False)
+        for i in range(40):
+            producer.send(b"m%d" % i, partition_key=f"k{i}")
+        got = _drain(consumer, 40, by_id=True)
+        assert sorted(d for _, d in got) == sorted(b"m%d" % i for i in range(40))
+        assert all(t.startswith(f"{topic}-partition-") for t, _ in got)
+        assert len({t for t, _ in got}) > 1
+        consumer.close()
+        again = client.subscribe(topic, "all", consumer_type=api.ConsumerType.Shared)
+        with pytest.raises(api.Timeout):
+            again.receive(timeout_millis=500)  # every ack reached its partition
+    finally:
+        client.close()
+
+
+def test_topic_list_consumer(broker: BrokerUnderTest, api: Any) -> None:
+    topics = [broker.topic("list") for _ in range(3)]
+    client = api.Client(broker.url, operation_timeout_seconds=10)
+    try:
+        consumer = client.subscribe(topics, "all", consumer_type=api.ConsumerType.Shared)
+        for topic in topics:
+            client.create_producer(topic).send(topic.encode())
+        got = _drain(consumer, 3)
+        assert sorted(got) == sorted((t, t.encode()) for t in topics)
+        with pytest.raises(api.Timeout):
+            consumer.receive(timeout_millis=300)
+    finally:
+        client.close()
+
+
+def test_a_bare_id_without_its_topic_is_refused(broker: BrokerUnderTest) -> None:
+    topics = [broker.topic("bare") for _ in range(2)]
+    client = magnetar_client.Client(broker.url, operation_timeout_seconds=10)
+    try:
+        consumer = client.subscribe(topics, "s")
+        with pytest.raises(magnetar_client.OperationNotSupported):
+            consumer.acknowledge(magnetar_client.MessageId(-1, 1, 2, -1))
+    finally:
+        client.close()
