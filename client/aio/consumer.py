@@ -85,6 +85,9 @@ class Consumer(ConnectionHandler):
         self._log = self._log.bind(subscription=subscription, consumer=self.name)
         self.queue = IncomingQueue()
         self._sink: MessageSink | None = None
+        # A sink's owner hears when queued messages stop being valid, and on close.
+        self.on_queue_cleared: Callable[[], None] | None = None
+        self.on_closed: Callable[[], None] | None = None
         self._freed_permits = 0
         self._batch_unacked: dict[tuple[int, int], set[int]] = {}
         self._decoder = MessageDecoder(
@@ -214,7 +217,7 @@ class Consumer(ConnectionHandler):
         if self.state in (State.CLOSING, State.CLOSED):
             raise AlreadyClosed(f"consumer on {self.topic_name} closed while subscribing")
         # Whatever was queued and not received will be redelivered: drop it.
-        self.queue.clear()
+        self._clear_queue()
         self._batch_unacked.clear()
         self._decoder.clear()
         if self.unacked is not None:
@@ -330,9 +333,13 @@ class Consumer(ConnectionHandler):
             owner.message_delivered(msg)
             return
         self._free_permits(1)
-        if self.unacked is not None:
+        unacked = self.unacked
+        if unacked is not None:
+            was_empty = not len(unacked)
             for msg_id in msg._ack_ids:
-                self.unacked.add(msg_id)
+                unacked.add(msg_id)
+            if was_empty:
+                self._ticker.poke()
 
     def _check_receive(self) -> None:
         if self._listener is not None:
@@ -344,6 +351,17 @@ class Consumer(ConnectionHandler):
     def _check_open(self) -> None:
         if self.state in (State.CLOSING, State.CLOSED, State.FAILED):
             raise self.failure or AlreadyClosed(f"consumer on {self.topic_name} is closed")
+
+    def _clear_queue(self) -> int:
+        cleared = len(self.queue.clear())
+        if self.on_queue_cleared is not None:
+            self.on_queue_cleared()
+        return cleared
+
+    def request_one(self) -> None:
+        """SEM-2.4: a zero-queue consumer's one permit for one receive."""
+        if self.cnx is not None:
+            self._flow(self.cnx, 1)
 
     def _zero_queue_permit(self) -> None:
         if self.conf.receiver_queue_size == 0 and not len(self.queue) and self.cnx is not None:
@@ -435,8 +453,8 @@ class Consumer(ConnectionHandler):
             self.acks.wait(waiter)
         if flush:
             self.flush_acks()
-        else:
-            self._ticker.poke()
+        elif self.acks.pending_count == 1 or waiter is not None:
+            self._ticker.poke()  # the flush job starts; later acks ride on it
         return waiter
 
     async def acknowledge(self, target: Message | MessageId) -> None:
@@ -530,12 +548,14 @@ class Consumer(ConnectionHandler):
             owner.negative_acknowledge(target)
             return
         ids = target._ack_ids if isinstance(target, Message) else (target,)
+        was_empty = not len(self.nacks)
         for msg_id in ids:
             if self.unacked is not None:
                 self.unacked.remove(msg_id)
             self.nacks.add(msg_id)
         self.stats.nacked += 1
-        self._ticker.poke()
+        if was_empty:
+            self._ticker.poke()
 
     def redeliver(self, ids: Iterable[MessageId]) -> None:
         """SEM-3.7: Shared / Key_Shared name the entries; the others ask for all."""
@@ -554,7 +574,7 @@ class Consumer(ConnectionHandler):
 
     def redeliver_unacknowledged_messages(self) -> None:
         """Everything delivered and unacked comes again; the incoming queue is emptied."""
-        cleared = len(self.queue.clear())
+        cleared = self._clear_queue()
         self._batch_unacked.clear()
         self._decoder.clear()
         if self.unacked is not None:
@@ -605,7 +625,7 @@ class Consumer(ConnectionHandler):
         # us on seek (Pulsar, ours) has us resubscribe, which clears again what
         # came in flight; one that does not sends the new position's messages
         # before or after its answer, so nothing is cleared after the request.
-        self.queue.clear()
+        self._clear_queue()
         self._batch_unacked.clear()
         self.nacks.clear()
         if self.unacked is not None:
@@ -662,4 +682,6 @@ class Consumer(ConnectionHandler):
                 self._log.debug("close consumer not confirmed", error=str(exc))
         self.state = State.CLOSED
         self.queue.close(lambda: AlreadyClosed(f"consumer on {self.topic_name} is closed"))
+        if self.on_closed is not None:
+            self.on_closed()
         self.context.endpoints.discard(self)
