@@ -420,6 +420,7 @@ class Consumer(ConnectionHandler):
 
     def _ack_ids(self, ids: Iterable[MessageId]) -> asyncio.Future[None] | None:
         waiter = self._new_waiter()
+        was_idle = not self.acks.pending_count
         flush = False
         for msg_id in ids:
             if self.unacked is not None:
@@ -439,7 +440,7 @@ class Consumer(ConnectionHandler):
                     continue
                 del self._batch_unacked[key]
             flush |= self.acks.add_individual(msg_id.entry_key())
-        return self._after_ack(waiter, flush)
+        return self._after_ack(waiter, flush, was_idle)
 
     def _new_waiter(self) -> asyncio.Future[None] | None:
         if not self.conf.ack_receipt_enabled:
@@ -447,13 +448,13 @@ class Consumer(ConnectionHandler):
         return asyncio.get_running_loop().create_future()
 
     def _after_ack(
-        self, waiter: asyncio.Future[None] | None, flush: bool
+        self, waiter: asyncio.Future[None] | None, flush: bool, was_idle: bool
     ) -> asyncio.Future[None] | None:
         if waiter is not None:
             self.acks.wait(waiter)
         if flush:
             self.flush_acks()
-        elif self.acks.pending_count == 1 or waiter is not None:
+        elif was_idle or waiter is not None:
             self._ticker.poke()  # the flush job starts; later acks ride on it
         return waiter
 
@@ -478,18 +479,19 @@ class Consumer(ConnectionHandler):
             if key < msg_id.entry_key():
                 del self._batch_unacked[key]
         self.stats.acked += 1
+        was_idle = not self.acks.pending_count
         position = msg_id
         if msg_id.batch_index >= 0 and not self.conf.batch_index_ack_enabled:
             size = msg_id.batch_size
             if size <= 0 or msg_id.batch_index < size - 1:
                 # Part of the batch stays unacked: ack up to the entry before it.
                 if msg_id.entry_id <= 0:
-                    return self._after_ack(self._new_waiter(), False)
+                    return self._after_ack(self._new_waiter(), False, was_idle)
                 position = MessageId(msg_id.ledger_id, msg_id.entry_id - 1, msg_id.partition)
             else:
                 position = MessageId(msg_id.ledger_id, msg_id.entry_id, msg_id.partition)
         waiter = self._new_waiter()
-        return self._after_ack(waiter, self.acks.add_cumulative(position))
+        return self._after_ack(waiter, self.acks.add_cumulative(position), was_idle)
 
     async def acknowledge_cumulative(self, target: Message | MessageId) -> None:
         """SEM-3.2: everything up to `target`; refused on Shared and Key_Shared."""
