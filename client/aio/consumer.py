@@ -36,7 +36,7 @@ from magnetar.client.aio.connection import ClientConnection
 from magnetar.client.aio.consumer_stats import ConsumerStats
 from magnetar.client.aio.context import ClientContext
 from magnetar.client.aio.dead_letter import DeadLetterHandler
-from magnetar.client.aio.enums import ConsumerType
+from magnetar.client.aio.enums import ConsumerCryptoFailureAction, ConsumerType
 from magnetar.client.aio.errors import (
     AlreadyClosed,
     ConnectError,
@@ -97,6 +97,7 @@ class Consumer(ConnectionHandler):
                 conf.max_pending_chunked_message,
                 conf.expire_time_of_incomplete_chunked_message_ms / 1000.0,
             ),
+            consume_encrypted=conf.crypto_failure_action == ConsumerCryptoFailureAction.CONSUME,
         )
         self.acks = AckGroupingTracker(
             self.consumer_id,
@@ -274,6 +275,8 @@ class Consumer(ConnectionHandler):
             data = frame.command.message.message_id
             self._log.warning("undecodable message", error=decoded.error)
             self._send_validation_ack(data.ledgerId, data.entryId, _ACK.DecompressionError)
+        if decoded.undecryptable:
+            self._undecryptable(decoded.entry)
         if decoded.batch_indexes:
             self._batch_unacked[decoded.entry] = decoded.batch_indexes
         if decoded.skipped:
@@ -295,6 +298,15 @@ class Consumer(ConnectionHandler):
                 self._sink(self, msg)
             else:
                 self.queue.put(msg)
+
+    def _undecryptable(self, entry: tuple[int, int]) -> None:
+        """An encrypted message we cannot decrypt: crypto_failure_action decides."""
+        if self.conf.crypto_failure_action == ConsumerCryptoFailureAction.DISCARD:
+            self._log.warning("encrypted message discarded", entry=entry)
+            self.acks.add_individual(entry)
+            self.flush_acks()
+        else:  # FAIL: not delivered, left unacked for redelivery
+            self._log.warning("encrypted message not delivered (crypto FAIL)", entry=entry)
 
     def _send_validation_ack(self, ledger: int, entry: int, error: int) -> None:
         cnx = self.cnx
