@@ -313,7 +313,9 @@ class Consumer:
     def is_connected(self) -> bool:
         return self._consumer.is_connected()
 
-    def _take(self, timeout: float | None) -> _aio_message.Message | None:
+    def _take(
+        self, timeout: float | None, delivered: list[_aio_message.Message] | None = None
+    ) -> _aio_message.Message | None:
         buffer = self._buffer
         if buffer is None:
             raise InvalidConfiguration(
@@ -323,7 +325,10 @@ class Consumer:
             self._client.submit(self._consumer.request_one)
         msg = buffer.get(timeout)
         if msg is not None:
-            self._client.submit(self._consumer.message_delivered, msg)
+            if delivered is None:
+                self._client.submit(self._consumer.message_delivered, msg)
+            else:
+                delivered.append(msg)  # the caller reports them in one submit
         return msg
 
     def receive(self, timeout_millis: int | None = None) -> Message:
@@ -337,16 +342,21 @@ class Consumer:
         policy = self._consumer.conf.batch_receive_policy
         deadline = time.monotonic() + policy.timeout_ms / 1000 if policy.timeout_ms > 0 else None
         out: list[Message] = []
+        delivered: list[_aio_message.Message] = []
         size = 0
-        while not (0 < policy.max_num_message <= len(out)):
-            remaining = None if deadline is None else max(deadline - time.monotonic(), 0.0)
-            msg = self._take(remaining)
-            if msg is None:
-                break
-            out.append(Message(msg, self._schema))
-            size += len(msg._data)
-            if 0 < policy.max_num_bytes <= size:
-                break
+        try:
+            while not (0 < policy.max_num_message <= len(out)):
+                remaining = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+                msg = self._take(remaining, delivered)
+                if msg is None:
+                    break
+                out.append(Message(msg, self._schema))
+                size += len(msg._data)
+                if 0 < policy.max_num_bytes <= size:
+                    break
+        finally:
+            if delivered:
+                self._client.submit(self._consumer.messages_delivered, delivered)
         return out
 
     @staticmethod

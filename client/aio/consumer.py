@@ -338,6 +338,11 @@ class Consumer(ConnectionHandler):
         self.retry_consumer = retry
         retry.set_message_sink(lambda _owner, msg: self.queue.put(msg))
 
+    def messages_delivered(self, messages: Iterable[Message]) -> None:
+        """message_delivered for several at once (one loop call from another thread)."""
+        for msg in messages:
+            self.message_delivered(msg)
+
     def message_delivered(self, msg: Message) -> None:
         """`msg` reached the application: free its permit, start its ack timeout."""
         owner = self._owner_of(msg)

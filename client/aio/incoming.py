@@ -117,7 +117,7 @@ class MessageDecoder:
             body,
             msg_id,
             self.topic,
-            batches.properties(single),
+            batches.properties(single) if single.properties else {},
             batches.partition_key(single),
             batches.ordering_key(single),
             meta.publish_time,
