@@ -289,7 +289,9 @@ class Consumer(ConnectionHandler):
             if dead_letter is not None and dead_letter.should_dead_letter(msg):
                 self._free_permits(1)
                 dead_letter.dead_letter_in_background(
-                    msg, functools.partial(self._ack_ids, msg._ack_ids)
+                    msg,
+                    functools.partial(self._ack_ids, msg._ack_ids),
+                    functools.partial(self.negative_acknowledge, msg),
                 )
                 continue
             self.stats.received += 1

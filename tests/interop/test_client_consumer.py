@@ -269,6 +269,8 @@ async def test_dead_letter_after_max_redeliveries(client: Client, broker: Broker
         counts.append(msg.redelivery_count())
         consumer.negative_acknowledge(msg)
     assert counts == [0, 1]
+    # Subscribed while the DLQ publish may be under way: the initial subscription
+    # (created first by the handler, or by us) holds the message either way.
     dlq = await _sub(client, f"{topic}-sub-DLQ", "dlq-sub")
     dead = await dlq.receive(10000)
     assert dead.data() == b"poison"
