@@ -17,6 +17,7 @@ BENCHMARKS = {
     "dedup": "bench.dedup",
     "spark": "bench.spark",
     "key_shared": "bench.key_shared",
+    "consumer": "bench.consumer",
 }
 
 

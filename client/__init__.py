@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 
 from magnetar.client.aio import client as _aio_client
 from magnetar.client.aio import consumer as _aio_consumer
+from magnetar.client.aio import message as _aio_message
 from magnetar.client.aio import multi_topic as _aio_multi
 from magnetar.client.aio.enums import (
     BatchingType,
@@ -37,9 +38,11 @@ from magnetar.client.aio.enums import (
 from magnetar.client.aio.errors import *  # noqa: F403 (the official module exports them all)
 from magnetar.client.aio.errors import (
     AlreadyClosed,
+    InvalidConfiguration,
     ProducerQueueIsFull,
     PulsarException,
     Result,
+    Timeout,
 )
 from magnetar.client.aio.message import LOCAL_CLUSTER_ONLY, OutgoingMessage
 from magnetar.client.aio.partitioned_producer import PartitionedProducer as _AioPartitioned
@@ -49,7 +52,7 @@ from magnetar.client.aio.policies import KeySharedPolicy as ConsumerKeySharedPol
 from magnetar.client.aio.producer import Producer as _AioProducer
 from magnetar.client.messages import Message, MessageId
 from magnetar.client.reader import Reader
-from magnetar.client.sync import LoopThread, Permits, Submitter
+from magnetar.client.sync import LoopThread, Permits, Submitter, ThreadQueue
 from magnetar.proto import ids as _ids
 from magnetar.proto.hashes import DEFAULT_HASHING_SCHEME, HashingScheme
 
@@ -287,6 +290,22 @@ class Consumer:
         self._client = client
         self._consumer = consumer
         self._schema = schema
+        # Filled by the loop thread (install_buffer) unless a listener consumes.
+        self._buffer: ThreadQueue[_aio_message.Message] | None = None
+
+    def install_buffer(self) -> None:
+        """On the loop thread: messages go to a thread-side buffer, so receive()
+        takes them without a loop round trip, as the official client's does."""
+        buffer: ThreadQueue[_aio_message.Message] = ThreadQueue()
+        core = self._consumer
+        while (msg := core.queue.get_nowait()) is not None:
+            buffer.put(msg)
+        core.set_message_sink(lambda _c, msg: buffer.put(msg))
+        core.on_queue_cleared = buffer.clear
+        core.on_closed = lambda: buffer.close(
+            lambda: AlreadyClosed(f"consumer on {core.topic()} is closed")
+        )
+        self._buffer = buffer
 
     def topic(self) -> str:
         return self._consumer.topic()
@@ -300,13 +319,51 @@ class Consumer:
     def is_connected(self) -> bool:
         return self._consumer.is_connected()
 
+    def _take(
+        self, timeout: float | None, delivered: list[_aio_message.Message] | None = None
+    ) -> _aio_message.Message | None:
+        buffer = self._buffer
+        if buffer is None:
+            raise InvalidConfiguration(
+                "the consumer has a message listener: receive is not allowed"
+            )
+        if self._consumer.conf.receiver_queue_size == 0 and not len(buffer):
+            self._client.submit(self._consumer.request_one)
+        msg = buffer.get(timeout)
+        if msg is not None:
+            if delivered is None:
+                self._client.submit(self._consumer.message_delivered, msg)
+            else:
+                delivered.append(msg)  # the caller reports them in one submit
+        return msg
+
     def receive(self, timeout_millis: int | None = None) -> Message:
-        msg = self._client.run(self._consumer.receive(timeout_millis))
+        msg = self._take(None if timeout_millis is None else timeout_millis / 1000)
+        if msg is None:
+            raise Timeout(f"no message within {timeout_millis} ms")
         return Message(msg, self._schema)
 
     def batch_receive(self) -> list[Message]:
-        messages = self._client.run(self._consumer.batch_receive())
-        return [Message(m, self._schema) for m in messages]
+        """Messages until a limit of the batch receive policy (SEM-1) is hit."""
+        policy = self._consumer.conf.batch_receive_policy
+        deadline = time.monotonic() + policy.timeout_ms / 1000 if policy.timeout_ms > 0 else None
+        out: list[Message] = []
+        delivered: list[_aio_message.Message] = []
+        size = 0
+        try:
+            while not (0 < policy.max_num_message <= len(out)):
+                remaining = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+                msg = self._take(remaining, delivered)
+                if msg is None:
+                    break
+                out.append(Message(msg, self._schema))
+                size += len(msg._data)
+                if 0 < policy.max_num_bytes <= size:
+                    break
+        finally:
+            if delivered:
+                self._client.submit(self._consumer.messages_delivered, delivered)
+        return out
 
     @staticmethod
     def _target(message: Message | MessageId) -> Any:
@@ -394,7 +451,7 @@ class Client:
         **extra: Any,
     ) -> None:
         if tls_private_key_file_path or tls_certificate_file_path or tls_trust_certs_file_path:
-            raise InvalidConfiguration("TLS is not supported yet")  # noqa: F405
+            raise InvalidConfiguration("TLS is not supported yet")
         self._client = _aio_client.Client(
             service_url,
             authentication=authentication,
@@ -590,8 +647,14 @@ class Client:
             )
         )
         wrapper = Consumer(self, consumer, schema)
+        if listener is None:
+            self._loop.run(self._install(wrapper))
         facade.append(wrapper)
         return wrapper
+
+    @staticmethod
+    async def _install(consumer: Consumer) -> None:
+        consumer.install_buffer()
 
     def _listener_pool(self) -> concurrent.futures.ThreadPoolExecutor:
         """The message listener threads (message_listener_threads of them)."""

@@ -11,9 +11,10 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Coroutine
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 R = TypeVar("R")
 
@@ -142,3 +143,59 @@ class Permits:
             self.used -= count
             if self._waiting:
                 self._cond.notify(count)
+
+
+T = TypeVar("T")
+
+
+class ThreadQueue(Generic[T]):
+    """Items put on the loop thread and taken by application threads with no loop
+    round trip (the blocking consumer's receive). close(error) makes an empty
+    queue raise error() instead of waiting."""
+
+    def __init__(self) -> None:
+        self._items: deque[T] = deque()
+        self._cond = threading.Condition(threading.Lock())
+        self._waiting = 0
+        self._error: Callable[[], BaseException] | None = None
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def put(self, item: T) -> None:
+        with self._cond:
+            self._items.append(item)
+            if self._waiting:
+                self._cond.notify()
+
+    def clear(self) -> None:
+        self._items.clear()
+
+    def close(self, error: Callable[[], BaseException]) -> None:
+        with self._cond:
+            self._error = error
+            self._cond.notify_all()
+
+    def get(self, timeout: float | None) -> T | None:
+        """The next item, or None after `timeout` seconds without one."""
+        try:
+            return self._items.popleft()
+        except IndexError:
+            pass
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cond:
+            while True:
+                try:
+                    return self._items.popleft()
+                except IndexError:
+                    pass
+                if self._error is not None:
+                    raise self._error()
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    return None
+                self._waiting += 1
+                try:
+                    self._cond.wait(remaining)
+                finally:
+                    self._waiting -= 1

@@ -106,6 +106,8 @@ class AckGroupingTracker:
 
     def is_pending(self, msg_id: MessageId) -> bool:
         """Acked but not yet sent (a redelivered copy of it can be dropped)."""
+        if not self._entries and self._cumulative is None:
+            return False
         key = msg_id.entry_key()
         if key in self._entries:
             return True

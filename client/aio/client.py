@@ -274,8 +274,11 @@ class Client:
         self._check_open()
         if not isinstance(topic, str | list | tuple):
             raise OperationNotSupported("regex subscriptions are not supported yet")
-        if schema is not None or crypto_key_reader is not None:
-            raise InvalidConfiguration("schemas and encryption are not supported yet")
+        if schema is not None:
+            raise InvalidConfiguration("schemas are not supported yet in the async API")
+        # crypto_key_reader is taken: decryption is not done yet (SEM-1 "later"), so
+        # an encrypted message is handled by crypto_failure_action, as Pulsar does
+        # when it cannot decrypt.
         conf = ConsumerConfiguration(
             consumer_type=consumer_type,
             receiver_queue_size=receiver_queue_size,

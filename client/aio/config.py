@@ -131,7 +131,8 @@ class ConsumerConfiguration:
         unacked_validate(self.ack_timeout, self.ack_timeout_tick_time_ms / 1000.0)
         if self.enable_retry and self.dead_letter_policy is None:
             raise InvalidConfiguration("enable_retry needs a dead_letter_policy (its counts)")
-        self.consumer_type = ConsumerType(self.consumer_type)
-        self.initial_position = InitialPosition(self.initial_position)
-        self.regex_subscription_mode = RegexSubscriptionMode(self.regex_subscription_mode)
-        self.crypto_failure_action = ConsumerCryptoFailureAction(self.crypto_failure_action)
+        # int() first: the official module's enums (pybind11) are not IntEnums.
+        self.consumer_type = ConsumerType(int(self.consumer_type))
+        self.initial_position = InitialPosition(int(self.initial_position))
+        self.regex_subscription_mode = RegexSubscriptionMode(int(self.regex_subscription_mode))
+        self.crypto_failure_action = ConsumerCryptoFailureAction(int(self.crypto_failure_action))

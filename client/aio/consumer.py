@@ -36,7 +36,7 @@ from magnetar.client.aio.connection import ClientConnection
 from magnetar.client.aio.consumer_stats import ConsumerStats
 from magnetar.client.aio.context import ClientContext
 from magnetar.client.aio.dead_letter import DeadLetterHandler
-from magnetar.client.aio.enums import ConsumerType
+from magnetar.client.aio.enums import ConsumerCryptoFailureAction, ConsumerType
 from magnetar.client.aio.errors import (
     AlreadyClosed,
     ConnectError,
@@ -85,6 +85,9 @@ class Consumer(ConnectionHandler):
         self._log = self._log.bind(subscription=subscription, consumer=self.name)
         self.queue = IncomingQueue()
         self._sink: MessageSink | None = None
+        # A sink's owner hears when queued messages stop being valid, and on close.
+        self.on_queue_cleared: Callable[[], None] | None = None
+        self.on_closed: Callable[[], None] | None = None
         self._freed_permits = 0
         self._batch_unacked: dict[tuple[int, int], set[int]] = {}
         self._decoder = MessageDecoder(
@@ -94,6 +97,7 @@ class Consumer(ConnectionHandler):
                 conf.max_pending_chunked_message,
                 conf.expire_time_of_incomplete_chunked_message_ms / 1000.0,
             ),
+            consume_encrypted=conf.crypto_failure_action == ConsumerCryptoFailureAction.CONSUME,
         )
         self.acks = AckGroupingTracker(
             self.consumer_id,
@@ -214,7 +218,7 @@ class Consumer(ConnectionHandler):
         if self.state in (State.CLOSING, State.CLOSED):
             raise AlreadyClosed(f"consumer on {self.topic_name} closed while subscribing")
         # Whatever was queued and not received will be redelivered: drop it.
-        self.queue.clear()
+        self._clear_queue()
         self._batch_unacked.clear()
         self._decoder.clear()
         if self.unacked is not None:
@@ -271,6 +275,8 @@ class Consumer(ConnectionHandler):
             data = frame.command.message.message_id
             self._log.warning("undecodable message", error=decoded.error)
             self._send_validation_ack(data.ledgerId, data.entryId, _ACK.DecompressionError)
+        if decoded.undecryptable:
+            self._undecryptable(decoded.entry)
         if decoded.batch_indexes:
             self._batch_unacked[decoded.entry] = decoded.batch_indexes
         if decoded.skipped:
@@ -283,7 +289,9 @@ class Consumer(ConnectionHandler):
             if dead_letter is not None and dead_letter.should_dead_letter(msg):
                 self._free_permits(1)
                 dead_letter.dead_letter_in_background(
-                    msg, functools.partial(self._ack_ids, msg._ack_ids)
+                    msg,
+                    functools.partial(self._ack_ids, msg._ack_ids),
+                    functools.partial(self.negative_acknowledge, msg),
                 )
                 continue
             self.stats.received += 1
@@ -292,6 +300,15 @@ class Consumer(ConnectionHandler):
                 self._sink(self, msg)
             else:
                 self.queue.put(msg)
+
+    def _undecryptable(self, entry: tuple[int, int]) -> None:
+        """An encrypted message we cannot decrypt: crypto_failure_action decides."""
+        if self.conf.crypto_failure_action == ConsumerCryptoFailureAction.DISCARD:
+            self._log.warning("encrypted message discarded", entry=entry)
+            self.acks.add_individual(entry)
+            self.flush_acks()
+        else:  # FAIL: not delivered, left unacked for redelivery
+            self._log.warning("encrypted message not delivered (crypto FAIL)", entry=entry)
 
     def _send_validation_ack(self, ledger: int, entry: int, error: int) -> None:
         cnx = self.cnx
@@ -323,6 +340,11 @@ class Consumer(ConnectionHandler):
         self.retry_consumer = retry
         retry.set_message_sink(lambda _owner, msg: self.queue.put(msg))
 
+    def messages_delivered(self, messages: Iterable[Message]) -> None:
+        """message_delivered for several at once (one loop call from another thread)."""
+        for msg in messages:
+            self.message_delivered(msg)
+
     def message_delivered(self, msg: Message) -> None:
         """`msg` reached the application: free its permit, start its ack timeout."""
         owner = self._owner_of(msg)
@@ -330,9 +352,13 @@ class Consumer(ConnectionHandler):
             owner.message_delivered(msg)
             return
         self._free_permits(1)
-        if self.unacked is not None:
+        unacked = self.unacked
+        if unacked is not None:
+            was_empty = not len(unacked)
             for msg_id in msg._ack_ids:
-                self.unacked.add(msg_id)
+                unacked.add(msg_id)
+            if was_empty:
+                self._ticker.poke()
 
     def _check_receive(self) -> None:
         if self._listener is not None:
@@ -344,6 +370,17 @@ class Consumer(ConnectionHandler):
     def _check_open(self) -> None:
         if self.state in (State.CLOSING, State.CLOSED, State.FAILED):
             raise self.failure or AlreadyClosed(f"consumer on {self.topic_name} is closed")
+
+    def _clear_queue(self) -> int:
+        cleared = len(self.queue.clear())
+        if self.on_queue_cleared is not None:
+            self.on_queue_cleared()
+        return cleared
+
+    def request_one(self) -> None:
+        """SEM-2.4: a zero-queue consumer's one permit for one receive."""
+        if self.cnx is not None:
+            self._flow(self.cnx, 1)
 
     def _zero_queue_permit(self) -> None:
         if self.conf.receiver_queue_size == 0 and not len(self.queue) and self.cnx is not None:
@@ -406,6 +443,7 @@ class Consumer(ConnectionHandler):
 
     def _ack_ids(self, ids: Iterable[MessageId]) -> asyncio.Future[None] | None:
         waiter = self._new_waiter()
+        was_idle = not self.acks.pending_count
         flush = False
         for msg_id in ids:
             if self.unacked is not None:
@@ -425,7 +463,7 @@ class Consumer(ConnectionHandler):
                     continue
                 del self._batch_unacked[key]
             flush |= self.acks.add_individual(msg_id.entry_key())
-        return self._after_ack(waiter, flush)
+        return self._after_ack(waiter, flush, was_idle)
 
     def _new_waiter(self) -> asyncio.Future[None] | None:
         if not self.conf.ack_receipt_enabled:
@@ -433,14 +471,14 @@ class Consumer(ConnectionHandler):
         return asyncio.get_running_loop().create_future()
 
     def _after_ack(
-        self, waiter: asyncio.Future[None] | None, flush: bool
+        self, waiter: asyncio.Future[None] | None, flush: bool, was_idle: bool
     ) -> asyncio.Future[None] | None:
         if waiter is not None:
             self.acks.wait(waiter)
         if flush:
             self.flush_acks()
-        else:
-            self._ticker.poke()
+        elif was_idle or waiter is not None:
+            self._ticker.poke()  # the flush job starts; later acks ride on it
         return waiter
 
     async def acknowledge(self, target: Message | MessageId) -> None:
@@ -464,18 +502,19 @@ class Consumer(ConnectionHandler):
             if key < msg_id.entry_key():
                 del self._batch_unacked[key]
         self.stats.acked += 1
+        was_idle = not self.acks.pending_count
         position = msg_id
         if msg_id.batch_index >= 0 and not self.conf.batch_index_ack_enabled:
             size = msg_id.batch_size
             if size <= 0 or msg_id.batch_index < size - 1:
                 # Part of the batch stays unacked: ack up to the entry before it.
                 if msg_id.entry_id <= 0:
-                    return self._after_ack(self._new_waiter(), False)
+                    return self._after_ack(self._new_waiter(), False, was_idle)
                 position = MessageId(msg_id.ledger_id, msg_id.entry_id - 1, msg_id.partition)
             else:
                 position = MessageId(msg_id.ledger_id, msg_id.entry_id, msg_id.partition)
         waiter = self._new_waiter()
-        return self._after_ack(waiter, self.acks.add_cumulative(position))
+        return self._after_ack(waiter, self.acks.add_cumulative(position), was_idle)
 
     async def acknowledge_cumulative(self, target: Message | MessageId) -> None:
         """SEM-3.2: everything up to `target`; refused on Shared and Key_Shared."""
@@ -534,12 +573,14 @@ class Consumer(ConnectionHandler):
             owner.negative_acknowledge(target)
             return
         ids = target._ack_ids if isinstance(target, Message) else (target,)
+        was_empty = not len(self.nacks)
         for msg_id in ids:
             if self.unacked is not None:
                 self.unacked.remove(msg_id)
             self.nacks.add(msg_id)
         self.stats.nacked += 1
-        self._ticker.poke()
+        if was_empty:
+            self._ticker.poke()
 
     def redeliver(self, ids: Iterable[MessageId]) -> None:
         """SEM-3.7: Shared / Key_Shared name the entries; the others ask for all."""
@@ -558,7 +599,7 @@ class Consumer(ConnectionHandler):
 
     def redeliver_unacknowledged_messages(self) -> None:
         """Everything delivered and unacked comes again; the incoming queue is emptied."""
-        cleared = len(self.queue.clear())
+        cleared = self._clear_queue()
         self._batch_unacked.clear()
         self._decoder.clear()
         if self.unacked is not None:
@@ -609,7 +650,7 @@ class Consumer(ConnectionHandler):
         # us on seek (Pulsar, ours) has us resubscribe, which clears again what
         # came in flight; one that does not sends the new position's messages
         # before or after its answer, so nothing is cleared after the request.
-        self.queue.clear()
+        self._clear_queue()
         self._batch_unacked.clear()
         self.nacks.clear()
         if self.unacked is not None:
@@ -666,4 +707,6 @@ class Consumer(ConnectionHandler):
                 self._log.debug("close consumer not confirmed", error=str(exc))
         self.state = State.CLOSED
         self.queue.close(lambda: AlreadyClosed(f"consumer on {self.topic_name} is closed"))
+        if self.on_closed is not None:
+            self.on_closed()
         self.context.endpoints.discard(self)

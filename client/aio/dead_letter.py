@@ -106,14 +106,18 @@ class DeadLetterHandler:
         producer = await self._producer(self.dlq_topic)
         return await producer.send(self._copy(msg, {}, None))
 
-    def dead_letter_in_background(self, msg: Message, then: Callable[[], object]) -> None:
-        """Publish to the DLQ, then call `then` (which acks the original)."""
+    def dead_letter_in_background(
+        self, msg: Message, then: Callable[[], object], failed: Callable[[], object]
+    ) -> None:
+        """Publish to the DLQ, then call `then` (which acks the original); on failure
+        call `failed` (which nacks it, so it comes back and is tried again)."""
 
         async def run() -> None:
             try:
                 await self.dead_letter(msg)
-            except Exception as exc:  # left unacked: it comes back and is retried
+            except Exception as exc:
                 _log.warning("dead letter publish failed", topic=self.dlq_topic, error=str(exc))
+                failed()
                 return
             then()
 

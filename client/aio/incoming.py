@@ -29,13 +29,19 @@ class Decoded:
     # Messages of the entry not handed out: their permits are free.
     skipped: int = 0
     error: str | None = None
+    # Encrypted and not decryptable here: the consumer applies crypto_failure_action.
+    undecryptable: bool = False
 
 
 class MessageDecoder:
-    def __init__(self, topic: str, partition: int, chunks: ChunkAssembler) -> None:
+    def __init__(
+        self, topic: str, partition: int, chunks: ChunkAssembler, *, consume_encrypted: bool = False
+    ) -> None:
         self.topic = topic
         self.partition = partition
         self.chunks = chunks
+        # crypto_failure_action CONSUME: hand encrypted payloads out as they are.
+        self.consume_encrypted = consume_encrypted
 
     def clear(self) -> None:
         self.chunks.clear()
@@ -61,6 +67,14 @@ class MessageDecoder:
                     return out
                 body = assembled.payload
                 ack_ids = assembled.chunk_ids
+            if meta.encryption_keys:
+                # No decryption here (SEM-1: crypto later): the payload is opaque.
+                if not self.consume_encrypted:
+                    out.undecryptable = True
+                    out.skipped = 1
+                    return out
+                out.messages.append(self._message(command, meta, meta, body, entry_id, ack_ids))
+                return out
             if meta.compression:
                 body = decompress(meta.compression, body, meta.uncompressed_size)
             if batches.is_batch(meta):
@@ -103,7 +117,7 @@ class MessageDecoder:
             body,
             msg_id,
             self.topic,
-            batches.properties(single),
+            batches.properties(single) if single.properties else {},
             batches.partition_key(single),
             batches.ordering_key(single),
             meta.publish_time,

@@ -37,7 +37,13 @@ class MultiTopicsConsumer:
         # Delivered, not yet acked: which topic an id came from, so that
         # acking `msg.message_id()` works as with the official client.
         self._topic_of: dict[MessageId, str] = {}
+        # The blocking facade's hooks (as on the single-topic Consumer).
+        self._app_sink: Callable[[Any, Message], None] | None = None
+        self.on_queue_cleared: Callable[[], None] | None = None
+        self.on_closed: Callable[[], None] | None = None
         self._listener: ListenerRunner | None = None
+        if conf.receiver_queue_size == 0:
+            raise InvalidConfiguration("a zero receiver queue cannot be used over several topics")
         if conf.message_listener is not None:
             self._listener = ListenerRunner(self, conf.message_listener, self._next_for_listener)
 
@@ -63,7 +69,25 @@ class MultiTopicsConsumer:
             self._listener.start()
 
     def _sink(self, _consumer: Consumer, msg: Message) -> None:
-        self.queue.put(msg)
+        sink = self._app_sink
+        if sink is not None:
+            sink(self, msg)
+        else:
+            self.queue.put(msg)
+
+    def set_message_sink(self, sink: Callable[[Any, Message], None] | None) -> None:
+        """Route every topic's messages to `sink` (the blocking facade's buffer)."""
+        self._app_sink = sink
+
+    def request_one(self) -> None:
+        """Zero-queue consumers are refused at creation; nothing to ask for."""
+
+    def message_delivered(self, msg: Message) -> None:
+        self._delivered(msg)
+
+    def messages_delivered(self, messages: Sequence[Message]) -> None:
+        for msg in messages:
+            self._delivered(msg)
 
     # -- the official surface ---------------------------------------------
 
@@ -145,6 +169,8 @@ class MultiTopicsConsumer:
     def redeliver_unacknowledged_messages(self) -> None:
         self.queue.clear()
         self._topic_of.clear()
+        if self.on_queue_cleared is not None:
+            self.on_queue_cleared()
         for consumer in self.consumers.values():
             consumer.redeliver_unacknowledged_messages()
 
@@ -159,6 +185,8 @@ class MultiTopicsConsumer:
     async def seek(self, target: MessageId | int) -> None:
         """By publish time: every partition; by id: the partition it names."""
         self.queue.clear()
+        if self.on_queue_cleared is not None:
+            self.on_queue_cleared()
         if isinstance(target, int):
             await asyncio.gather(*(c.seek(target) for c in self.consumers.values()))
         else:
@@ -182,6 +210,8 @@ class MultiTopicsConsumer:
         consumers = list(self.consumers.values())
         await asyncio.gather(*(c.close() for c in consumers), return_exceptions=True)
         self.queue.clear()
+        if self.on_closed is not None:
+            self.on_closed()
 
 
 def _without_listener(conf: ConsumerConfiguration) -> ConsumerConfiguration:

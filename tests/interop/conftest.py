@@ -25,6 +25,8 @@ LITE_LACKS = {
     "access_modes": "pulsar-lite ignores producer access modes (two Exclusive producers coexist)",
     "max_message_size": "pulsar-lite does not advertise max_message_size in CONNECTED",
     "wait_for_exclusive": "pulsar-lite ignores producer access modes",
+    "priority": "pulsar-lite does not dispatch by priority_level (SEM-4.3 example: "
+    "C2 C3 C1 C1 ... instead of C1 C2 C3 C1 ...)",
     "seek": "pulsar-lite answers SEEK but sends nothing from the new position "
     "(the official client gets nothing either)",
     "delayed_delivery": "pulsar-lite delivers deliver_at_time messages at once",

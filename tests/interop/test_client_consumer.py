@@ -271,6 +271,8 @@ async def test_dead_letter_after_max_redeliveries(client: Client, broker: Broker
         counts.append(msg.redelivery_count())
         consumer.negative_acknowledge(msg)
     assert counts == [0, 1]
+    # Subscribed while the DLQ publish may be under way: the initial subscription
+    # (created first by the handler, or by us) holds the message either way.
     dlq = await _sub(client, f"{topic}-sub-DLQ", "dlq-sub")
     dead = await dlq.receive(10000)
     assert dead.data() == b"poison"
@@ -307,3 +309,24 @@ async def test_reconsume_later_counts_then_dead_letters(
     dead = await dlq.receive(10000)
     assert dead.data() == b"later" and dead.properties()[RECONSUMETIMES] == "3"
     assert await _drain(consumer, 500) == []
+
+
+async def test_dead_letter_after_ack_timeouts(client: Client, broker: BrokerUnderTest) -> None:
+    """SEM-6.1 / 6.3: ack timeouts count through the broker's redelivery count; at the
+    maximum the message goes to the DLQ instead of the application."""
+    topic = broker.topic("dlqtimeout")
+    producer = await _producer(client, topic)
+    consumer = await _sub(
+        client,
+        topic,
+        consumer_type=ConsumerType.Shared,
+        unacked_messages_timeout_ms=1000,
+        dead_letter_policy=DeadLetterPolicy(1, dead_letter_topic=f"{topic}-dead"),
+    )
+    dlq = await _sub(client, f"{topic}-dead", "dlq")
+    await producer.send(OutgoingMessage(b"slow"))
+    first = await consumer.receive(5000)
+    assert first.redelivery_count() == 0  # never acked: times out, comes back with count 1
+    dead = await dlq.receive(10000)
+    assert dead.data() == b"slow" and dead.properties()[REAL_TOPIC] == topic
+    assert await _drain(consumer, 1500) == []

@@ -10,7 +10,7 @@ import pytest
 
 from magnetar.client.aio import Client, Consumer, MessageId
 from magnetar.client.aio.compression import compress
-from magnetar.client.aio.enums import CompressionType
+from magnetar.client.aio.enums import CompressionType, ConsumerCryptoFailureAction
 from magnetar.client.aio.errors import Timeout
 from magnetar.proto import messages
 from magnetar.proto import pulsar_api_pb2 as pb
@@ -182,5 +182,33 @@ async def test_undecodable_message_is_acked_with_a_validation_error(
         await _until(lambda: scripted.acks() == [[(3, 0)]])
         ack = scripted.broker.frames_of(T.ACK)[0].command.ack
         assert ack.validation_error == pb.CommandAck.DecompressionError
+    finally:
+        await client.close()
+
+
+@pytest.mark.parametrize(
+    "action", [ConsumerCryptoFailureAction.DISCARD, ConsumerCryptoFailureAction.CONSUME]
+)
+async def test_undecryptable_message_follows_crypto_failure_action(
+    scripted: ScriptedTopic, action: ConsumerCryptoFailureAction
+) -> None:
+    """SEM-1 crypto: an encrypted message we cannot decrypt is acked away (DISCARD) or
+    handed out with its payload as it is (CONSUME)."""
+    client = Client(scripted.broker.url, operation_timeout_seconds=3)
+    consumer = await client.subscribe(
+        TOPIC, "sub", receiver_queue_size=10, crypto_failure_action=action
+    )
+    try:
+        await _until(lambda: scripted.flows() == [10])
+        meta = pb.MessageMetadata(producer_name="p", sequence_id=0, publish_time=1)
+        meta.encryption_keys.add(key="k", value=b"secret")
+        scripted.push(meta, b"ciphertext")
+        scripted.push_single(b"plain")
+        if action == ConsumerCryptoFailureAction.DISCARD:
+            assert (await consumer.receive(2000)).data() == b"plain"
+            await _until(lambda: [(3, 0)] in scripted.acks())
+        else:
+            assert (await consumer.receive(2000)).data() == b"ciphertext"
+            assert (await consumer.receive(2000)).data() == b"plain"
     finally:
         await client.close()
