@@ -15,6 +15,7 @@ event-loop thread (see `magnetar.client.aio` for the awaitable API).
 from __future__ import annotations
 
 import concurrent.futures
+import re
 import time
 from collections.abc import Callable, Coroutine, Mapping
 from datetime import timedelta
@@ -572,7 +573,7 @@ class Client:
 
     def subscribe(
         self,
-        topic: str | list[str],
+        topic: str | list[str] | re.Pattern[str],
         subscription_name: str,
         consumer_type: ConsumerType = ConsumerType.Exclusive,
         schema: Any = None,

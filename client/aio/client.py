@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import re
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
@@ -51,6 +52,13 @@ from magnetar.proto.naming import TopicName
 
 R = TypeVar("R")
 AnyProducer = Producer | PartitionedProducer
+
+
+def _base_without_domain(topic: str) -> str:
+    """A listed topic as a pattern is matched against: no domain, no partition."""
+    name = topic.split("://", 1)[-1]
+    base, sep, index = name.rpartition("-partition-")
+    return base if sep and index.isdigit() else name
 
 
 def parse_topic(topic: str) -> TopicName:
@@ -230,7 +238,7 @@ class Client:
 
     async def subscribe(
         self,
-        topic: str | list[str],
+        topic: str | list[str] | re.Pattern[str],
         subscription_name: str,
         consumer_type: ConsumerType = ConsumerType.Exclusive,
         schema: Any = None,
@@ -272,8 +280,8 @@ class Client:
         (SEM-1 options the official Python client lacks).
         """
         self._check_open()
-        if not isinstance(topic, str | list | tuple):
-            raise OperationNotSupported("regex subscriptions are not supported yet")
+        if not isinstance(topic, str | list | tuple | re.Pattern):
+            raise InvalidConfiguration(f"topic must be a name, a list or a regex, not {topic!r}")
         if schema is not None:
             raise InvalidConfiguration("schemas are not supported yet in the async API")
         # crypto_key_reader is taken: decryption is not done yet (SEM-1 "later"), so
@@ -339,13 +347,40 @@ class Client:
                 names.extend(parse_topic(p) for p in await self.get_topic_partitions(one))
             label = ",".join(str(t) for t in topic)
         else:
-            raise OperationNotSupported("regex subscriptions are not supported yet")
+            return await self._subscribe_pattern(topic, subscription_name, conf)
         # SEM-1: the total across partitions bounds each one's queue.
         per_topic = max(1, conf.max_total_receiver_queue_size_across_partitions // len(names))
         if conf.receiver_queue_size > per_topic:
             conf = dataclasses.replace(conf, receiver_queue_size=per_topic)
         multi = MultiTopicsConsumer(label, subscription_name, conf)
         await multi.start(names, self.subscribe_one)
+        return multi
+
+    async def _subscribe_pattern(
+        self, pattern: re.Pattern[str], subscription: str, conf: ConsumerConfiguration
+    ) -> MultiTopicsConsumer:
+        """SEM-1 regex subscriptions: the namespace's matching topics now, and
+        every pattern_auto_discovery_period seconds those that appear."""
+        without_domain = pattern.pattern.split("://", 1)[-1]
+        parts = without_domain.split("/")
+        if len(parts) < 3:
+            raise InvalidConfiguration(
+                f"the pattern must name tenant/namespace/: {pattern.pattern}"
+            )
+        namespace = f"{parts[0]}/{parts[1]}"
+        regex = re.compile(without_domain)
+        mode = int(conf.regex_subscription_mode)
+
+        async def matching() -> list[str]:
+            listed = await self._retrying(
+                f"topics of {namespace}",
+                lambda: self._context.lookup.get_topics_of_namespace(namespace, mode),
+            )
+            return sorted(t for t in listed if regex.fullmatch(_base_without_domain(t)))
+
+        multi = MultiTopicsConsumer(pattern.pattern, subscription, conf)
+        await multi.start([parse_topic(t) for t in await matching()], self.subscribe_one)
+        multi.discover(matching, parse_topic, float(conf.pattern_auto_discovery_period))
         return multi
 
     async def create_reader(

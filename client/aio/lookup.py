@@ -77,6 +77,11 @@ class LookupService(Protocol):
         """The partition count (0: not partitioned)."""
         ...
 
+    async def get_topics_of_namespace(self, namespace: str, mode: int) -> list[str]:
+        """The namespace's topics (partitions by their names), by
+        CommandGetTopicsOfNamespace.Mode."""
+        ...
+
     async def close(self) -> None: ...
 
 
@@ -100,6 +105,19 @@ class BinaryLookupService:
         if response.response == _PARTITIONS.Failed:
             raise _failure(response.error, response.message, "partitioned metadata", topic)
         return int(response.partitions)
+
+    async def get_topics_of_namespace(self, namespace: str, mode: int) -> list[str]:
+        cnx = await self._pool.get_connection(next(self._next_host))
+        request_id = cnx.new_request_id()
+        frame = await cnx.request(
+            pb.CommandGetTopicsOfNamespace(
+                request_id=request_id,
+                namespace=namespace,
+                mode=mode,  # type: ignore[arg-type]
+            ),
+            request_id,
+        )
+        return list(frame.command.getTopicsOfNamespaceResponse.topics)
 
     async def get_broker(self, topic: TopicName) -> str:
         address = next(self._next_host)
@@ -174,6 +192,13 @@ class HttpLookupService:
         if not isinstance(body, dict) or not isinstance(body.get("partitions"), int):
             raise LookupError(f"partitions of {topic}: unexpected answer {body!r}")
         return int(body["partitions"])
+
+    async def get_topics_of_namespace(self, namespace: str, mode: int) -> list[str]:
+        name = pb.CommandGetTopicsOfNamespace.Mode.Name(mode)  # type: ignore[arg-type]
+        body = await self._get_json(f"/admin/v2/namespaces/{namespace}/topics?mode={name}")
+        if not isinstance(body, list) or not all(isinstance(t, str) for t in body):
+            raise LookupError(f"topics of {namespace}: unexpected answer {body!r}")
+        return list(body)
 
     async def get_broker(self, topic: TopicName) -> str:
         body = await self._get_json(f"/lookup/v2/topic/{topic.rest_path}")

@@ -12,18 +12,27 @@ its topic (as the official client refuses it).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from magnetar.client.aio.config import ConsumerConfiguration
 from magnetar.client.aio.consumer import Consumer
-from magnetar.client.aio.errors import InvalidConfiguration, OperationNotSupported
+from magnetar.client.aio.errors import (
+    InvalidConfiguration,
+    OperationNotSupported,
+    PulsarException,
+)
 from magnetar.client.aio.incoming_queue import IncomingQueue
 from magnetar.client.aio.listener import ListenerRunner
+from magnetar.client.aio.log import get_logger
 from magnetar.client.aio.message import Message
 from magnetar.proto.ids import MessageId
 
 SubscribeOne = Callable[[Any, str, ConsumerConfiguration], Awaitable[Consumer]]
+ListTopics = Callable[[], Awaitable[list[str]]]
+
+_log = get_logger("magnetar.client.consumer")
 
 
 class MultiTopicsConsumer:
@@ -41,6 +50,7 @@ class MultiTopicsConsumer:
         self._app_sink: Callable[[Any, Message], None] | None = None
         self.on_queue_cleared: Callable[[], None] | None = None
         self.on_closed: Callable[[], None] | None = None
+        self._discovery: asyncio.Task[None] | None = None
         self._listener: ListenerRunner | None = None
         if conf.receiver_queue_size == 0:
             raise InvalidConfiguration("a zero receiver queue cannot be used over several topics")
@@ -49,24 +59,57 @@ class MultiTopicsConsumer:
 
     async def start(self, names: Sequence[Any], subscribe_one: SubscribeOne) -> None:
         """Subscribe to every topic; on a failure, leave the ones made so far."""
-        per_topic = self.conf
-        if per_topic.message_listener is not None:
-            per_topic = _without_listener(per_topic)
+        self._subscribe_one = subscribe_one
         try:
             for name in names:
-                consumer = await subscribe_one(name, self.subscription, per_topic)
-                consumer.set_message_sink(self._sink)
-                self.consumers[str(name)] = consumer
-                if name.partition_index >= 0:
-                    self._by_partition[name.partition_index] = consumer
-                # What arrived before the sink was set is handed on in order.
-                for msg in consumer.queue.clear():
-                    self.queue.put(msg)
+                await self._add(name)
         except BaseException:
             await self.close()
             raise
         if self._listener is not None:
             self._listener.start()
+
+    async def _add(self, name: Any) -> None:
+        per_topic = self.conf
+        if per_topic.message_listener is not None:
+            per_topic = _without_listener(per_topic)
+        consumer = await self._subscribe_one(name, self.subscription, per_topic)
+        consumer.set_message_sink(self._sink)
+        self.consumers[str(name)] = consumer
+        if name.partition_index >= 0:
+            self._by_partition[name.partition_index] = consumer
+        # What arrived before the sink was set is handed on in order.
+        for msg in consumer.queue.clear():
+            self._sink(consumer, msg)
+
+    def discover(self, list_topics: ListTopics, parse: Callable[[str], Any], period: float) -> None:
+        """Pattern consumers: every `period` seconds, subscribe to topics that
+        appeared and leave those that are gone (SEM-1 pattern_auto_discovery_period)."""
+        self._discovery = asyncio.get_running_loop().create_task(
+            self._discovery_loop(list_topics, parse, period), name=f"pulsar-discovery-{self._topic}"
+        )
+
+    async def _discovery_loop(
+        self, list_topics: ListTopics, parse: Callable[[str], Any], period: float
+    ) -> None:
+        while True:
+            await asyncio.sleep(period)
+            try:
+                current = set(await list_topics())
+            except PulsarException as exc:
+                _log.info(
+                    "topic discovery failed; next period", pattern=self._topic, error=str(exc)
+                )
+                continue
+            for name in sorted(current - set(self.consumers)):
+                try:
+                    await self._add(parse(name))
+                    _log.info("pattern consumer added a topic", pattern=self._topic, topic=name)
+                except PulsarException as exc:
+                    _log.info("subscribing a discovered topic failed", topic=name, error=str(exc))
+            for name in sorted(set(self.consumers) - current):
+                consumer = self.consumers.pop(name)
+                await consumer.close()
 
     def _sink(self, _consumer: Consumer, msg: Message) -> None:
         sink = self._app_sink
@@ -205,6 +248,11 @@ class MultiTopicsConsumer:
         await self.close()
 
     async def close(self) -> None:
+        discovery, self._discovery = self._discovery, None
+        if discovery is not None:
+            discovery.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await discovery
         if self._listener is not None:
             await self._listener.stop()
         consumers = list(self.consumers.values())

@@ -6,6 +6,7 @@ bare id that cannot name its topic refused (ours)."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pulsar
@@ -71,5 +72,34 @@ def test_a_bare_id_without_its_topic_is_refused(broker: BrokerUnderTest) -> None
         consumer = client.subscribe(topics, "s")
         with pytest.raises(magnetar_client.OperationNotSupported):
             consumer.acknowledge(magnetar_client.MessageId(-1, 1, 2, -1))
+    finally:
+        client.close()
+
+
+def test_regex_consumer_and_discovery(broker: BrokerUnderTest) -> None:
+    """SEM-1: a regex subscription gets the matching topics of the namespace
+    and, after pattern_auto_discovery_period (ours honours it; the official
+    Python client fixes it at 60 s), topics created later."""
+    broker.require("topics_of_namespace")
+    tag = broker.topic("rx").rsplit("/", 1)[1]
+    first = f"persistent://public/default/{tag}-a"
+    later = f"persistent://public/default/{tag}-b"
+    other = f"persistent://public/default/not-{tag}"
+    client = magnetar_client.Client(broker.url, operation_timeout_seconds=10)
+    try:
+        client.create_producer(first).send(b"first")
+        client.create_producer(other).send(b"other")
+        consumer = client.subscribe(
+            re.compile(f"public/default/{tag}-.*"),
+            "rx",
+            consumer_type=magnetar_client.ConsumerType.Shared,
+            initial_position=magnetar_client.InitialPosition.Earliest,
+            pattern_auto_discovery_period=1,
+        )
+        assert _drain(consumer, 1) == [(first, b"first")]
+        client.create_producer(later).send(b"later")
+        assert _drain(consumer, 1) == [(later, b"later")]  # within a period or two
+        with pytest.raises(magnetar_client.Timeout):
+            consumer.receive(timeout_millis=300)
     finally:
         client.close()
