@@ -7,6 +7,7 @@ import asyncio
 import pytest
 
 from magnetar.client.aio.ack_grouping import AckGroupingTracker
+from magnetar.client.aio.consumer_stats import ConsumerStats
 from magnetar.client.aio.errors import InvalidConfiguration
 from magnetar.client.aio.nack_tracker import NegativeAcksTracker
 from magnetar.client.aio.unacked_tracker import UnAckedMessageTracker, validate
@@ -145,3 +146,17 @@ def test_nack_redelivers_after_the_delay_in_one_group() -> None:
     assert tracker.tick() == [MessageId(1, 2), MessageId(1, 3)]
     assert len(tracker) == 0
     assert tracker.tick_time == pytest.approx(0.033)
+
+
+def test_stats_rates_between_snapshots() -> None:
+    """The stats recorder logs receive / ack rates since the last interval and the queue size."""
+    clock = Clock()
+    stats = ConsumerStats(clock)
+    stats.received, stats.received_bytes, stats.acked = 100, 1000, 50
+    clock.now += 10
+    snap = stats.snapshot(queue_size=7)
+    assert (snap["receive_rate"], snap["receive_bytes_rate"], snap["ack_rate"]) == (10, 100, 5)
+    assert snap["queue_size"] == 7
+    stats.received += 20
+    clock.now += 2
+    assert stats.snapshot(0)["receive_rate"] == 10
