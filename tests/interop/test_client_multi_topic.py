@@ -103,3 +103,29 @@ def test_regex_consumer_and_discovery(broker: BrokerUnderTest) -> None:
             consumer.receive(timeout_millis=300)
     finally:
         client.close()
+
+
+def test_nack_on_a_topics_consumer_redelivers_once(broker: BrokerUnderTest) -> None:
+    """Regression for Pulsar issue 20750 (SEM-3.5, SEM-3.6): on a multi-topic
+    consumer with an ack timeout, a nacked message must leave the unacked
+    tracker, so it comes back once (from the nack), not twice."""
+    topics = [broker.topic("nack") for _ in range(2)]
+    client = magnetar_client.Client(broker.url, operation_timeout_seconds=10)
+    try:
+        consumer = client.subscribe(
+            topics,
+            "s",
+            consumer_type=magnetar_client.ConsumerType.Shared,
+            unacked_messages_timeout_ms=1000,
+            negative_ack_redelivery_delay_ms=1500,
+        )
+        client.create_producer(topics[1]).send(b"once")
+        first = consumer.receive(timeout_millis=10000)
+        consumer.negative_acknowledge(first)
+        again = consumer.receive(timeout_millis=10000)
+        assert again.data() == b"once" and again.redelivery_count() == 1
+        consumer.acknowledge(again)
+        with pytest.raises(magnetar_client.Timeout):
+            consumer.receive(timeout_millis=3000)  # past both timers: nothing more
+    finally:
+        client.close()
