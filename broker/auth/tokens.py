@@ -1,16 +1,21 @@
-"""`magnetar-broker token ...`: what `bin/pulsar tokens` does for HS256 / RS256
-tokens: make a secret key, make a token for a role."""
+"""`magnetar token ...` (also `magnetar-broker token ...`): what `bin/pulsar
+tokens` does for HS256 / RS256 / ES256 tokens: make a secret key, make a
+token for a role."""
 
 from __future__ import annotations
 
 import argparse
 import base64
+import os
 import secrets
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import jwt
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
 
 from magnetar.broker.auth.authentication import read_secret_key
 
@@ -36,7 +41,10 @@ def run(args: argparse.Namespace) -> int:
         if args.output is None:
             sys.stdout.write(base64.b64encode(key).decode() + "\n")
         else:
-            args.output.write_bytes(data)
+            # A signing key: readable by its owner only, from the first byte.
+            fd = os.open(args.output, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "wb") as out:
+                out.write(data)
         return 0
     claims: dict[str, object] = {"sub": args.subject}
     if args.expiry_seconds:
@@ -45,7 +53,21 @@ def run(args: argparse.Namespace) -> int:
         token = jwt.encode(claims, read_secret_key(args.secret_key), algorithm="HS256")
     else:
         pem = Path(args.private_key.removeprefix("file://")).read_bytes()
-        algorithm = "ES256" if b"EC PRIVATE" in pem else "RS256"
+        # By key type, not PEM label: PKCS#8 files say only "PRIVATE KEY".
+        private = serialization.load_pem_private_key(pem, password=None)
+        algorithm = "ES256" if isinstance(private, ec.EllipticCurvePrivateKey) else "RS256"
         token = jwt.encode(claims, pem, algorithm=algorithm)
     sys.stdout.write(token + "\n")
     return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The `magnetar` console script: `magnetar token create-secret-key`,
+    `magnetar token create --subject ROLE ...`."""
+    parser = argparse.ArgumentParser(prog="magnetar", description="Magnetar tools.")
+    add_commands(parser.add_subparsers(dest="command", required=True))
+    return run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -280,10 +280,17 @@ def _reason(log_file: Path) -> str:
     return (summary[0] if summary else (lines[-1] if lines else "no output"))[:160]
 
 
+def _matches(pattern: str, node: str) -> bool:
+    """A substring, or several joined by " or " (the part of pytest's -k we need)."""
+    return not pattern or any(part.strip() in node for part in pattern.split(" or "))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("suite", type=Path, help="the tests/ folder of apache/pulsar-client-python")
-    parser.add_argument("-k", dest="pattern", default="", help="only tests whose id matches")
+    parser.add_argument(
+        "-k", dest="pattern", default="", help="only tests whose id has this ('a or b': either)"
+    )
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds per test")
     parser.add_argument("--json", type=Path, help="write the results here")
     parser.add_argument("--files", default=",".join(FILES), help="comma-separated test files")
@@ -292,7 +299,7 @@ def main(argv: list[str] | None = None) -> int:
     suite = args.suite.resolve()
     if not (suite / "pulsar_test.py").is_file():
         parser.error(f"{suite} is not the suite's tests/ folder (no pulsar_test.py)")
-    nodes = [n for n in collect(suite, tuple(args.files.split(","))) if args.pattern in n]
+    nodes = [n for n in collect(suite, tuple(args.files.split(","))) if _matches(args.pattern, n)]
     workdir = Path(tempfile.mkdtemp(prefix="magnetar-conformance-"))
     logs = workdir / "logs"
     logs.mkdir()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import json
+import socket
 import ssl
 import subprocess
 import sys
@@ -22,7 +23,7 @@ import pulsar
 import pytest
 import structlog
 from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from passlib.apache import HtpasswdFile
 
 from tests.integration.broker.harness import BrokerFactory, BrokerThread, http_call
@@ -299,3 +300,88 @@ def test_unknown_namespace_is_topic_not_found_even_under_authorization(
 ) -> None:
     with _as(secured, _token("alice")) as c, pytest.raises(pulsar.TopicNotFound):
         c.create_producer("persistent://nowhere/ns/topic")
+
+
+def test_tls_minimum_version_and_a_required_client_certificate(
+    broker_factory: BrokerFactory, ca: CertAuthority
+) -> None:
+    server = ca.issue("localhost", server=True)
+    broker = broker_factory(
+        tls_enabled=True,
+        tls_port=0,
+        tls_http_port=0,
+        tls_cert_file=str(server.cert),
+        tls_key_file=str(server.key),
+        tls_trust_certs_file=str(ca.pem.cert),
+        tls_require_trusted_client_cert=True,
+        tls_min_version="tlsv1.3",
+    )
+    assert broker.server is not None
+    capped = ssl.create_default_context(cafile=str(ca.pem.cert))
+    capped.maximum_version = ssl.TLSVersion.TLSv1_2
+    with (
+        socket.create_connection(("127.0.0.1", broker.server.tls_port), timeout=5) as sock,
+        pytest.raises(ssl.SSLError),
+    ):
+        capped.wrap_socket(sock, server_hostname="localhost")
+    with (
+        official_client(
+            _tls_url(broker),
+            tls_trust_certs_file_path=str(ca.pem.cert),
+            operation_timeout_seconds=3,
+        ) as client,
+        pytest.raises(pulsar.PulsarException),
+    ):
+        client.create_producer(f"persistent://public/default/tls-{uuid.uuid4().hex[:6]}")
+    erin = ca.issue("erin")
+    with official_client(
+        _tls_url(broker),
+        tls_trust_certs_file_path=str(ca.pem.cert),
+        tls_certificate_file_path=str(erin.cert),
+        tls_private_key_file_path=str(erin.key),
+    ) as client:
+        _round_trip_public(client)
+
+
+def test_es256_token_from_the_magnetar_script(
+    broker_factory: BrokerFactory, tmp_path: Path
+) -> None:
+    key = ec.generate_private_key(ec.SECP256R1())
+    private, public = tmp_path / "es.key", tmp_path / "es.pub"
+    private.write_bytes(  # PKCS#8: the PEM label does not name the key type
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    public.write_bytes(
+        key.public_key().public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+        )
+    )
+    script = Path(sys.executable).with_name("magnetar")
+    token = subprocess.run(
+        [str(script), "token", "create", "--subject", "svc", "--private-key", str(private)],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    assert jwt.get_unverified_header(token)["alg"] == "ES256"
+    broker = broker_factory(
+        authentication_enabled=True, authentication_providers="token", token_public_key=str(public)
+    )
+    with official_client(broker.url, authentication=pulsar.AuthenticationToken(token)) as c:
+        _round_trip_public(c)
+
+
+def test_a_revoked_permission_is_refused(secured: BrokerThread) -> None:
+    topic = _topic()
+    with _as(secured, _token("alice")) as client:
+        client.create_producer(topic).send(b"before")
+    assert _admin(secured, "DELETE", f"namespaces/{NS}/permissions/alice", None, "root") == 204
+    with (
+        _as(secured, _token("alice")) as client,
+        pytest.raises(pulsar.AuthorizationError),
+    ):
+        client.create_producer(topic)
