@@ -273,7 +273,8 @@ async def test_dead_letter_after_max_redeliveries(client: Client, broker: Broker
     assert counts == [0, 1]
     # Subscribed while the DLQ publish may be under way: the initial subscription
     # (created first by the handler, or by us) holds the message either way.
-    dlq = await _sub(client, f"{topic}-sub-DLQ", "dlq-sub")
+    # Shared: the handler's own short-lived consumer of it may still be there.
+    dlq = await _sub(client, f"{topic}-sub-DLQ", "dlq-sub", consumer_type=ConsumerType.Shared)
     dead = await dlq.receive(10000)
     assert dead.data() == b"poison"
     assert dead.properties()["k"] == "v" and dead.properties()[REAL_TOPIC] == topic
