@@ -29,6 +29,7 @@ from magnetar.broker.auth.authentication import (
 from magnetar.broker.auth.tls import peer_common_name
 from magnetar.broker.cnx_consumers import ConsumerCommands
 from magnetar.broker.cnx_producers import ProducerCommands
+from magnetar.broker.cnx_schemas import SchemaCommands
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.errors import BrokerServiceError, TopicNotFoundError
 from magnetar.broker.limits import ConnectionLimiter
@@ -101,6 +102,7 @@ class ServerCnx(asyncio.Protocol):
         self._keepalive: asyncio.TimerHandle | None = None
         producer_commands = self.producer_commands
         consumer_commands = self.consumer_commands
+        schema_commands = SchemaCommands(self)
         self._handlers: dict[int, Callable[[Frame], None]] = {
             T.SEND: producer_commands.handle_send,
             T.FLOW: consumer_commands.handle_flow,
@@ -119,7 +121,8 @@ class ServerCnx(asyncio.Protocol):
             T.SEEK: consumer_commands.handle_seek,
             T.CONSUMER_STATS: consumer_commands.handle_consumer_stats,
             T.GET_TOPICS_OF_NAMESPACE: self._handle_topics_of_namespace,
-            T.GET_SCHEMA: self._handle_get_schema,
+            T.GET_SCHEMA: schema_commands.handle_get_schema,
+            T.GET_OR_CREATE_SCHEMA: schema_commands.handle_get_or_create_schema,
             T.AUTH_RESPONSE: self._handle_auth_response,
             T.CONNECT: self._handle_connect_again,
         }
@@ -623,7 +626,3 @@ class ServerCnx(asyncio.Protocol):
                 changed=not unchanged,
             )
         )
-
-    def _handle_get_schema(self, frame: Frame) -> None:
-        cmd = frame.command.getSchema
-        self.write(commands.schema_not_found(cmd.request_id, f"no schema for {cmd.topic}"))

@@ -41,6 +41,7 @@ from magnetar.broker.resources import (
     ResourceExists,
     ResourceNotFound,
 )
+from magnetar.broker.schemas.registry import SchemaRegistry
 from magnetar.broker.storage.api import ManagedLedgerFactory, MetadataStore
 from magnetar.broker.storage_setup import ledger_config
 from magnetar.broker.topics.base import Topic
@@ -102,6 +103,7 @@ class BrokerService:
             if config.authorization_enabled
             else None
         )
+        self.schemas = SchemaRegistry(metadata_store, self.resources)
         self._listeners = config.listeners()
         self.service_url = ""
         self.service_url_tls = ""
