@@ -101,6 +101,7 @@ class ConsumerCommands:
             start_inclusive=True,
             epoch=cmd.consumer_epoch if cmd.HasField("consumer_epoch") else None,
             key_shared=key_shared,
+            read_compacted=cmd.read_compacted,
         )
         config = self.cnx.service.config
         check_consumer_limits(

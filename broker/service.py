@@ -95,6 +95,7 @@ class BrokerService:
             allow_auto_subscription_creation=config.allow_auto_subscription_creation,
             dedup_snapshot_interval=config.dedup_snapshot_interval_entries,
             dedup_inactivity_seconds=config.dedup_producer_inactivity_seconds,
+            compaction_dir=config.data_dir / "compacted",
         )
         self.resources = PulsarResources(metadata_store, config.cluster_name)
         # Set when authorization is enabled (SECURITY.md).
@@ -243,7 +244,7 @@ class BrokerService:
         loaded = self.topics.pop(str(name), None)
         if loaded is not None:
             await loaded.close()
-        await delete_topic_data(name, self.factory)
+        await delete_topic_data(name, self.factory, self._topic_settings.compaction_dir)
 
     async def delete_known_topic(self, topic: str) -> None:
         """The admin DELETE: TopicNotFound unless the topic is loaded or stored."""

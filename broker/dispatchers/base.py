@@ -20,12 +20,14 @@ from dataclasses import dataclass
 
 import structlog
 
+from magnetar.broker.compaction.view import CompactedView
 from magnetar.broker.consumer import Consumer
 from magnetar.broker.delayed import DelayedDeliveryTracker
 from magnetar.broker.dispatchers.redelivery import RedeliveryTracker, ReplayQueue
 from magnetar.broker.entries import deliver_at_time
 from magnetar.broker.rates import DispatchRateLimiter
 from magnetar.broker.storage.api import (
+    EARLIEST,
     CursorClosed,
     Entry,
     ManagedCursor,
@@ -95,6 +97,11 @@ class PersistentDispatcher(ABC):
         self._delayed_due_at = 0
         self._dispatch_rate = settings.dispatch_rate
         self._rate_timer: asyncio.TimerHandle | None = None
+        # Set for a read_compacted consumer: the topic's current compacted view,
+        # and whether its first read starts at the view's beginning (a reader
+        # from earliest: the raw entries may be trimmed, the view is not).
+        self.compacted_view: Callable[[], CompactedView | None] | None = None
+        self.compacted_from_earliest = False
 
     # ------------------------------------------------------------ consumers
 
@@ -225,6 +232,9 @@ class PersistentDispatcher(ABC):
             if epoch != self._read_epoch:
                 return True
             return self._dispatch_read(entries, replayed=True)
+        compacted = self._read_compacted(limit)
+        if compacted:
+            return self._dispatch_read(compacted, replayed=False)
         if not self.cursor.has_more_entries():
             return False
         epoch = self._read_epoch
@@ -232,6 +242,21 @@ class PersistentDispatcher(ABC):
         if epoch != self._read_epoch or not entries:
             return bool(entries)
         return self._dispatch_read(entries, replayed=False)
+
+    def _read_compacted(self, limit: int) -> list[Entry]:
+        """Up to the compaction horizon a read_compacted consumer reads the
+        compacted view; past it (or with nothing left there) the raw topic."""
+        view = self.compacted_view() if self.compacted_view is not None else None
+        start = self.cursor.read_position
+        if self.compacted_from_earliest:
+            self.compacted_from_earliest = False
+            start = EARLIEST
+        if view is None or start > view.horizon:
+            return []
+        entries = view.read(start, limit)
+        after = entries[-1].position if len(entries) == limit else view.horizon
+        self.cursor.seek(self.ledger.next_position(after))
+        return entries
 
     def _dispatch_read(self, entries: list[Entry], *, replayed: bool) -> bool:
         if replayed:

@@ -60,6 +60,8 @@ class SubscribeOptions:
     epoch: int | None = None
     # Key_Shared consumers: KeySharedMeta (mode, sticky ranges, out-of-order).
     key_shared: KeySharedPolicy | None = None
+    # Read the compacted view up to the compaction horizon (Exclusive, Failover).
+    read_compacted: bool = False
 
 
 class Subscription(Protocol):

@@ -11,10 +11,13 @@ import asyncio
 import contextlib
 import time
 from functools import partial
+from pathlib import Path
 
 import structlog
 
-from magnetar.broker.consumer import Consumer
+from magnetar.broker.compaction.state import TopicCompaction
+from magnetar.broker.compaction.view import CompactedView
+from magnetar.broker.consumer import Consumer, SubType
 from magnetar.broker.dedup import CURSOR_NAME as DEDUP_CURSOR
 from magnetar.broker.dedup import MessageDeduplication
 from magnetar.broker.dispatchers.base import DispatcherSettings
@@ -65,6 +68,7 @@ class PersistentTopic(TopicProducers):
         allow_auto_subscription_creation: bool = True,
         dedup_snapshot_interval: int = 1000,
         dedup_inactivity_seconds: float = 6 * 3600.0,
+        compaction_dir: Path | None = None,
     ) -> None:
         super().__init__(str(name), name.partition_index)
         self.topic_name = name
@@ -87,6 +91,7 @@ class PersistentTopic(TopicProducers):
             connected=self.producers.keys,
         )
         self._dedup_lock = asyncio.Lock()
+        self.compaction = TopicCompaction(self.name, ledger, compaction_dir)
 
     def __repr__(self) -> str:
         return f"PersistentTopic({self.name!r})"
@@ -168,6 +173,10 @@ class PersistentTopic(TopicProducers):
         self, cnx: ClientConnection, options: SubscribeOptions
     ) -> tuple[Consumer, Subscription]:
         self._check_open()
+        if options.read_compacted and options.sub_type not in (SubType.Exclusive, SubType.Failover):
+            raise NotAllowedError(
+                "read_compacted is only allowed on Exclusive and Failover subscriptions"
+            )
         async with self._subscribe_lock:
             self._check_open()
             if options.durable:
@@ -197,6 +206,10 @@ class PersistentTopic(TopicProducers):
                 if not options.durable:
                     await self._drop_subscription(sub)
                 raise
+            sub.read_compacted(
+                self._compacted_view if options.read_compacted else None,
+                from_earliest=not options.durable and options.start_position == EARLIEST,
+            )
         return consumer, sub
 
     async def _durable_subscription(
@@ -306,6 +319,9 @@ class PersistentTopic(TopicProducers):
 
     # ---------------------------------------------------------------- queries
 
+    def _compacted_view(self) -> CompactedView | None:
+        return self.compaction.view
+
     async def last_message_id(self) -> tuple[Position, int]:
         """The newest entry's position and its last batch index (-1: not a batch)."""
         return await last_entry_id(self.ledger)
@@ -319,6 +335,7 @@ class PersistentTopic(TopicProducers):
             return
         self.is_closed = True
         self.close_producers(notify_clients=notify_clients)
+        await self.compaction.close()
         self._dedup.close()
         if self.key_window is not None:
             await self.key_window.close()
