@@ -52,10 +52,15 @@ from magnetar.broker.topics.loader import (
     stored_topics,
     topic_exists,
 )
+from magnetar.broker.topics.persistent import PersistentTopic
 from magnetar.proto.errors import ServerError
 from magnetar.proto.naming import InvalidName, InvalidTopicName, TopicName
 
 log = structlog.get_logger(__name__)
+
+# Pulsar's Policies field and topic-policy name for the automatic compaction trigger.
+COMPACTION_THRESHOLD_NAMESPACE = "compaction_threshold"
+COMPACTION_THRESHOLD_TOPIC = "compactionThreshold"
 
 
 def check_name(validate: Callable[[str], None], value: str) -> None:
@@ -375,6 +380,21 @@ class BrokerService:
         topic.set_publish_rate(None if publish is None else PublishRate.from_json(publish))
         dispatch = await self._topic_or_namespace_policy(name, DISPATCH_RATE_POLICY)
         topic.set_dispatch_rate(None if dispatch is None else DispatchRate.from_json(dispatch))
+        if isinstance(topic, PersistentTopic):
+            topic.compaction.threshold_bytes = await self.compaction_threshold(name)
+
+    async def compaction_threshold(self, name: TopicName) -> int:
+        """Bytes published before compaction starts by itself: topic policy,
+        else namespace policy, else 0 (off, Pulsar's default)."""
+        own = (await self.resources.get_topic_policies(name)).get(COMPACTION_THRESHOLD_TOPIC)
+        if isinstance(own, int):
+            return own
+        try:
+            policies = await self.resources.get_policies(name.tenant, name.namespace)
+        except ResourceNotFound:
+            return 0
+        value = policies.get(COMPACTION_THRESHOLD_NAMESPACE)
+        return value if isinstance(value, int) else 0
 
     async def refresh_policies(self, tenant: str, namespace: str) -> None:
         """Apply changed policies to the loaded topics of a namespace: producers

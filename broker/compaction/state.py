@@ -47,15 +47,26 @@ class TopicCompaction:
         self.status = CompactionStatus.NOT_RUN
         self.last_error = ""
         self._task: asyncio.Task[None] | None = None
+        # The automatic trigger: bytes published since the last run started.
+        self.threshold_bytes = 0
+        self._pending_bytes = 0
 
     @property
     def running(self) -> bool:
         return self._task is not None and not self._task.done()
 
+    def note_published(self, size: int) -> None:
+        """An entry was stored; start a run once the threshold policy is passed."""
+        self._pending_bytes += size
+        if 0 < self.threshold_bytes <= self._pending_bytes and not self.running:
+            log.info("compaction threshold reached", topic=self.topic, bytes=self._pending_bytes)
+            self.trigger()
+
     def trigger(self) -> asyncio.Task[None]:
         """Start a run; CompactionRunning while one is under way."""
         if self.running:
             raise CompactionRunning(self.topic)
+        self._pending_bytes = 0
         self.status = CompactionStatus.RUNNING
         self._task = asyncio.get_running_loop().create_task(self._run())
         return self._task

@@ -114,10 +114,10 @@ class PersistentTopic(TopicProducers):
             failed: asyncio.Future[Position] = asyncio.get_running_loop().create_future()
             failed.set_exception(exc)
             return failed
-        future.add_done_callback(partial(self._appended, time.perf_counter()))
+        future.add_done_callback(partial(self._appended, time.perf_counter(), len(data)))
         return future
 
-    def _appended(self, started: float, future: asyncio.Future[Position]) -> None:
+    def _appended(self, started: float, size: int, future: asyncio.Future[Position]) -> None:
         if future.cancelled() or future.exception() is not None:
             return
         if self.metrics is not None:
@@ -125,6 +125,8 @@ class PersistentTopic(TopicProducers):
             self.metrics.publish_latency.observe(time.perf_counter() - started)
         for subscription in self.subscriptions.values():
             subscription.on_new_entries()
+        if self.compaction.threshold_bytes:
+            self.compaction.note_published(size)
 
     async def set_deduplication(self, enabled: bool) -> None:
         """Switch deduplication; connected producers see it from their next SEND."""

@@ -198,3 +198,25 @@ def test_compacted_view_survives_a_restart(broker: BrokerThread) -> None:
             ("k1", b"v19"),
             ("k2", b"v17"),
         ]
+
+
+def test_threshold_policy_starts_compaction_by_itself(broker: BrokerThread) -> None:
+    """compactionThreshold (bytes, per namespace; the topic policy wins): once
+    that much is published, a run starts without an admin call."""
+    ns = f"ct-{uuid.uuid4().hex[:6]}"
+    base = f"{broker.http_url}/admin/v2/namespaces/public/{ns}"
+    assert http_call("PUT", base)[0] == 204
+    assert http_call("POST", f"{base}/compactionThreshold", 2000)[0] == 204
+    assert http_call("GET", f"{base}/compactionThreshold") == (200, 2000)
+    assert http_call("POST", f"{base}/compactionThreshold", -1)[0] == 400
+    topic = f"persistent://public/{ns}/auto"
+    url = f"{broker.http_url}/admin/v2/persistent/public/{ns}/auto/compaction"
+    with official_client(broker.url) as client:
+        producer = client.create_producer(topic, batching_enabled=False)
+        producer.send(b"x" * 100, partition_key="k")
+        assert http_call("GET", url)[1]["status"] == "NOT_RUN"
+        for i in range(30):
+            producer.send(b"%d" % i + b"x" * 100, partition_key=f"k{i % 3}")
+        while (status := http_call("GET", url)[1]["status"]) in ("NOT_RUN", "RUNNING"):
+            time.sleep(0.05)
+        assert status == "SUCCESS"
