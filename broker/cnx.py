@@ -49,6 +49,19 @@ from magnetar.proto.frames import FRAME_HEADROOM, Frame, FrameDecoder
 
 log = structlog.get_logger(__name__)
 
+# Clients known to handle REACHED_END_OF_TOPIC. The C++ core (and so the
+# Python, C++ and Node clients) closes the connection on it (WIRE 4), though
+# it announces a protocol version that includes it.
+_END_OF_TOPIC_CLIENTS = ("Pulsar-Java-",)
+_END_OF_TOPIC_PROTOCOL = 9
+
+
+def supports_reached_end_of_topic(client_version: str, protocol_version: int) -> bool:
+    return protocol_version >= _END_OF_TOPIC_PROTOCOL and client_version.startswith(
+        _END_OF_TOPIC_CLIENTS
+    )
+
+
 SERVER_VERSION = "Magnetar 0.1.0"
 # Highest protocol version we speak (Pulsar's v20); the client checks >= 12
 # for GET_LAST_MESSAGE_ID and multi-id ACK (WIRE "Protocol versions").
@@ -213,6 +226,10 @@ class ServerCnx(asyncio.Protocol):
 
     def active_consumer_changed(self, consumer_id: int, is_active: bool) -> None:
         self.write(commands.active_consumer_change(consumer_id, is_active))
+
+    def reached_end_of_topic(self, consumer_id: int) -> None:
+        if supports_reached_end_of_topic(self.client_version, self.protocol_version):
+            self.write(commands.reached_end_of_topic(consumer_id))
 
     # ------------------------------------------------------ asyncio.Protocol
 

@@ -328,3 +328,7 @@ def get_or_create_schema_response(
     else:
         body.schema_version = version
     return encode_command(command)
+
+
+def reached_end_of_topic(consumer_id: int) -> bytes:
+    return _frame(T.REACHED_END_OF_TOPIC, "reachedEndOfTopic", consumer_id=consumer_id)

@@ -42,7 +42,7 @@ from magnetar.broker.resources import (
     ResourceNotFound,
 )
 from magnetar.broker.schemas.registry import SchemaRegistry
-from magnetar.broker.storage.api import ManagedLedgerFactory, MetadataStore
+from magnetar.broker.storage.api import ManagedLedgerFactory, MetadataStore, Position
 from magnetar.broker.storage_setup import ledger_config
 from magnetar.broker.topics.base import Topic
 from magnetar.broker.topics.loader import (
@@ -250,6 +250,20 @@ class BrokerService:
         if loaded is not None:
             await loaded.close()
         await delete_topic_data(name, self.factory, self._topic_settings.compaction_dir)
+        await self.resources.clear_terminated(name)
+
+    async def terminate_topic(self, topic: str) -> Position:
+        """Stop publishing on a persistent topic for good; its last position."""
+        loaded = await self.get_topic(topic, create=False)
+        if not isinstance(loaded, PersistentTopic):
+            raise NotAllowedError(f"only persistent topics can be terminated: {topic}")
+        if loaded.terminated_at is not None:
+            return loaded.terminated_at
+        last = loaded.ledger.last_confirmed_position
+        await self.resources.set_terminated(loaded.topic_name, *last)
+        loaded.mark_terminated(last)
+        log.info("topic terminated", topic=loaded.name, last=str(last))
+        return last
 
     async def delete_known_topic(self, topic: str) -> None:
         """The admin DELETE: TopicNotFound unless the topic is loaded or stored."""
@@ -299,6 +313,9 @@ class BrokerService:
         topic = await open_topic(name, self.factory, self._topic_settings, self.metrics)
         try:
             await self._apply_policies(topic)
+            terminated = await self.resources.get_terminated(name)
+            if terminated is not None and isinstance(topic, PersistentTopic):
+                topic.mark_terminated(Position(*terminated))
         except BaseException:
             await topic.close(notify_clients=False)
             raise

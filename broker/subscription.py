@@ -72,6 +72,9 @@ class PersistentSubscription:
         # The topic's compacted view while the consumer reads compacted.
         self._compacted_view: Callable[[], CompactedView | None] | None = None
         self._compacted_from_earliest = False
+        # The topic is terminated: consumers at its end are told (once each).
+        self._terminated = False
+        self._told_end: set[int] = set()
 
     def __repr__(self) -> str:
         return f"PersistentSubscription({self.topic_name!r}, {self.name!r})"
@@ -112,6 +115,8 @@ class PersistentSubscription:
         dispatcher = new_dispatcher(sub_type, self.ledger, self.cursor, self._settings)
         dispatcher.compacted_view = self._compacted_view
         dispatcher.compacted_from_earliest = self._compacted_from_earliest
+        if self._terminated:
+            dispatcher.end_of_topic = self._reached_end
         old = self._dispatcher
         if old is not None:
             # No consumer is attached to it any more: a new type may take over.
@@ -267,6 +272,20 @@ class PersistentSubscription:
         )
 
     # ------------------------------------------------------------- queries
+
+    def topic_terminated(self) -> None:
+        """No entry will follow the last one: tell consumers once they reach it."""
+        self._terminated = True
+        if self._dispatcher is not None:
+            self._dispatcher.end_of_topic = self._reached_end
+            if not self.cursor.has_more_entries():
+                self._reached_end()
+
+    def _reached_end(self) -> None:
+        for consumer in self.consumers:
+            if consumer.consumer_id not in self._told_end:
+                self._told_end.add(consumer.consumer_id)
+                consumer.cnx.reached_end_of_topic(consumer.consumer_id)
 
     def read_compacted(
         self, view: Callable[[], CompactedView | None] | None, *, from_earliest: bool = False

@@ -102,6 +102,8 @@ class PersistentDispatcher(ABC):
         # from earliest: the raw entries may be trimmed, the view is not).
         self.compacted_view: Callable[[], CompactedView | None] | None = None
         self.compacted_from_earliest = False
+        # Set once the topic is terminated: called whenever the cursor is at the end.
+        self.end_of_topic: Callable[[], None] | None = None
 
     # ------------------------------------------------------------ consumers
 
@@ -236,6 +238,8 @@ class PersistentDispatcher(ABC):
         if compacted:
             return self._dispatch_read(compacted, replayed=False)
         if not self.cursor.has_more_entries():
+            if self.end_of_topic is not None:
+                self.end_of_topic()
             return False
         epoch = self._read_epoch
         entries = await self.cursor.read_entries(limit)

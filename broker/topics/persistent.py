@@ -28,10 +28,12 @@ from magnetar.broker.errors import (
     ConsumerBusyError,
     NotAllowedError,
     SubscriptionNotFoundError,
+    TopicTerminatedError,
 )
 from magnetar.broker.keywindow import CURSOR_NAME as KEY_WINDOW_CURSOR
 from magnetar.broker.keywindow import KeyWindowIndex, KeyWindowPolicy
 from magnetar.broker.metrics import BrokerMetrics
+from magnetar.broker.producer import Producer, SendRejected
 from magnetar.broker.rates import DispatchRate, DispatchRateLimiter
 from magnetar.broker.storage.api import (
     EARLIEST,
@@ -92,6 +94,8 @@ class PersistentTopic(TopicProducers):
         )
         self._dedup_lock = asyncio.Lock()
         self.compaction = TopicCompaction(self.name, ledger, compaction_dir)
+        # Where a terminated topic stopped: no entry is ever stored after it.
+        self.terminated_at: Position | None = None
 
     def __repr__(self) -> str:
         return f"PersistentTopic({self.name!r})"
@@ -104,6 +108,12 @@ class PersistentTopic(TopicProducers):
         No task per entry: storage hands back a future, and completion fans out
         through callbacks (subscriptions here, the receipt in the producer).
         """
+        if self.terminated_at is not None:
+            refused: asyncio.Future[Position] = asyncio.get_running_loop().create_future()
+            refused.set_exception(
+                SendRejected(ServerError.TopicTerminatedError, f"topic {self.name} is terminated")
+            )
+            return refused
         metrics = self.metrics
         if metrics is not None:
             metrics.messages_in.inc(num_messages)
@@ -208,6 +218,8 @@ class PersistentTopic(TopicProducers):
                 if not options.durable:
                     await self._drop_subscription(sub)
                 raise
+            if self.terminated_at is not None:
+                sub.topic_terminated()
             sub.read_compacted(
                 self._compacted_view if options.read_compacted else None,
                 from_earliest=not options.durable and options.start_position == EARLIEST,
@@ -320,6 +332,36 @@ class PersistentTopic(TopicProducers):
             ) from exc
 
     # ---------------------------------------------------------------- queries
+
+    # ------------------------------------------------------------ termination
+
+    def add_producer(
+        self,
+        cnx: ClientConnection,
+        producer_id: int,
+        name: str,
+        *,
+        access_mode: int,
+        user_provided_name: bool,
+        epoch: int = 0,
+    ) -> Producer:
+        if self.terminated_at is not None:
+            raise TopicTerminatedError(self.name)
+        return super().add_producer(
+            cnx,
+            producer_id,
+            name,
+            access_mode=access_mode,
+            user_provided_name=user_provided_name,
+            epoch=epoch,
+        )
+
+    def mark_terminated(self, last: Position) -> None:
+        """Stop publishing at `last` (also on load of a terminated topic)."""
+        self.terminated_at = last
+        self.close_producers(notify_clients=True)
+        for sub in self.subscriptions.values():
+            sub.topic_terminated()
 
     def _compacted_view(self) -> CompactedView | None:
         return self.compaction.view
