@@ -250,7 +250,9 @@ class PersistentDispatcher(ABC):
     def _read_compacted(self, limit: int) -> list[Entry]:
         """Up to the compaction horizon a read_compacted consumer reads the
         compacted view; past it (or with nothing left there) the raw topic."""
-        view = self.compacted_view() if self.compacted_view is not None else None
+        if self.compacted_view is None:
+            return []
+        view = self.compacted_view()
         start = self.cursor.read_position
         if self.compacted_from_earliest:
             self.compacted_from_earliest = False
