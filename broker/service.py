@@ -52,7 +52,6 @@ from magnetar.broker.topics.loader import (
     stored_topics,
     topic_exists,
 )
-from magnetar.broker.topics.persistent import PersistentTopic
 from magnetar.proto.errors import ServerError
 from magnetar.proto.naming import InvalidName, InvalidTopicName, TopicName
 
@@ -255,13 +254,9 @@ class BrokerService:
     async def terminate_topic(self, topic: str) -> Position:
         """Stop publishing on a persistent topic for good; its last position."""
         loaded = await self.get_topic(topic, create=False)
-        if not isinstance(loaded, PersistentTopic):
-            raise NotAllowedError(f"only persistent topics can be terminated: {topic}")
-        if loaded.terminated_at is not None:
-            return loaded.terminated_at
-        last = loaded.ledger.last_confirmed_position
+        last = loaded.terminate()
+        # Kept in the metadata store: a restarted broker loads it terminated.
         await self.resources.set_terminated(loaded.topic_name, *last)
-        loaded.mark_terminated(last)
         log.info("topic terminated", topic=loaded.name, last=str(last))
         return last
 
@@ -314,8 +309,8 @@ class BrokerService:
         try:
             await self._apply_policies(topic)
             terminated = await self.resources.get_terminated(name)
-            if terminated is not None and isinstance(topic, PersistentTopic):
-                topic.mark_terminated(Position(*terminated))
+            if terminated is not None:
+                topic.terminate(Position(*terminated))
         except BaseException:
             await topic.close(notify_clients=False)
             raise
@@ -397,8 +392,7 @@ class BrokerService:
         topic.set_publish_rate(None if publish is None else PublishRate.from_json(publish))
         dispatch = await self._topic_or_namespace_policy(name, DISPATCH_RATE_POLICY)
         topic.set_dispatch_rate(None if dispatch is None else DispatchRate.from_json(dispatch))
-        if isinstance(topic, PersistentTopic):
-            topic.compaction.threshold_bytes = await self.compaction_threshold(name)
+        topic.set_compaction_threshold(await self.compaction_threshold(name))
 
     async def compaction_threshold(self, name: TopicName) -> int:
         """Bytes published before compaction starts by itself: topic policy,

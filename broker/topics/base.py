@@ -173,4 +173,13 @@ class Topic(Protocol):
 
     async def last_message_id(self) -> tuple[Position, int]: ...
 
+    def set_compaction_threshold(self, threshold_bytes: int) -> None:
+        """The automatic compaction trigger (0: off); no-op where nothing compacts."""
+        ...
+
+    def terminate(self, last: Position | None = None) -> Position:
+        """Stop publishing for good after `last` (None: the newest entry) and
+        return it; NotAllowedError where a topic cannot be terminated."""
+        ...
+
     async def close(self, *, notify_clients: bool = True) -> None: ...

@@ -356,12 +356,18 @@ class PersistentTopic(TopicProducers):
             epoch=epoch,
         )
 
-    def mark_terminated(self, last: Position) -> None:
-        """Stop publishing at `last` (also on load of a terminated topic)."""
-        self.terminated_at = last
+    def terminate(self, last: Position | None = None) -> Position:
+        """Stop publishing after `last` (also on load of a terminated topic)."""
+        if self.terminated_at is not None:
+            return self.terminated_at
+        self.terminated_at = last if last is not None else self.ledger.last_confirmed_position
         self.close_producers(notify_clients=True)
         for sub in self.subscriptions.values():
             sub.topic_terminated()
+        return self.terminated_at
+
+    def set_compaction_threshold(self, threshold_bytes: int) -> None:
+        self.compaction.threshold_bytes = threshold_bytes
 
     def _compacted_view(self) -> CompactedView | None:
         return self.compaction.view
