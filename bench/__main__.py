@@ -18,6 +18,7 @@ BENCHMARKS = {
     "spark": "bench.spark",
     "key_shared": "bench.key_shared",
     "consumer": "bench.consumer",
+    "compaction": "bench.compaction",
 }
 
 

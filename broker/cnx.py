@@ -29,6 +29,7 @@ from magnetar.broker.auth.authentication import (
 from magnetar.broker.auth.tls import peer_common_name
 from magnetar.broker.cnx_consumers import ConsumerCommands
 from magnetar.broker.cnx_producers import ProducerCommands
+from magnetar.broker.cnx_schemas import SchemaCommands
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.errors import BrokerServiceError, TopicNotFoundError
 from magnetar.broker.limits import ConnectionLimiter
@@ -47,6 +48,19 @@ from magnetar.proto.errors import (
 from magnetar.proto.frames import FRAME_HEADROOM, Frame, FrameDecoder
 
 log = structlog.get_logger(__name__)
+
+# Clients known to handle REACHED_END_OF_TOPIC. The C++ core (and so the
+# Python, C++ and Node clients) closes the connection on it (WIRE 4), though
+# it announces a protocol version that includes it.
+_END_OF_TOPIC_CLIENTS = ("Pulsar-Java-",)
+_END_OF_TOPIC_PROTOCOL = 9
+
+
+def supports_reached_end_of_topic(client_version: str, protocol_version: int) -> bool:
+    return protocol_version >= _END_OF_TOPIC_PROTOCOL and client_version.startswith(
+        _END_OF_TOPIC_CLIENTS
+    )
+
 
 SERVER_VERSION = "Magnetar 0.1.0"
 # Highest protocol version we speak (Pulsar's v20); the client checks >= 12
@@ -101,6 +115,7 @@ class ServerCnx(asyncio.Protocol):
         self._keepalive: asyncio.TimerHandle | None = None
         producer_commands = self.producer_commands
         consumer_commands = self.consumer_commands
+        schema_commands = SchemaCommands(self)
         self._handlers: dict[int, Callable[[Frame], None]] = {
             T.SEND: producer_commands.handle_send,
             T.FLOW: consumer_commands.handle_flow,
@@ -119,7 +134,8 @@ class ServerCnx(asyncio.Protocol):
             T.SEEK: consumer_commands.handle_seek,
             T.CONSUMER_STATS: consumer_commands.handle_consumer_stats,
             T.GET_TOPICS_OF_NAMESPACE: self._handle_topics_of_namespace,
-            T.GET_SCHEMA: self._handle_get_schema,
+            T.GET_SCHEMA: schema_commands.handle_get_schema,
+            T.GET_OR_CREATE_SCHEMA: schema_commands.handle_get_or_create_schema,
             T.AUTH_RESPONSE: self._handle_auth_response,
             T.CONNECT: self._handle_connect_again,
         }
@@ -210,6 +226,10 @@ class ServerCnx(asyncio.Protocol):
 
     def active_consumer_changed(self, consumer_id: int, is_active: bool) -> None:
         self.write(commands.active_consumer_change(consumer_id, is_active))
+
+    def reached_end_of_topic(self, consumer_id: int) -> None:
+        if supports_reached_end_of_topic(self.client_version, self.protocol_version):
+            self.write(commands.reached_end_of_topic(consumer_id))
 
     # ------------------------------------------------------ asyncio.Protocol
 
@@ -623,7 +643,3 @@ class ServerCnx(asyncio.Protocol):
                 changed=not unchanged,
             )
         )
-
-    def _handle_get_schema(self, frame: Frame) -> None:
-        cmd = frame.command.getSchema
-        self.write(commands.schema_not_found(cmd.request_id, f"no schema for {cmd.topic}"))

@@ -15,6 +15,7 @@ from magnetar.broker.cnx_context import CommandContext
 from magnetar.broker.consumer import Consumer, KeySharedPolicy, SubType, sub_type_name
 from magnetar.broker.errors import BrokerServiceError, ConsumerBusyError
 from magnetar.broker.limits import check_consumer_limits
+from magnetar.broker.schemas.types import from_wire
 from magnetar.broker.service import check_name, parse_topic
 from magnetar.broker.storage.api import (
     EARLIEST,
@@ -67,6 +68,9 @@ class ConsumerCommands:
         check_name(validate_consumer_name, cmd.consumer_name)
         await self.cnx.authorize("consume", cmd.topic)
         topic = await self.cnx.service.get_topic(cmd.topic, create=cmd.force_topic_creation)
+        schema = from_wire(cmd.schema) if cmd.HasField("schema") else None
+        if schema is not None:
+            await self.cnx.service.schemas.check_consumer(topic.topic_name, schema)
         start: Position | None = None
         if cmd.HasField("start_message_id"):
             start = wire_position(cmd.start_message_id)
@@ -97,6 +101,7 @@ class ConsumerCommands:
             start_inclusive=True,
             epoch=cmd.consumer_epoch if cmd.HasField("consumer_epoch") else None,
             key_shared=key_shared,
+            read_compacted=cmd.read_compacted,
         )
         config = self.cnx.service.config
         check_consumer_limits(

@@ -18,6 +18,7 @@ from magnetar.broker.errors import ProducerIdInUse
 from magnetar.broker.keywindow import idempotency_key
 from magnetar.broker.limits import check_producer_limit
 from magnetar.broker.producer import AccessMode, Producer
+from magnetar.broker.schemas.types import from_wire, version_bytes
 from magnetar.broker.service import check_name, parse_topic
 from magnetar.broker.topics.base import Topic
 from magnetar.proto import pulsar_api_pb2 as pb
@@ -29,6 +30,8 @@ from magnetar.proto.naming import validate_producer_name
 class AttachedProducer(NamedTuple):
     producer: Producer
     topic: Topic
+    # The registered schema's version (8 bytes), None for a producer without one.
+    schema_version: bytes | None = None
 
 
 class ProducerCommands:
@@ -52,7 +55,10 @@ class ProducerCommands:
                 name = existing.producer.name
                 cnx.write(
                     commands.producer_success(
-                        cmd.request_id, name, existing.topic.last_sequence_id(name)
+                        cmd.request_id,
+                        name,
+                        existing.topic.last_sequence_id(name),
+                        schema_version=existing.schema_version,
                     )
                 )
                 return
@@ -64,6 +70,7 @@ class ProducerCommands:
         try:
             await cnx.authorize("produce", cmd.topic)
             topic = await cnx.service.get_topic(cmd.topic)
+            schema_version = await self._register_schema(cmd, topic)
             name = cmd.producer_name or cnx.service.generate_producer_name()
             if cmd.producer_access_mode == AccessMode.WaitForExclusive:
                 await topic.wait_for_exclusive_access(
@@ -83,9 +90,24 @@ class ProducerCommands:
         if cnx.is_closed:
             topic.remove_producer(producer)
             return
-        self.producers[pid] = AttachedProducer(producer, topic)
+        self.producers[pid] = AttachedProducer(producer, topic, schema_version)
         cnx.log.info("producer created", topic=topic.name, producer=name, producer_id=pid)
-        cnx.write(commands.producer_success(cmd.request_id, name, topic.last_sequence_id(name)))
+        cnx.write(
+            commands.producer_success(
+                cmd.request_id,
+                name,
+                topic.last_sequence_id(name),
+                schema_version=schema_version,
+            )
+        )
+
+    async def _register_schema(self, cmd: pb.CommandProducer, topic: Topic) -> bytes | None:
+        """Register or find the producer's schema; bytes producers (no schema)
+        are accepted as Pulsar accepts them, without a version."""
+        schema = from_wire(cmd.schema) if cmd.HasField("schema") else None
+        if schema is None:
+            return None
+        return version_bytes(await self.cnx.service.schemas.add(topic.topic_name, schema))
 
     def _producer_queued(self, request_id: int, name: str, topic: str) -> None:
         self.cnx.log.info("producer waits for exclusive access", topic=topic, producer=name)
@@ -154,7 +176,7 @@ class ProducerCommands:
             await asyncio.gather(pending, return_exceptions=True)
         attached = self.producers.pop(producer_id, None)
         if attached is not None:
-            producer, topic = attached
+            producer, topic = attached.producer, attached.topic
             topic.remove_producer(producer)
             self.cnx.log.info("producer closed", topic=topic.name, producer=producer.name)
         self.cnx.write(commands.success(request_id))
@@ -165,6 +187,6 @@ class ProducerCommands:
 
     def detach_all(self) -> None:
         """The connection is gone: every producer leaves its topic."""
-        for producer, topic in list(self.producers.values()):
+        for producer, topic, _ in list(self.producers.values()):
             topic.remove_producer(producer)
         self.producers.clear()

@@ -66,7 +66,12 @@ def auth_challenge(server_version: str, protocol_version: int, method: str) -> b
 
 
 def producer_success(
-    request_id: int, producer_name: str, last_sequence_id: int = -1, *, ready: bool = True
+    request_id: int,
+    producer_name: str,
+    last_sequence_id: int = -1,
+    *,
+    ready: bool = True,
+    schema_version: bytes | None = None,
 ) -> bytes:
     """PRODUCER_SUCCESS; `ready=False` keeps a WaitForExclusive request pending (WIRE 6)."""
     return _frame(
@@ -76,6 +81,7 @@ def producer_success(
         producer_name=producer_name,
         last_sequence_id=last_sequence_id,
         producer_ready=ready,
+        schema_version=schema_version,
     )
 
 
@@ -275,15 +281,6 @@ def topics_of_namespace(
     return encode_command(command)
 
 
-def schema_not_found(request_id: int, message: str) -> bytes:
-    command = pb.BaseCommand(type=T.GET_SCHEMA_RESPONSE)
-    body = command.getSchemaResponse
-    body.request_id = request_id
-    body.error_code = pb.ServerError.TopicNotFound
-    body.error_message = message
-    return encode_command(command)
-
-
 def consumer_stats(
     request_id: int, *, name: str, permits: int, unacked: int, backlog: int, type_name: str
 ) -> bytes:
@@ -296,3 +293,42 @@ def consumer_stats(
     body.msgBacklog = backlog
     body.type = type_name
     return encode_command(command)
+
+
+def get_schema_response(
+    request_id: int,
+    *,
+    schema: pb.Schema | None = None,
+    version: bytes = b"",
+    code: ServerError | None = None,
+    message: str = "",
+) -> bytes:
+    """GET_SCHEMA's answer: the schema, or an error in error_code (WIRE 18)."""
+    command = pb.BaseCommand(type=T.GET_SCHEMA_RESPONSE)
+    body = command.getSchemaResponse
+    body.request_id = request_id
+    if code is not None:
+        body.error_code = int(code)  # type: ignore[assignment]
+        body.error_message = message
+    if schema is not None:
+        body.schema.CopyFrom(schema)
+        body.schema_version = version
+    return encode_command(command)
+
+
+def get_or_create_schema_response(
+    request_id: int, *, version: bytes = b"", code: ServerError | None = None, message: str = ""
+) -> bytes:
+    command = pb.BaseCommand(type=T.GET_OR_CREATE_SCHEMA_RESPONSE)
+    body = command.getOrCreateSchemaResponse
+    body.request_id = request_id
+    if code is not None:
+        body.error_code = int(code)  # type: ignore[assignment]
+        body.error_message = message
+    else:
+        body.schema_version = version
+    return encode_command(command)
+
+
+def reached_end_of_topic(consumer_id: int) -> bytes:
+    return _frame(T.REACHED_END_OF_TOPIC, "reachedEndOfTopic", consumer_id=consumer_id)

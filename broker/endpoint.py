@@ -39,3 +39,8 @@ class ClientConnection(Protocol):
     def active_consumer_changed(self, consumer_id: int, is_active: bool) -> None:
         """Failover: tell a consumer whether it is now the active one."""
         ...
+
+    def reached_end_of_topic(self, consumer_id: int) -> None:
+        """The consumer read everything of a terminated topic; told only to a
+        client that handles it (WIRE 4: never unsolicited)."""
+        ...

@@ -23,6 +23,11 @@ class BrokerServiceError(Exception):
         return f"{type(self).__name__}({self.code.name}, {self.message!r})"
 
 
+class TopicTerminatedError(BrokerServiceError):
+    def __init__(self, topic: str) -> None:
+        super().__init__(ServerError.TopicTerminatedError, f"topic {topic} is terminated")
+
+
 class TopicNotFoundError(BrokerServiceError):
     def __init__(self, message: str) -> None:
         super().__init__(ServerError.TopicNotFound, message)

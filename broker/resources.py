@@ -9,6 +9,7 @@ status and the wire layer to a ServerError.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from typing import Any
 
@@ -19,6 +20,8 @@ CLUSTERS = "/admin/clusters"
 POLICIES = "/admin/policies"
 PARTITIONED_TOPICS = "/admin/partitioned-topics"
 TOPIC_POLICIES = "/admin/topic-policies"
+# Magnetar's own: where each terminated topic (or partition) stopped.
+TERMINATED = "/magnetar/terminated"
 
 Json = dict[str, Any]
 
@@ -52,6 +55,10 @@ def _check_name(kind: str, name: str) -> None:
 def _topic_policies_path(topic: TopicName) -> str:
     base = topic.partitioned_base if topic.partition_index >= 0 else topic
     return f"{TOPIC_POLICIES}/{base.tenant}/{base.namespace}/{base.domain}/{base.local_name}"
+
+
+def _terminated_path(topic: TopicName) -> str:
+    return f"{TERMINATED}/{topic.tenant}/{topic.namespace}/{topic.domain}/{topic.local_name}"
 
 
 def partitioned_topic_path(topic: TopicName) -> str:
@@ -200,6 +207,24 @@ class PulsarResources:
         else:
             policies[key] = value
         await self.store.put(_topic_policies_path(topic), json.dumps(policies).encode())
+
+    # ------------------------------------------------------- terminated topics
+
+    async def get_terminated(self, topic: TopicName) -> tuple[int, int] | None:
+        """The last position of a terminated topic; None while it is open."""
+        data = await self._get_json(_terminated_path(topic))
+        if data is None:
+            return None
+        return int(data["ledgerId"]), int(data["entryId"])
+
+    async def set_terminated(self, topic: TopicName, ledger_id: int, entry_id: int) -> None:
+        body = {"ledgerId": ledger_id, "entryId": entry_id}
+        await self.store.put(_terminated_path(topic), json.dumps(body).encode())
+
+    async def clear_terminated(self, topic: TopicName) -> None:
+        """The topic is deleted: a new one of that name starts open."""
+        with contextlib.suppress(NotFound):
+            await self.store.delete(_terminated_path(topic))
 
     # ---------------------------------------------------- partitioned topics
 

@@ -41,7 +41,8 @@ from magnetar.broker.resources import (
     ResourceExists,
     ResourceNotFound,
 )
-from magnetar.broker.storage.api import ManagedLedgerFactory, MetadataStore
+from magnetar.broker.schemas.registry import SchemaRegistry
+from magnetar.broker.storage.api import ManagedLedgerFactory, MetadataStore, Position
 from magnetar.broker.storage_setup import ledger_config
 from magnetar.broker.topics.base import Topic
 from magnetar.broker.topics.loader import (
@@ -55,6 +56,10 @@ from magnetar.proto.errors import ServerError
 from magnetar.proto.naming import InvalidName, InvalidTopicName, TopicName
 
 log = structlog.get_logger(__name__)
+
+# Pulsar's Policies field and topic-policy name for the automatic compaction trigger.
+COMPACTION_THRESHOLD_NAMESPACE = "compaction_threshold"
+COMPACTION_THRESHOLD_TOPIC = "compactionThreshold"
 
 
 def check_name(validate: Callable[[str], None], value: str) -> None:
@@ -94,6 +99,7 @@ class BrokerService:
             allow_auto_subscription_creation=config.allow_auto_subscription_creation,
             dedup_snapshot_interval=config.dedup_snapshot_interval_entries,
             dedup_inactivity_seconds=config.dedup_producer_inactivity_seconds,
+            compaction_dir=config.data_dir / "compacted",
         )
         self.resources = PulsarResources(metadata_store, config.cluster_name)
         # Set when authorization is enabled (SECURITY.md).
@@ -102,6 +108,7 @@ class BrokerService:
             if config.authorization_enabled
             else None
         )
+        self.schemas = SchemaRegistry(metadata_store, self.resources)
         self._listeners = config.listeners()
         self.service_url = ""
         self.service_url_tls = ""
@@ -241,7 +248,17 @@ class BrokerService:
         loaded = self.topics.pop(str(name), None)
         if loaded is not None:
             await loaded.close()
-        await delete_topic_data(name, self.factory)
+        await delete_topic_data(name, self.factory, self._topic_settings.compaction_dir)
+        await self.resources.clear_terminated(name)
+
+    async def terminate_topic(self, topic: str) -> Position:
+        """Stop publishing on a persistent topic for good; its last position."""
+        loaded = await self.get_topic(topic, create=False)
+        last = loaded.terminate()
+        # Kept in the metadata store: a restarted broker loads it terminated.
+        await self.resources.set_terminated(loaded.topic_name, *last)
+        log.info("topic terminated", topic=loaded.name, last=str(last))
+        return last
 
     async def delete_known_topic(self, topic: str) -> None:
         """The admin DELETE: TopicNotFound unless the topic is loaded or stored."""
@@ -291,6 +308,9 @@ class BrokerService:
         topic = await open_topic(name, self.factory, self._topic_settings, self.metrics)
         try:
             await self._apply_policies(topic)
+            terminated = await self.resources.get_terminated(name)
+            if terminated is not None:
+                topic.terminate(Position(*terminated))
         except BaseException:
             await topic.close(notify_clients=False)
             raise
@@ -372,6 +392,20 @@ class BrokerService:
         topic.set_publish_rate(None if publish is None else PublishRate.from_json(publish))
         dispatch = await self._topic_or_namespace_policy(name, DISPATCH_RATE_POLICY)
         topic.set_dispatch_rate(None if dispatch is None else DispatchRate.from_json(dispatch))
+        topic.set_compaction_threshold(await self.compaction_threshold(name))
+
+    async def compaction_threshold(self, name: TopicName) -> int:
+        """Bytes published before compaction starts by itself: topic policy,
+        else namespace policy, else 0 (off, Pulsar's default)."""
+        own = (await self.resources.get_topic_policies(name)).get(COMPACTION_THRESHOLD_TOPIC)
+        if isinstance(own, int):
+            return own
+        try:
+            policies = await self.resources.get_policies(name.tenant, name.namespace)
+        except ResourceNotFound:
+            return 0
+        value = policies.get(COMPACTION_THRESHOLD_NAMESPACE)
+        return value if isinstance(value, int) else 0
 
     async def refresh_policies(self, tenant: str, namespace: str) -> None:
         """Apply changed policies to the loaded topics of a namespace: producers

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 
 import structlog
 
+from magnetar.broker.compaction.view import CompactedView
 from magnetar.broker.consumer import Consumer, SubType, sub_type_name
 from magnetar.broker.dispatchers.base import DispatcherSettings, PersistentDispatcher
 from magnetar.broker.dispatchers.factory import new_dispatcher
@@ -68,6 +69,12 @@ class PersistentSubscription:
         self._keep_for_reconnect = False
         self._reconnect_grace: asyncio.TimerHandle | None = None
         self.is_closed = False
+        # The topic's compacted view while the consumer reads compacted.
+        self._compacted_view: Callable[[], CompactedView | None] | None = None
+        self._compacted_from_earliest = False
+        # The topic is terminated: consumers at its end are told (once each).
+        self._terminated = False
+        self._told_end: set[int] = set()
 
     def __repr__(self) -> str:
         return f"PersistentSubscription({self.topic_name!r}, {self.name!r})"
@@ -106,6 +113,10 @@ class PersistentSubscription:
 
     async def _replace_dispatcher(self, sub_type: int) -> PersistentDispatcher:
         dispatcher = new_dispatcher(sub_type, self.ledger, self.cursor, self._settings)
+        dispatcher.compacted_view = self._compacted_view
+        dispatcher.compacted_from_earliest = self._compacted_from_earliest
+        if self._terminated:
+            dispatcher.end_of_topic = self._reached_end
         old = self._dispatcher
         if old is not None:
             # No consumer is attached to it any more: a new type may take over.
@@ -262,8 +273,39 @@ class PersistentSubscription:
 
     # ------------------------------------------------------------- queries
 
+    def topic_terminated(self) -> None:
+        """No entry will follow the last one: tell consumers once they reach it."""
+        self._terminated = True
+        if self._dispatcher is not None:
+            self._dispatcher.end_of_topic = self._reached_end
+            if not self.cursor.has_more_entries():
+                self._reached_end()
+
+    def _reached_end(self) -> None:
+        for consumer in self.consumers:
+            if consumer.consumer_id not in self._told_end:
+                self._told_end.add(consumer.consumer_id)
+                consumer.cnx.reached_end_of_topic(consumer.consumer_id)
+
+    def read_compacted(
+        self, view: Callable[[], CompactedView | None] | None, *, from_earliest: bool = False
+    ) -> None:
+        """Serve the compacted view (None: the raw topic) to this subscription;
+        `from_earliest`: a reader starting at earliest reads all of the view."""
+        self._compacted_view = view
+        self._compacted_from_earliest = from_earliest and view is not None
+        if self._dispatcher is not None:
+            self._dispatcher.compacted_view = view
+            self._dispatcher.compacted_from_earliest = self._compacted_from_earliest
+
     async def last_message_id(self) -> LastMessageId:
         last, batch_index = await last_entry_id(self.ledger)
+        view = self._compacted_view() if self._compacted_view is not None else None
+        if view is not None and last <= view.horizon:
+            # Compacted away up to the end: the last message this reader can get.
+            kept = view.entries[-1] if view.entries else None
+            last = kept.position if kept is not None else Position(-1, -1)
+            batch_index = -1 if kept is None or kept.num_messages == 1 else kept.num_messages - 1
         return LastMessageId(last, batch_index, self.cursor.mark_delete_position)
 
     def stats(self) -> SubscriptionStats:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from magnetar.broker.admin import namespaces, permissions, policies, topics
+from magnetar.broker.admin import compaction, namespaces, permissions, policies, schemas, topics
 from magnetar.broker.admin.base import error_middleware
 from magnetar.broker.admin.security import security_middleware
 from magnetar.broker.auth.authentication import AuthenticationService
@@ -27,3 +27,5 @@ def install(
     app.add_routes(topics.routes(service))
     app.add_routes(policies.routes(service))
     app.add_routes(permissions.routes(service))
+    app.add_routes(schemas.routes(service))
+    app.add_routes(compaction.routes(service))

@@ -54,6 +54,7 @@ _SERVICE_STATUS = {
     ServerError.ConsumerBusy: 412,
     ServerError.ProducerBusy: 412,
     ServerError.ServiceNotReady: 503,
+    ServerError.IncompatibleSchema: 409,
 }
 
 

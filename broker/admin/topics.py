@@ -73,6 +73,17 @@ def routes(service: BrokerService) -> list[web.RouteDef]:
             }
         )
 
+    async def terminate(request: web.Request) -> web.Response:
+        topic = topic_from_path(request)
+        last = await service.terminate_topic(str(topic))
+        return web.json_response(
+            {
+                "ledgerId": last.ledger_id,
+                "entryId": last.entry_id,
+                "partitionIndex": topic.partition_index,
+            }
+        )
+
     path = "{domain}/{tenant}/{namespace}/{topic}"
     ns = "/admin/v2/{domain}/{tenant}/{namespace}"
     return [
@@ -81,6 +92,7 @@ def routes(service: BrokerService) -> list[web.RouteDef]:
         web.post(f"/admin/v2/{path}/partitions", update_partitions),
         web.delete(f"/admin/v2/{path}/partitions", delete_partitioned),
         web.delete(f"/admin/v2/{path}", delete_topic),
+        web.post(f"/admin/v2/{path}/terminate", terminate),
         web.get(ns, list_topics),
         web.get(f"{ns}/partitioned", list_partitioned),
         web.get(f"/lookup/v2/topic/{path}", lookup),

@@ -20,12 +20,14 @@ from dataclasses import dataclass
 
 import structlog
 
+from magnetar.broker.compaction.view import CompactedView
 from magnetar.broker.consumer import Consumer
 from magnetar.broker.delayed import DelayedDeliveryTracker
 from magnetar.broker.dispatchers.redelivery import RedeliveryTracker, ReplayQueue
 from magnetar.broker.entries import deliver_at_time
 from magnetar.broker.rates import DispatchRateLimiter
 from magnetar.broker.storage.api import (
+    EARLIEST,
     CursorClosed,
     Entry,
     ManagedCursor,
@@ -95,6 +97,13 @@ class PersistentDispatcher(ABC):
         self._delayed_due_at = 0
         self._dispatch_rate = settings.dispatch_rate
         self._rate_timer: asyncio.TimerHandle | None = None
+        # Set for a read_compacted consumer: the topic's current compacted view,
+        # and whether its first read starts at the view's beginning (a reader
+        # from earliest: the raw entries may be trimmed, the view is not).
+        self.compacted_view: Callable[[], CompactedView | None] | None = None
+        self.compacted_from_earliest = False
+        # Set once the topic is terminated: called whenever the cursor is at the end.
+        self.end_of_topic: Callable[[], None] | None = None
 
     # ------------------------------------------------------------ consumers
 
@@ -225,13 +234,35 @@ class PersistentDispatcher(ABC):
             if epoch != self._read_epoch:
                 return True
             return self._dispatch_read(entries, replayed=True)
+        compacted = self._read_compacted(limit)
+        if compacted:
+            return self._dispatch_read(compacted, replayed=False)
         if not self.cursor.has_more_entries():
+            if self.end_of_topic is not None:
+                self.end_of_topic()
             return False
         epoch = self._read_epoch
         entries = await self.cursor.read_entries(limit)
         if epoch != self._read_epoch or not entries:
             return bool(entries)
         return self._dispatch_read(entries, replayed=False)
+
+    def _read_compacted(self, limit: int) -> list[Entry]:
+        """Up to the compaction horizon a read_compacted consumer reads the
+        compacted view; past it (or with nothing left there) the raw topic."""
+        if self.compacted_view is None:
+            return []
+        view = self.compacted_view()
+        start = self.cursor.read_position
+        if self.compacted_from_earliest:
+            self.compacted_from_earliest = False
+            start = EARLIEST
+        if view is None or start > view.horizon:
+            return []
+        entries = view.read(start, limit)
+        after = entries[-1].position if len(entries) == limit else view.horizon
+        self.cursor.seek(self.ledger.next_position(after))
+        return entries
 
     def _dispatch_read(self, entries: list[Entry], *, replayed: bool) -> bool:
         if replayed:

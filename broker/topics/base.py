@@ -60,6 +60,8 @@ class SubscribeOptions:
     epoch: int | None = None
     # Key_Shared consumers: KeySharedMeta (mode, sticky ranges, out-of-order).
     key_shared: KeySharedPolicy | None = None
+    # Read the compacted view up to the compaction horizon (Exclusive, Failover).
+    read_compacted: bool = False
 
 
 class Subscription(Protocol):
@@ -170,5 +172,14 @@ class Topic(Protocol):
     async def unsubscribe(self, subscription: Subscription, consumer: Consumer) -> None: ...
 
     async def last_message_id(self) -> tuple[Position, int]: ...
+
+    def set_compaction_threshold(self, threshold_bytes: int) -> None:
+        """The automatic compaction trigger (0: off); no-op where nothing compacts."""
+        ...
+
+    def terminate(self, last: Position | None = None) -> Position:
+        """Stop publishing for good after `last` (None: the newest entry) and
+        return it; NotAllowedError where a topic cannot be terminated."""
+        ...
 
     async def close(self, *, notify_clients: bool = True) -> None: ...

@@ -4,7 +4,10 @@ domain); the service never names a topic class."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
+from magnetar.broker.compaction.state import view_path
+from magnetar.broker.compaction.view import remove
 from magnetar.broker.errors import BrokerServiceError
 from magnetar.broker.metrics import BrokerMetrics
 from magnetar.broker.storage.api import ManagedLedgerConfig, ManagedLedgerFactory, StorageError
@@ -23,6 +26,8 @@ class TopicSettings:
     allow_auto_subscription_creation: bool = True
     dedup_snapshot_interval: int = 1000
     dedup_inactivity_seconds: float = 6 * 3600.0
+    # Where compacted views are kept (None: in memory only).
+    compaction_dir: Path | None = None
 
 
 async def topic_exists(name: TopicName, factory: ManagedLedgerFactory) -> bool:
@@ -39,10 +44,14 @@ async def stored_topics(tenant: str, namespace: str, factory: ManagedLedgerFacto
     ]
 
 
-async def delete_topic_data(name: TopicName, factory: ManagedLedgerFactory) -> None:
-    """Delete a (closed) topic's stored entries and cursors, if it has any."""
+async def delete_topic_data(
+    name: TopicName, factory: ManagedLedgerFactory, compaction_dir: Path | None = None
+) -> None:
+    """Delete a (closed) topic's stored entries, cursors and compacted view."""
     if name.persistent and await factory.exists(ledger_name(name)):
         await factory.delete(ledger_name(name))
+    if compaction_dir is not None:
+        remove(view_path(compaction_dir, str(name)))
 
 
 async def open_topic(
@@ -68,4 +77,5 @@ async def open_topic(
         allow_auto_subscription_creation=settings.allow_auto_subscription_creation,
         dedup_snapshot_interval=settings.dedup_snapshot_interval,
         dedup_inactivity_seconds=settings.dedup_inactivity_seconds,
+        compaction_dir=settings.compaction_dir,
     )

@@ -26,7 +26,7 @@ from magnetar.broker.dispatchers.selectors import (
 from magnetar.broker.dispatchers.shared import ConsumerSelector
 from magnetar.broker.endpoint import ClientConnection
 from magnetar.broker.entries import key_hash_and_deliver_at
-from magnetar.broker.errors import ConsumerBusyError
+from magnetar.broker.errors import ConsumerBusyError, NotAllowedError
 from magnetar.broker.keywindow import KeyWindowPolicy
 from magnetar.broker.metrics import BrokerMetrics
 from magnetar.broker.rates import DispatchRate
@@ -298,6 +298,12 @@ class NonPersistentTopic(TopicProducers):
 
     async def last_message_id(self) -> tuple[Position, int]:
         return self._last, -1
+
+    def set_compaction_threshold(self, threshold_bytes: int) -> None:
+        pass  # nothing is stored, nothing compacts
+
+    def terminate(self, last: Position | None = None) -> Position:
+        raise NotAllowedError(f"only persistent topics can be terminated: {self.name}")
 
     async def close(self, *, notify_clients: bool = True) -> None:
         if self.is_closed:

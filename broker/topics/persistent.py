@@ -11,10 +11,13 @@ import asyncio
 import contextlib
 import time
 from functools import partial
+from pathlib import Path
 
 import structlog
 
-from magnetar.broker.consumer import Consumer
+from magnetar.broker.compaction.state import TopicCompaction
+from magnetar.broker.compaction.view import CompactedView
+from magnetar.broker.consumer import Consumer, SubType
 from magnetar.broker.dedup import CURSOR_NAME as DEDUP_CURSOR
 from magnetar.broker.dedup import MessageDeduplication
 from magnetar.broker.dispatchers.base import DispatcherSettings
@@ -25,10 +28,12 @@ from magnetar.broker.errors import (
     ConsumerBusyError,
     NotAllowedError,
     SubscriptionNotFoundError,
+    TopicTerminatedError,
 )
 from magnetar.broker.keywindow import CURSOR_NAME as KEY_WINDOW_CURSOR
 from magnetar.broker.keywindow import KeyWindowIndex, KeyWindowPolicy
 from magnetar.broker.metrics import BrokerMetrics
+from magnetar.broker.producer import Producer, SendRejected
 from magnetar.broker.rates import DispatchRate, DispatchRateLimiter
 from magnetar.broker.storage.api import (
     EARLIEST,
@@ -65,6 +70,7 @@ class PersistentTopic(TopicProducers):
         allow_auto_subscription_creation: bool = True,
         dedup_snapshot_interval: int = 1000,
         dedup_inactivity_seconds: float = 6 * 3600.0,
+        compaction_dir: Path | None = None,
     ) -> None:
         super().__init__(str(name), name.partition_index)
         self.topic_name = name
@@ -87,6 +93,9 @@ class PersistentTopic(TopicProducers):
             connected=self.producers.keys,
         )
         self._dedup_lock = asyncio.Lock()
+        self.compaction = TopicCompaction(self.name, ledger, compaction_dir)
+        # Where a terminated topic stopped: no entry is ever stored after it.
+        self.terminated_at: Position | None = None
 
     def __repr__(self) -> str:
         return f"PersistentTopic({self.name!r})"
@@ -99,6 +108,12 @@ class PersistentTopic(TopicProducers):
         No task per entry: storage hands back a future, and completion fans out
         through callbacks (subscriptions here, the receipt in the producer).
         """
+        if self.terminated_at is not None:
+            refused: asyncio.Future[Position] = asyncio.get_running_loop().create_future()
+            refused.set_exception(
+                SendRejected(ServerError.TopicTerminatedError, f"topic {self.name} is terminated")
+            )
+            return refused
         metrics = self.metrics
         if metrics is not None:
             metrics.messages_in.inc(num_messages)
@@ -109,10 +124,10 @@ class PersistentTopic(TopicProducers):
             failed: asyncio.Future[Position] = asyncio.get_running_loop().create_future()
             failed.set_exception(exc)
             return failed
-        future.add_done_callback(partial(self._appended, time.perf_counter()))
+        future.add_done_callback(partial(self._appended, time.perf_counter(), len(data)))
         return future
 
-    def _appended(self, started: float, future: asyncio.Future[Position]) -> None:
+    def _appended(self, started: float, size: int, future: asyncio.Future[Position]) -> None:
         if future.cancelled() or future.exception() is not None:
             return
         if self.metrics is not None:
@@ -120,6 +135,8 @@ class PersistentTopic(TopicProducers):
             self.metrics.publish_latency.observe(time.perf_counter() - started)
         for subscription in self.subscriptions.values():
             subscription.on_new_entries()
+        if self.compaction.threshold_bytes:
+            self.compaction.note_published(size)
 
     async def set_deduplication(self, enabled: bool) -> None:
         """Switch deduplication; connected producers see it from their next SEND."""
@@ -168,6 +185,10 @@ class PersistentTopic(TopicProducers):
         self, cnx: ClientConnection, options: SubscribeOptions
     ) -> tuple[Consumer, Subscription]:
         self._check_open()
+        if options.read_compacted and options.sub_type not in (SubType.Exclusive, SubType.Failover):
+            raise NotAllowedError(
+                "read_compacted is only allowed on Exclusive and Failover subscriptions"
+            )
         async with self._subscribe_lock:
             self._check_open()
             if options.durable:
@@ -197,6 +218,12 @@ class PersistentTopic(TopicProducers):
                 if not options.durable:
                     await self._drop_subscription(sub)
                 raise
+            if self.terminated_at is not None:
+                sub.topic_terminated()
+            sub.read_compacted(
+                self._compacted_view if options.read_compacted else None,
+                from_earliest=not options.durable and options.start_position == EARLIEST,
+            )
         return consumer, sub
 
     async def _durable_subscription(
@@ -306,6 +333,45 @@ class PersistentTopic(TopicProducers):
 
     # ---------------------------------------------------------------- queries
 
+    # ------------------------------------------------------------ termination
+
+    def add_producer(
+        self,
+        cnx: ClientConnection,
+        producer_id: int,
+        name: str,
+        *,
+        access_mode: int,
+        user_provided_name: bool,
+        epoch: int = 0,
+    ) -> Producer:
+        if self.terminated_at is not None:
+            raise TopicTerminatedError(self.name)
+        return super().add_producer(
+            cnx,
+            producer_id,
+            name,
+            access_mode=access_mode,
+            user_provided_name=user_provided_name,
+            epoch=epoch,
+        )
+
+    def terminate(self, last: Position | None = None) -> Position:
+        """Stop publishing after `last` (also on load of a terminated topic)."""
+        if self.terminated_at is not None:
+            return self.terminated_at
+        self.terminated_at = last if last is not None else self.ledger.last_confirmed_position
+        self.close_producers(notify_clients=True)
+        for sub in self.subscriptions.values():
+            sub.topic_terminated()
+        return self.terminated_at
+
+    def set_compaction_threshold(self, threshold_bytes: int) -> None:
+        self.compaction.threshold_bytes = threshold_bytes
+
+    def _compacted_view(self) -> CompactedView | None:
+        return self.compaction.view
+
     async def last_message_id(self) -> tuple[Position, int]:
         """The newest entry's position and its last batch index (-1: not a batch)."""
         return await last_entry_id(self.ledger)
@@ -319,6 +385,7 @@ class PersistentTopic(TopicProducers):
             return
         self.is_closed = True
         self.close_producers(notify_clients=notify_clients)
+        await self.compaction.close()
         self._dedup.close()
         if self.key_window is not None:
             await self.key_window.close()

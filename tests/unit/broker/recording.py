@@ -36,6 +36,9 @@ class RecordingConnection:
     def active_consumer_changed(self, consumer_id: int, is_active: bool) -> None:
         pass
 
+    def reached_end_of_topic(self, consumer_id: int) -> None:
+        pass
+
     def messages(self) -> list[tuple[int, int, int]]:
         """(consumer id, entry id, redelivery count) of every MESSAGE so far."""
         decoder = FrameDecoder()

@@ -1,0 +1,142 @@
+"""Admin v2 schemas (`/admin/v2/schemas/{tenant}/{namespace}/{topic}/...`) and
+the schema compatibility strategy policy, per namespace and per topic."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+from magnetar.broker.admin.base import HttpError, json_body, no_content, topic_from_path
+from magnetar.broker.schemas.compatibility import Strategy
+from magnetar.broker.schemas.registry import NAMESPACE_STRATEGY_KEY, TOPIC_STRATEGY_KEY
+from magnetar.broker.schemas.types import SchemaData, SchemaType, SchemaVersion
+from magnetar.broker.service import BrokerService
+from magnetar.proto.naming import InvalidTopicName, TopicName
+
+
+def _topic(request: web.Request) -> TopicName:
+    info = request.match_info
+    try:
+        return TopicName.parse(f"persistent://{info['tenant']}/{info['namespace']}/{info['topic']}")
+    except InvalidTopicName as exc:
+        raise HttpError(412, str(exc)) from exc
+
+
+def _schema_json(stored: SchemaVersion) -> dict[str, Any]:
+    schema = stored.schema
+    assert schema is not None
+    return {
+        "version": stored.version,
+        "type": schema.type.name,
+        "timestamp": stored.timestamp_ms,
+        "data": schema.data.decode(errors="replace"),
+        "properties": schema.properties,
+    }
+
+
+def _payload(body: object) -> SchemaData:
+    """A PostSchemaPayload: {"type": "AVRO", "schema": "...", "properties": {}}."""
+    if not isinstance(body, dict):
+        raise HttpError(400, "the body must be a schema payload object")
+    type_name = str(body.get("type", "")).upper()
+    if type_name not in SchemaType.__members__ or type_name == "NONE":
+        raise HttpError(400, f"unknown schema type {body.get('type')!r}")
+    properties = body.get("properties") or {}
+    if not isinstance(properties, dict):
+        raise HttpError(400, "properties must be an object")
+    return SchemaData(
+        SchemaType[type_name],
+        str(body.get("schema", "")).encode(),
+        {str(k): str(v) for k, v in properties.items()},
+    )
+
+
+def _strategy(body: object) -> str | None:
+    try:
+        parsed = Strategy.parse(body)
+    except ValueError as exc:
+        raise HttpError(400, str(exc)) from exc
+    return None if parsed is None else parsed.value
+
+
+def routes(service: BrokerService) -> list[web.RouteDef]:
+    registry = service.schemas
+    resources = service.resources
+
+    async def get_schema(request: web.Request) -> web.Response:
+        topic = _topic(request)
+        raw = request.match_info.get("version")
+        version = None
+        if raw is not None:
+            try:
+                version = int(raw)
+            except ValueError as exc:
+                raise HttpError(400, f"invalid schema version {raw!r}") from exc
+        found = await registry.get(topic, version)
+        if found is None:
+            raise HttpError(404, "Schema not found")
+        return web.json_response(_schema_json(found))
+
+    async def get_all(request: web.Request) -> web.Response:
+        live = await registry.live(_topic(request))
+        return web.json_response({"getSchemaResponses": [_schema_json(v) for v in live]})
+
+    async def post_schema(request: web.Request) -> web.Response:
+        topic = _topic(request)
+        await service.check_namespace(topic)
+        version = await registry.add(topic, _payload(await json_body(request)))
+        return web.json_response({"version": version})
+
+    async def delete_schema(request: web.Request) -> web.Response:
+        version = await registry.delete(_topic(request))
+        return web.json_response({"version": version})
+
+    async def compatibility(request: web.Request) -> web.Response:
+        topic = _topic(request)
+        ok, strategy = await registry.is_compatible(topic, _payload(await json_body(request)))
+        return web.json_response(
+            {"isCompatibility": ok, "schemaCompatibilityStrategy": strategy.value}
+        )
+
+    async def get_ns_strategy(request: web.Request) -> web.Response:
+        info = request.match_info
+        policies = await resources.get_policies(info["tenant"], info["namespace"])
+        return web.json_response(policies.get(NAMESPACE_STRATEGY_KEY, "UNDEFINED"))
+
+    async def set_ns_strategy(request: web.Request) -> web.Response:
+        info = request.match_info
+        value = _strategy(await json_body(request)) if request.method == "PUT" else None
+        await resources.set_policy(info["tenant"], info["namespace"], NAMESPACE_STRATEGY_KEY, value)
+        return no_content()
+
+    async def get_topic_strategy(request: web.Request) -> web.Response:
+        topic = topic_from_path(request)
+        own = (await resources.get_topic_policies(topic)).get(TOPIC_STRATEGY_KEY)
+        return web.json_response(own or "UNDEFINED")
+
+    async def set_topic_strategy(request: web.Request) -> web.Response:
+        topic = topic_from_path(request)
+        await service.check_namespace(topic)
+        value = _strategy(await json_body(request)) if request.method == "PUT" else None
+        await resources.set_topic_policy(topic, TOPIC_STRATEGY_KEY, value)
+        return no_content()
+
+    base = "/admin/v2/schemas/{tenant}/{namespace}/{topic}"
+    ns = "/admin/v2/namespaces/{tenant}/{namespace}/schemaCompatibilityStrategy"
+    topic = "/admin/v2/{domain}/{tenant}/{namespace}/{topic}/schemaCompatibilityStrategy"
+    return [
+        web.get(f"{base}/schema", get_schema),
+        web.get(f"{base}/schema/{{version}}", get_schema),
+        web.get(f"{base}/schemas", get_all),
+        web.post(f"{base}/schema", post_schema),
+        web.delete(f"{base}/schema", delete_schema),
+        web.post(f"{base}/compatibility", compatibility),
+        web.get(ns, get_ns_strategy),
+        web.put(ns, set_ns_strategy),
+        web.delete(ns, set_ns_strategy),
+        web.get(topic, get_topic_strategy),
+        web.put(topic, set_topic_strategy),
+        web.post(topic, set_topic_strategy),
+        web.delete(topic, set_topic_strategy),
+    ]

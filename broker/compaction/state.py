@@ -1,0 +1,109 @@
+"""TopicCompaction: one topic's compacted view, its file, and the status of
+the latest run (what the admin API reports)."""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import hashlib
+import time
+from pathlib import Path
+
+import structlog
+
+from magnetar.broker.compaction.compactor import compact
+from magnetar.broker.compaction.view import CompactedView, load, remove, save
+from magnetar.broker.errors import BrokerServiceError
+from magnetar.broker.storage.api import ManagedLedger
+from magnetar.proto.errors import ServerError
+
+log = structlog.get_logger(__name__)
+
+
+class CompactionStatus(enum.Enum):
+    NOT_RUN = "NOT_RUN"
+    RUNNING = "RUNNING"
+    SUCCESS = "SUCCESS"
+    ERROR = "ERROR"
+
+
+class CompactionRunning(BrokerServiceError):
+    def __init__(self, topic: str) -> None:
+        super().__init__(ServerError.NotAllowedError, f"compaction of {topic} is already running")
+
+
+def view_path(directory: Path, topic: str) -> Path:
+    # Topic names may be long and hold any character: a bounded, safe name.
+    digest = hashlib.sha256(topic.encode()).hexdigest()[:32]
+    return directory / f"{digest}.view"
+
+
+class TopicCompaction:
+    def __init__(self, topic: str, ledger: ManagedLedger, directory: Path | None) -> None:
+        self.topic = topic
+        self._ledger = ledger
+        self._path = view_path(directory, topic) if directory is not None else None
+        self.view: CompactedView | None = load(self._path) if self._path is not None else None
+        self.status = CompactionStatus.NOT_RUN
+        self.last_error = ""
+        self._task: asyncio.Task[None] | None = None
+        # The automatic trigger: bytes published since the last run started.
+        self.threshold_bytes = 0
+        self._pending_bytes = 0
+
+    @property
+    def running(self) -> bool:
+        return self._task is not None and not self._task.done()
+
+    def note_published(self, size: int) -> None:
+        """An entry was stored; start a run once the threshold policy is passed."""
+        self._pending_bytes += size
+        if 0 < self.threshold_bytes <= self._pending_bytes and not self.running:
+            log.info("compaction threshold reached", topic=self.topic, bytes=self._pending_bytes)
+            self.trigger()
+
+    def trigger(self) -> asyncio.Task[None]:
+        """Start a run; CompactionRunning while one is under way."""
+        if self.running:
+            raise CompactionRunning(self.topic)
+        self._pending_bytes = 0
+        self.status = CompactionStatus.RUNNING
+        self._task = asyncio.get_running_loop().create_task(self._run())
+        return self._task
+
+    async def _run(self) -> None:
+        started = time.monotonic()
+        try:
+            view = await compact(self._ledger, self.view)
+            if self._path is not None:
+                await asyncio.to_thread(save, view, self._path)
+        except asyncio.CancelledError:
+            self.status = CompactionStatus.ERROR
+            self.last_error = "cancelled (topic closed)"
+            raise
+        except Exception as exc:
+            self.status = CompactionStatus.ERROR
+            self.last_error = f"{type(exc).__name__}: {exc}"
+            log.warning("compaction failed", topic=self.topic, error=self.last_error)
+            return
+        self.view = view
+        self.status = CompactionStatus.SUCCESS
+        self.last_error = ""
+        log.info(
+            "topic compacted",
+            topic=self.topic,
+            horizon=str(view.horizon),
+            entries=len(view),
+            seconds=round(time.monotonic() - started, 3),
+        )
+
+    async def close(self) -> None:
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    def delete(self) -> None:
+        """The topic is deleted: its view goes too."""
+        self.view = None
+        if self._path is not None:
+            remove(self._path)
