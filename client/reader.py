@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from magnetar.client.aio import reader as _aio_reader
+from magnetar.client.aio.partitioned_reader import PartitionedReader
 from magnetar.client.messages import Message, MessageId
 
 # The facade's Client (which creates readers) runs our calls on its loop thread.
@@ -13,7 +14,9 @@ if TYPE_CHECKING:
 
 
 class Reader:
-    def __init__(self, client: Client, reader: _aio_reader.Reader, schema: Any) -> None:
+    def __init__(
+        self, client: Client, reader: _aio_reader.Reader | PartitionedReader, schema: Any
+    ) -> None:
         self._client = client
         self._reader = reader
         self._schema = schema

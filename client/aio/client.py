@@ -41,6 +41,7 @@ from magnetar.client.aio.errors import (
 from magnetar.client.aio.lookup import ServiceUrl, lookup_service_for
 from magnetar.client.aio.multi_topic import MultiTopicsConsumer
 from magnetar.client.aio.partitioned_producer import PartitionedProducer
+from magnetar.client.aio.partitioned_reader import PartitionedReader
 from magnetar.client.aio.policies import BatchReceivePolicy, DeadLetterPolicy, KeySharedPolicy
 from magnetar.client.aio.pool import ConnectionPool
 from magnetar.client.aio.producer import Producer
@@ -396,8 +397,8 @@ class Client:
         crypto_key_reader: Any = None,
         start_message_id_inclusive: bool = False,
         crypto_failure_action: ConsumerCryptoFailureAction = ConsumerCryptoFailureAction.FAIL,
-    ) -> Reader:
-        """A reader of one topic or partition from `start_message_id`
+    ) -> Reader | PartitionedReader:
+        """A reader of a topic, partitioned or not, or of a partition from `start_message_id`
         (MessageId.earliest / latest or a message's id)."""
         self._check_open()
         if reader_listener is not None or schema is not None or crypto_key_reader is not None:
@@ -405,10 +406,35 @@ class Client:
                 "reader listeners, schemas and encryption are not supported yet"
             )
         name = parse_topic(topic)
-        if name.partition_index < 0 and await self.get_partitioned_metadata(name) > 0:
-            raise OperationNotSupported(
-                f"{name} is partitioned; read its partitions (get_topic_partitions)"
-            )
+        partitions = 0
+        if name.partition_index < 0:
+            partitions = await self.get_partitioned_metadata(name)
+        if partitions > 0:
+            if start_message_id not in (MessageId.earliest, MessageId.latest):
+                raise OperationNotSupported(
+                    f"{name} is partitioned: read it from earliest or latest, or read a partition"
+                )
+            readers: list[Reader] = []
+            try:
+                for index in range(partitions):
+                    one = await self.create_reader(
+                        str(name.partition(index)),
+                        start_message_id,
+                        receiver_queue_size=receiver_queue_size,
+                        reader_name=reader_name,
+                        subscription_role_prefix=subscription_role_prefix,
+                        is_read_compacted=is_read_compacted,
+                        start_message_id_inclusive=start_message_id_inclusive,
+                        crypto_failure_action=crypto_failure_action,
+                    )
+                    assert isinstance(one, Reader)  # a partition is not partitioned
+                    readers.append(one)
+            except BaseException:
+                await asyncio.gather(*(r.close() for r in readers), return_exceptions=True)
+                raise
+            reader_set = PartitionedReader(str(name), readers, receiver_queue_size)
+            self._context.endpoints.add(reader_set)
+            return reader_set
         conf = ConsumerConfiguration(
             consumer_type=ConsumerType.Exclusive,
             receiver_queue_size=receiver_queue_size,
