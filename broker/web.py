@@ -13,7 +13,8 @@ from aiohttp import web
 
 from magnetar.broker.metrics import CONTENT_TYPE_LATEST, BrokerMetrics
 
-HEALTH_PATHS = ("/admin/v2/brokers/health", "/status.html")
+# `ready` is the readiness probe: the same answer (serving, storage writable).
+HEALTH_PATHS = ("/admin/v2/brokers/health", "/admin/v2/brokers/ready", "/status.html")
 
 
 def build_app(metrics: BrokerMetrics, problem: Callable[[], str | None]) -> web.Application:

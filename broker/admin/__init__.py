@@ -7,7 +7,15 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from magnetar.broker.admin import compaction, namespaces, permissions, policies, schemas, topics
+from magnetar.broker.admin import (
+    compaction,
+    namespaces,
+    permissions,
+    policies,
+    schemas,
+    subscriptions,
+    topics,
+)
 from magnetar.broker.admin.base import error_middleware
 from magnetar.broker.admin.security import security_middleware
 from magnetar.broker.auth.authentication import AuthenticationService
@@ -29,3 +37,4 @@ def install(
     app.add_routes(permissions.routes(service))
     app.add_routes(schemas.routes(service))
     app.add_routes(compaction.routes(service))
+    app.add_routes(subscriptions.routes(service))

@@ -331,6 +331,46 @@ class PersistentTopic(TopicProducers):
                 ServerError.ServiceNotReady, f"cannot delete subscription {sub.name!r}: {exc}"
             ) from exc
 
+    async def create_subscription(self, name: str, start: Position) -> PersistentSubscription:
+        """The admin's subscription create: a durable cursor at `start` (EARLIEST,
+        LATEST or a message id); 409 (ResourceExists) semantics are the caller's."""
+        self._check_open()
+        async with self._subscribe_lock:
+            initial = InitialPosition.EARLIEST if start == EARLIEST else InitialPosition.LATEST
+            sub = await self._durable_subscription(name, initial)
+        if start not in (EARLIEST, LATEST):
+            await sub.reset_cursor(start)
+        return sub
+
+    def subscription_names(self) -> list[str]:
+        """Open subscriptions and stored durable cursors (after a restart a
+        subscription is a cursor until a consumer or the admin opens it)."""
+        names = set(self.subscriptions)
+        names.update(c.name for c in self.ledger.cursors if c.is_durable)
+        return sorted(names - {DEDUP_CURSOR, KEY_WINDOW_CURSOR})
+
+    async def get_subscription(self, name: str) -> PersistentSubscription:
+        """An open subscription, opening a stored durable one; 404 otherwise."""
+        sub = self.subscriptions.get(name)
+        if sub is not None:
+            return sub
+        if name in (DEDUP_CURSOR, KEY_WINDOW_CURSOR) or self.ledger.get_cursor(name) is None:
+            raise SubscriptionNotFoundError(f"subscription {name!r} does not exist on {self.name}")
+        async with self._subscribe_lock:
+            return await self._durable_subscription(name, InitialPosition.LATEST)
+
+    async def delete_subscription(self, name: str) -> None:
+        """The admin's subscription delete: refused while consumers are attached."""
+        sub = await self.get_subscription(name)
+        if sub.consumers:
+            raise ConsumerBusyError(
+                f"subscription {name!r} has {len(sub.consumers)} connected consumer(s)"
+            )
+        del self.subscriptions[name]
+        await sub.close()
+        if sub.is_durable:
+            await self.ledger.delete_cursor(sub.cursor.name)
+
     # ---------------------------------------------------------------- queries
 
     # ------------------------------------------------------------ termination

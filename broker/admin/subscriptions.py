@@ -1,0 +1,163 @@
+"""Admin v2 for one topic and its subscriptions: create (non-partitioned),
+stats, lastMessageId, subscriptions list / create at a position / delete,
+reset cursor (to a publish time or a message id) and unload.
+
+Every handler calls the PersistentTopic / PersistentSubscription methods the
+wire uses (reset_cursor, last_message_id, stats); JSON field names are
+Pulsar's (TopicStats, SubscriptionStats, ConsumerStats, MessageIdImpl).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+from magnetar.broker.admin.base import HttpError, json_body, no_content, topic_from_path
+from magnetar.broker.service import BrokerService
+from magnetar.broker.storage.api import EARLIEST, LATEST, Position
+from magnetar.broker.subscription import PersistentSubscription
+from magnetar.broker.topics.persistent import PersistentTopic
+
+
+def _message_id(body: object, *, default: Position | None = None) -> Position:
+    """Pulsar's MessageIdImpl JSON `{"ledgerId": L, "entryId": E}`."""
+    if body is None and default is not None:
+        return default
+    if not isinstance(body, dict):
+        raise HttpError(400, f"the body must be a message id object, got {body!r}")
+    ledger, entry = body.get("ledgerId"), body.get("entryId")
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (ledger, entry)):
+        raise HttpError(400, "a message id needs integer ledgerId and entryId")
+    assert isinstance(ledger, int) and isinstance(entry, int)
+    return Position(ledger, entry)
+
+
+def _subscription_stats(sub: PersistentSubscription) -> dict[str, Any]:
+    stats = sub.stats()
+    consumers = [
+        {
+            "consumerName": c.name,
+            "availablePermits": c.permits,
+            "unackedMessages": len(c.pending_acks),
+            "address": str(c.address),
+        }
+        for c in sub.consumers
+    ]
+    return {
+        "msgBacklog": stats.msg_backlog,
+        "type": stats.type_name,
+        "isDurable": stats.is_durable,
+        "unackedMessages": sum(c["unackedMessages"] for c in consumers),
+        "consumers": consumers,
+    }
+
+
+def routes(service: BrokerService) -> list[web.RouteDef]:
+    async def persistent_topic(request: web.Request, *, create: bool = False) -> PersistentTopic:
+        name = topic_from_path(request)
+        topic = await service.get_topic(str(name), create=create)
+        if not isinstance(topic, PersistentTopic):
+            raise HttpError(405, f"{name} is not a persistent topic")
+        return topic
+
+    async def subscription(request: web.Request) -> PersistentSubscription:
+        topic = await persistent_topic(request)
+        return await topic.get_subscription(request.match_info["subscription"])
+
+    async def create_topic(request: web.Request) -> web.Response:
+        name = topic_from_path(request)
+        if await service.partitioned_metadata(str(name)) > 0:
+            raise HttpError(409, f"{name} is a partitioned topic")
+        if str(name) in service.topics or str(name) in await service.namespace_topics(
+            name.tenant, name.namespace
+        ):
+            raise HttpError(409, f"topic {name} already exists")
+        await service.get_topic(str(name), create=True)
+        return no_content()
+
+    async def stats(request: web.Request) -> web.Response:
+        topic = await persistent_topic(request)
+        subs = {
+            n: _subscription_stats(await topic.get_subscription(n))
+            for n in topic.subscription_names()
+        }
+        publishers = [
+            {"producerName": p.name, "producerId": p.producer_id, "accessMode": p.access_mode}
+            for p in topic.producers.values()
+        ]
+        return web.json_response(
+            {
+                "publishers": publishers,
+                "subscriptions": subs,
+                "backlogSize": max((s["msgBacklog"] for s in subs.values()), default=0),
+            }
+        )
+
+    async def last_message_id(request: web.Request) -> web.Response:
+        topic = await persistent_topic(request)
+        position, batch_index = await topic.last_message_id()
+        return web.json_response(
+            {
+                "ledgerId": position.ledger_id,
+                "entryId": position.entry_id,
+                "partitionIndex": topic.partition_index,
+                "batchIndex": batch_index,
+            }
+        )
+
+    async def list_subscriptions(request: web.Request) -> web.Response:
+        topic = await persistent_topic(request)
+        return web.json_response(topic.subscription_names())
+
+    async def create_subscription(request: web.Request) -> web.Response:
+        topic = await persistent_topic(request, create=True)
+        name = request.match_info["subscription"]
+        if name in topic.subscription_names():
+            raise HttpError(409, f"subscription {name!r} already exists on {topic.name}")
+        start = _message_id(await json_body(request), default=LATEST)
+        if start.ledger_id < 0:
+            start = EARLIEST
+        await topic.create_subscription(name, start)
+        return no_content()
+
+    async def delete_subscription(request: web.Request) -> web.Response:
+        topic = await persistent_topic(request)
+        await topic.delete_subscription(request.match_info["subscription"])
+        return no_content()
+
+    async def reset_to_time(request: web.Request) -> web.Response:
+        raw = request.match_info["timestamp"]
+        if not raw.isdigit():
+            raise HttpError(400, f"the timestamp must be milliseconds since the epoch: {raw!r}")
+        await (await subscription(request)).reset_cursor_to_time(int(raw))
+        return no_content()
+
+    async def reset_to_id(request: web.Request) -> web.Response:
+        target = _message_id(await json_body(request))
+        await (await subscription(request)).reset_cursor(target)
+        return no_content()
+
+    async def unload(request: web.Request) -> web.Response:
+        name = str(topic_from_path(request))
+        topic = service.topics.pop(name, None)
+        if topic is None:
+            await persistent_topic(request)  # 404 when it does not exist at all
+            topic = service.topics.pop(name, None)
+        if topic is not None:
+            await topic.close(notify_clients=True)
+        return no_content()
+
+    path = "/admin/v2/{domain}/{tenant}/{namespace}/{topic}"
+    sub = f"{path}/subscription/{{subscription}}"
+    return [
+        web.put(path, create_topic),
+        web.get(f"{path}/stats", stats),
+        web.get(f"{path}/lastMessageId", last_message_id),
+        web.get(f"{path}/subscriptions", list_subscriptions),
+        web.put(sub, create_subscription),
+        web.delete(sub, delete_subscription),
+        web.post(f"{sub}/resetcursor/{{timestamp}}", reset_to_time),
+        web.post(f"{sub}/resetcursor", reset_to_id),
+        web.put(f"{path}/unload", unload),
+    ]
