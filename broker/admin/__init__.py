@@ -13,6 +13,7 @@ from magnetar.broker.admin import (
     permissions,
     policies,
     schemas,
+    ns_policies,
     subscriptions,
     topics,
 )
@@ -32,6 +33,9 @@ def install(
     if authentication is not None or service.authorization is not None:
         app.middlewares.append(security_middleware(authentication, service.authorization))
     app.add_routes(namespaces.routes(service))
+    # Before the topic routes: {domain}/{tenant}/{namespace}/{topic} also matches
+    # namespaces/{tenant}/{namespace}/{policy}.
+    app.add_routes(ns_policies.routes(service))
     app.add_routes(topics.routes(service))
     app.add_routes(policies.routes(service))
     app.add_routes(permissions.routes(service))

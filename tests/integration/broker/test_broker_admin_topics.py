@@ -96,3 +96,31 @@ def test_errors_and_unload(broker: BrokerThread) -> None:
         url = f"{broker.http_url}/admin/v2/brokers/{probe}"
         with urllib.request.urlopen(url, timeout=10) as response:
             assert (response.status, response.read()) == (200, b"ok")
+
+
+def test_namespace_operations_policies_are_stored(broker: BrokerThread) -> None:
+    """Retention, message TTL, backlog quota and the schema compatibility
+    strategy are stored and returned in Pulsar's shapes; bad values are 400."""
+    ns = f"{broker.http_url}/admin/v2/namespaces/public/default"
+    retention = {"retentionTimeInMinutes": 60, "retentionSizeInMB": 10}
+    assert http_call("POST", f"{ns}/retention", retention) == (204, None)
+    assert http_call("GET", f"{ns}/retention") == (200, retention)
+    assert http_call("POST", f"{ns}/messageTTL", 30) == (204, None)
+    assert http_call("GET", f"{ns}/messageTTL") == (200, 30)
+    status, body = http_call("POST", f"{ns}/messageTTL", "soon")
+    assert status == 400 and "integer" in body["reason"]
+    quota = {"limitSize": 1024, "limitTime": -1, "policy": "producer_exception"}
+    assert http_call("POST", f"{ns}/backlogQuota", quota) == (204, None)
+    assert http_call("GET", f"{ns}/backlogQuotaMap") == (200, {"destination_storage": quota})
+    status, body = http_call("POST", f"{ns}/backlogQuota", {**quota, "policy": "drop_all"})
+    assert status == 400 and "producer_request_hold" in body["reason"]
+    assert http_call("PUT", f"{ns}/schemaCompatibilityStrategy", "FULL") == (204, None)
+    assert http_call("GET", f"{ns}/schemaCompatibilityStrategy") == (200, "FULL")
+    assert http_call("PUT", f"{ns}/schemaCompatibilityStrategy", "SOME")[0] == 400
+    for path in ("retention", "messageTTL", "backlogQuota"):
+        assert http_call("DELETE", f"{ns}/{path}") == (204, None)
+    assert http_call("GET", f"{ns}/messageTTL") == (200, None)
+    assert http_call("GET", f"{ns}/backlogQuotaMap") == (200, {})
+    assert http_call("DELETE", f"{ns}/deduplication") == (204, None)
+    status, body = http_call("GET", f"{broker.http_url}/admin/v2/namespaces/public/nope/retention")
+    assert status == 404 and "does not exist" in body["reason"]
