@@ -271,6 +271,45 @@ class PersistentSubscription:
             ledger.first_position if newest is None else ledger.next_position(newest)
         )
 
+    # ------------------------------------------- skip / clear / expire
+
+    def _move_mark_delete(self, position: Position) -> None:
+        """Acknowledge everything up to `position` on the subscription's behalf
+        (admin skip, clear backlog, expiry), as a cumulative ack would."""
+        if position <= self.cursor.mark_delete_position:
+            return
+        self.cursor.mark_delete(position)
+        for consumer in self.consumers:
+            consumer.remove_pending_up_to(position)
+        if self._dispatcher is not None:
+            self._dispatcher.on_cumulative_ack(position)
+
+    def clear_backlog(self) -> None:
+        self._move_mark_delete(self.ledger.last_confirmed_position)
+
+    def skip_entries(self, count: int) -> int:
+        """Acknowledge the next `count` unacknowledged entries; how many were."""
+        cursor, ledger = self.cursor, self.ledger
+        position, last = cursor.mark_delete_position, ledger.last_confirmed_position
+        skipped = 0
+        while skipped < count and position < last:
+            position = ledger.next_position(position)
+            if not cursor.is_deleted(position):
+                skipped += 1
+        self._move_mark_delete(position)
+        return skipped
+
+    async def expire_messages(self, published_before_ms: int) -> None:
+        """Acknowledge every entry published before `published_before_ms`
+        (message TTL and the admin's expire-messages)."""
+
+        def published_before(entry: Entry) -> bool:
+            return publish_time(entry) < published_before_ms
+
+        newest = await self.cursor.find_newest_matching(published_before)
+        if newest is not None:
+            self._move_mark_delete(newest)
+
     # ------------------------------------------------------------- queries
 
     def topic_terminated(self) -> None:

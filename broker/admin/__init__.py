@@ -15,6 +15,7 @@ from magnetar.broker.admin import (
     schemas,
     ns_policies,
     subscriptions,
+    topic_ops,
     topics,
 )
 from magnetar.broker.admin.base import error_middleware
@@ -42,3 +43,4 @@ def install(
     app.add_routes(schemas.routes(service))
     app.add_routes(compaction.routes(service))
     app.add_routes(subscriptions.routes(service))
+    app.add_routes(topic_ops.routes(service))

@@ -53,6 +53,22 @@ def _subscription_stats(sub: PersistentSubscription) -> dict[str, Any]:
     }
 
 
+async def topic_stats(topic: PersistentTopic) -> dict[str, Any]:
+    """TopicStats' fields: publishers, per-subscription stats, storage size."""
+    subs = {
+        n: _subscription_stats(await topic.get_subscription(n)) for n in topic.subscription_names()
+    }
+    publishers = [
+        {"producerName": p.name, "producerId": p.producer_id, "accessMode": p.access_mode}
+        for p in topic.producers.values()
+    ]
+    return {
+        "publishers": publishers,
+        "subscriptions": subs,
+        "storageSize": topic.ledger.total_size,
+    }
+
+
 def routes(service: BrokerService) -> list[web.RouteDef]:
     async def persistent_topic(request: web.Request, *, create: bool = False) -> PersistentTopic:
         name = topic_from_path(request)
@@ -77,22 +93,7 @@ def routes(service: BrokerService) -> list[web.RouteDef]:
         return no_content()
 
     async def stats(request: web.Request) -> web.Response:
-        topic = await persistent_topic(request)
-        subs = {
-            n: _subscription_stats(await topic.get_subscription(n))
-            for n in topic.subscription_names()
-        }
-        publishers = [
-            {"producerName": p.name, "producerId": p.producer_id, "accessMode": p.access_mode}
-            for p in topic.producers.values()
-        ]
-        return web.json_response(
-            {
-                "publishers": publishers,
-                "subscriptions": subs,
-                "backlogSize": max((s["msgBacklog"] for s in subs.values()), default=0),
-            }
-        )
+        return web.json_response(await topic_stats(await persistent_topic(request)))
 
     async def last_message_id(request: web.Request) -> web.Response:
         topic = await persistent_topic(request)

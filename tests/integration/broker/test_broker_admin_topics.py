@@ -124,3 +124,74 @@ def test_namespace_operations_policies_are_stored(broker: BrokerThread) -> None:
     assert http_call("DELETE", f"{ns}/deduplication") == (204, None)
     status, body = http_call("GET", f"{broker.http_url}/admin/v2/namespaces/public/nope/retention")
     assert status == 404 and "does not exist" in body["reason"]
+
+
+def test_skip_clear_expire_peek_and_internal_stats(broker: BrokerThread) -> None:
+    """Skip N, clear backlog and expire move the subscription's mark-delete
+    (SEM-3.9: what a cumulative ack would); peek returns the n-th
+    unacknowledged message; internalStats shows the ledger and the cursor."""
+    name = _topic()
+    url = f"{broker.http_url}/admin/v2/persistent/public/default/{name}"
+    sub = f"{url}/subscription/s"
+    assert http_call("PUT", sub, {"ledgerId": -1, "entryId": -1}) == (204, None)
+    with official_client(broker.url) as client:
+        producer = client.create_producer(
+            f"persistent://public/default/{name}", batching_enabled=False
+        )
+        ids = [producer.send(f"m{i}".encode()) for i in range(6)]
+        producer.close()
+
+    def backlog() -> int:
+        return int(http_call("GET", f"{url}/stats")[1]["subscriptions"]["s"]["msgBacklog"])
+
+    with urllib.request.urlopen(f"{sub}/position/2", timeout=10) as response:
+        assert response.read() == b"m1"
+        assert response.headers["X-Pulsar-Message-ID"] == (
+            f"{ids[1].ledger_id()}:{ids[1].entry_id()}"
+        )
+    assert http_call("GET", f"{sub}/position/7")[0] == 404
+    assert http_call("POST", f"{sub}/skip/2") == (204, None)
+    assert backlog() == 4
+    with urllib.request.urlopen(f"{sub}/position/1", timeout=10) as response:
+        assert response.read() == b"m2"
+    status, internal = http_call("GET", f"{url}/internalStats")
+    assert status == 200 and internal["numberOfEntries"] == 6
+    assert internal["cursors"]["s"]["markDeletePosition"] == (
+        f"{ids[1].ledger_id()}:{ids[1].entry_id()}"
+    )
+    assert internal["ledgers"] and internal["lastConfirmedEntry"] == (
+        f"{ids[5].ledger_id()}:{ids[5].entry_id()}"
+    )
+    # Messages published just now are not older than an hour: nothing expires.
+    assert http_call("POST", f"{sub}/expireMessages/3600") == (204, None)
+    assert backlog() == 4
+    assert http_call("POST", f"{url}/all_subscription/expireMessages/0") == (204, None)
+    assert backlog() == 0
+    assert http_call("POST", f"{sub}/resetcursor/0") == (204, None)
+    assert backlog() == 6
+    assert http_call("POST", f"{sub}/skip_all") == (204, None)
+    assert backlog() == 0
+    assert http_call("POST", f"{sub}/skip/many")[0] == 400
+
+
+def test_partitioned_stats(broker: BrokerThread) -> None:
+    """partitioned-stats merges the partitions' subscriptions and lists each
+    partition; a non-partitioned topic is 404."""
+    name = _topic()
+    url = f"{broker.http_url}/admin/v2/persistent/public/default/{name}"
+    assert http_call("PUT", f"{url}/partitions", 2) == (204, None)
+    topic = f"persistent://public/default/{name}"
+    with official_client(broker.url) as client:
+        consumer = client.subscribe(topic, "s", consumer_type=pulsar.ConsumerType.Shared)
+        producer = client.create_producer(topic, batching_enabled=False)
+        for i in range(4):
+            producer.send(f"m{i}".encode(), partition_key=str(i))
+        status, stats = http_call("GET", f"{url}/partitioned-stats")
+        assert status == 200 and stats["metadata"] == {"partitions": 2}
+        assert set(stats["partitions"]) == {f"{topic}-partition-0", f"{topic}-partition-1"}
+        assert len(stats["subscriptions"]["s"]["consumers"]) == 2
+        consumer.close()
+        producer.close()
+    other = f"{broker.http_url}/admin/v2/persistent/public/default/{_topic()}"
+    assert http_call("PUT", other) == (204, None)
+    assert http_call("GET", f"{other}/partitioned-stats")[0] == 404

@@ -1,0 +1,177 @@
+"""Admin v2 backlog operations and inspection: skip N, clear backlog (skip_all),
+expire messages (one subscription or all), peek the n-th unacknowledged
+message, internalStats and partitioned-stats.
+
+The backlog operations are PersistentSubscription's own (skip_entries,
+clear_backlog, expire_messages: the same mark-delete move a cumulative ack
+makes); internalStats reads the managed ledger and its cursors.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from aiohttp import web
+
+from magnetar.broker.admin.base import HttpError, no_content, topic_from_path
+from magnetar.broker.admin.subscriptions import topic_stats
+from magnetar.broker.service import BrokerService
+from magnetar.broker.storage.ledger import ManagedLedgerImpl
+from magnetar.broker.subscription import PersistentSubscription
+from magnetar.broker.topics.persistent import PersistentTopic
+from magnetar.proto.frames import Payload
+
+
+def _count(raw: str, what: str) -> int:
+    if not raw.isdigit():
+        raise HttpError(400, f"{what} must be a non-negative integer, got {raw!r}")
+    return int(raw)
+
+
+def internal_stats(topic: PersistentTopic) -> dict[str, Any]:
+    """PersistentTopicInternalStats' fields that this storage has."""
+    ledger = topic.ledger
+    ledgers: list[dict[str, Any]] = []
+    if isinstance(ledger, ManagedLedgerImpl):
+        for info in ledger.layout.infos():
+            offsets = info.file.offsets
+            ledgers.append(
+                {
+                    "ledgerId": info.ledger_id,
+                    "entries": info.entry_count,
+                    "size": offsets[-1] - offsets[0] if len(offsets) else 0,
+                }
+            )
+    cursors = {
+        c.name: {
+            "markDeletePosition": str(c.mark_delete_position),
+            "readPosition": str(c.read_position),
+            "numberOfEntriesSinceFirstNotAckedMessage": c.backlog_entries,
+            "isDurable": c.is_durable,
+            "properties": dict(c.properties),
+        }
+        for c in ledger.cursors
+    }
+    return {
+        "numberOfEntries": ledger.number_of_entries,
+        "totalSize": ledger.total_size,
+        "lastConfirmedEntry": str(ledger.last_confirmed_position),
+        "ledgers": ledgers,
+        "cursors": cursors,
+    }
+
+
+def routes(service: BrokerService, clock: Callable[[], float] = time.time) -> list[web.RouteDef]:
+    async def persistent_topic(request: web.Request) -> PersistentTopic:
+        name = topic_from_path(request)
+        topic = await service.get_topic(str(name), create=False)
+        if not isinstance(topic, PersistentTopic):
+            raise HttpError(405, f"{name} is not a persistent topic")
+        return topic
+
+    async def subscription(request: web.Request) -> PersistentSubscription:
+        topic = await persistent_topic(request)
+        return await topic.get_subscription(request.match_info["subscription"])
+
+    async def skip(request: web.Request) -> web.Response:
+        count = _count(request.match_info["count"], "the number of messages")
+        (await subscription(request)).skip_entries(count)
+        return no_content()
+
+    async def skip_all(request: web.Request) -> web.Response:
+        (await subscription(request)).clear_backlog()
+        return no_content()
+
+    def _cutoff(request: web.Request) -> int:
+        seconds = _count(request.match_info["seconds"], "the expire time in seconds")
+        return int((clock() - seconds) * 1000)
+
+    async def expire(request: web.Request) -> web.Response:
+        await (await subscription(request)).expire_messages(_cutoff(request))
+        return no_content()
+
+    async def expire_all(request: web.Request) -> web.Response:
+        topic = await persistent_topic(request)
+        cutoff = _cutoff(request)
+        for name in topic.subscription_names():
+            await (await topic.get_subscription(name)).expire_messages(cutoff)
+        return no_content()
+
+    async def peek(request: web.Request) -> web.Response:
+        """The n-th (1-based) unacknowledged entry's payload, with Pulsar's
+        X-Pulsar-* headers for its id and publish time."""
+        n = _count(request.match_info["position"], "the message position")
+        if n < 1:
+            raise HttpError(412, "the message position starts at 1")
+        sub = await subscription(request)
+        cursor, ledger = sub.cursor, sub.ledger
+        position, last = cursor.mark_delete_position, ledger.last_confirmed_position
+        seen = 0
+        while seen < n:
+            if position >= last:
+                raise HttpError(404, f"subscription {sub.name!r} has fewer than {n} messages")
+            position = ledger.next_position(position)
+            if not cursor.is_deleted(position):
+                seen += 1
+        entries = await ledger.read_positions([position])
+        if not entries:
+            raise HttpError(404, f"message {position} is no longer stored")
+        payload = Payload.parse(entries[0].data, verify_checksum=False)
+        meta = payload.metadata
+        headers = {
+            "X-Pulsar-Message-ID": str(position),
+            "X-Pulsar-publish-time": str(meta.publish_time),
+            "X-Pulsar-num-batch-message": str(entries[0].num_messages),
+        }
+        if meta.HasField("partition_key"):
+            headers["X-Pulsar-Key"] = meta.partition_key
+        return web.Response(body=payload.payload, headers=headers)
+
+    async def internal(request: web.Request) -> web.Response:
+        return web.json_response(internal_stats(await persistent_topic(request)))
+
+    async def partitioned_stats(request: web.Request) -> web.Response:
+        name = topic_from_path(request)
+        partitions = await service.partitioned_metadata(str(name))
+        if partitions == 0:
+            raise HttpError(404, f"{name} is not a partitioned topic")
+        per_partition: dict[str, Any] = {}
+        merged: dict[str, dict[str, Any]] = {}
+        publishers: list[Any] = []
+        for index in range(partitions):
+            partition = name.partition(index)
+            topic = await service.get_topic(str(partition))
+            if not isinstance(topic, PersistentTopic):
+                raise HttpError(405, f"{name} is not a persistent topic")
+            stats = await topic_stats(topic)
+            per_partition[str(partition)] = stats
+            publishers.extend(stats["publishers"])
+            for sub_name, sub in stats["subscriptions"].items():
+                into = merged.setdefault(
+                    sub_name, {"msgBacklog": 0, "unackedMessages": 0, "consumers": []}
+                )
+                into["msgBacklog"] += sub["msgBacklog"]
+                into["unackedMessages"] += sub["unackedMessages"]
+                into["consumers"].extend(sub["consumers"])
+        body: dict[str, Any] = {
+            "metadata": {"partitions": partitions},
+            "publishers": publishers,
+            "subscriptions": merged,
+        }
+        if request.query.get("perPartition", "true").lower() != "false":
+            body["partitions"] = per_partition
+        return web.json_response(body)
+
+    path = "/admin/v2/{domain}/{tenant}/{namespace}/{topic}"
+    sub = f"{path}/subscription/{{subscription}}"
+    return [
+        web.post(f"{sub}/skip/{{count}}", skip),
+        web.post(f"{sub}/skip_all", skip_all),
+        web.post(f"{sub}/expireMessages/{{seconds}}", expire),
+        web.post(f"{path}/all_subscription/expireMessages/{{seconds}}", expire_all),
+        web.get(f"{sub}/position/{{position}}", peek),
+        web.get(f"{path}/internalStats", internal),
+        web.get(f"{path}/partitioned-stats", partitioned_stats),
+    ]
