@@ -59,6 +59,9 @@ class BrokerConfig:
     dedup_snapshot_interval_entries: int = 1000
     dedup_producer_inactivity_seconds: float = 6 * 3600.0
     cluster_name: str = "standalone"
+    # How often message TTL expires messages and time-based retention trims
+    # (Pulsar's messageExpiryCheckIntervalInMinutes, 5).
+    message_expiry_check_interval_seconds: float = 300.0
     # Named listeners, "name:pulsar://host:port" comma-separated (Pulsar's
     # advertisedListeners); LOOKUP with a listener name answers its URL.
     advertised_listeners: str = ""
@@ -222,6 +225,11 @@ def _validated(config: BrokerConfig) -> BrokerConfig:
         "must be at least 1",
     )
     need(config.keepalive_interval_seconds > 0, "keepalive_interval_seconds", "must be > 0")
+    need(
+        config.message_expiry_check_interval_seconds > 0,
+        "message_expiry_check_interval_seconds",
+        "must be > 0",
+    )
     need(
         config.dispatcher_max_read_batch_size >= 1,
         "dispatcher_max_read_batch_size",

@@ -25,6 +25,7 @@ from magnetar.broker.errors import (
     ServiceNotReadyError,
     TopicNotFoundError,
 )
+from magnetar.broker.expiry import ExpiryMonitor, retention_of, ttl_of
 from magnetar.broker.keywindow import POLICY_KEY as KEY_WINDOW_POLICY
 from magnetar.broker.keywindow import KeyWindowPolicy
 from magnetar.broker.metrics import BrokerMetrics
@@ -52,6 +53,7 @@ from magnetar.broker.topics.loader import (
     stored_topics,
     topic_exists,
 )
+from magnetar.broker.topics.persistent import PersistentTopic
 from magnetar.proto.errors import ServerError
 from magnetar.proto.naming import InvalidName, InvalidTopicName, TopicName
 
@@ -116,6 +118,9 @@ class BrokerService:
         self._name_prefix = f"standalone-{os.getpid() % 1000}-{int(time.time()) % 100000}"
         self._name_counter = itertools.count()
         self.is_closed = False
+        self.expiry = ExpiryMonitor(
+            lambda: self.topics.values(), config.message_expiry_check_interval_seconds
+        )
         # Computed when scraped, so they never drift from the registry.
         metrics.topics.set_function(lambda: len(self.topics))
         metrics.subscriptions.set_function(
@@ -143,6 +148,7 @@ class BrokerService:
         await self.resources.ensure_defaults(
             f"pulsar://{host}:{config.port}", f"http://{host}:{config.http_port}"
         )
+        self.expiry.start()
 
     def generate_producer_name(self) -> str:
         return f"{self._name_prefix}-{next(self._name_counter)}"
@@ -386,6 +392,17 @@ class BrokerService:
 
     async def _apply_policies(self, topic: Topic) -> None:
         name = topic.topic_name
+        if isinstance(topic, PersistentTopic):
+            try:
+                policies = await self.resources.get_policies(name.tenant, name.namespace)
+            except ResourceNotFound:
+                policies = {}
+            retention = retention_of(policies)
+            if retention is None:
+                base = self._topic_settings.ledger_config
+                retention = (base.retention_time_s, base.retention_size_bytes)
+            topic.ledger.set_retention(*retention)
+            topic.message_ttl_s = ttl_of(policies)
         await topic.set_deduplication(await self.deduplication_enabled(name))
         await topic.set_key_window(await self.key_window_policy(name))
         publish = await self._topic_or_namespace_policy(name, PUBLISH_RATE_POLICY)
@@ -426,6 +443,7 @@ class BrokerService:
         if self.is_closed:
             return
         self.is_closed = True
+        await self.expiry.stop()
         for task in list(self._loading.values()):
             task.cancel()
         await asyncio.gather(*self._loading.values(), return_exceptions=True)

@@ -542,6 +542,11 @@ class ManagedLedger(ABC):
     def get_cursor(self, name: str) -> ManagedCursor | None: ...
 
     @abstractmethod
+    def set_retention(self, time_s: float, size_bytes: int) -> None:
+        """Change this ledger's retention (a namespace retention policy); takes
+        effect at the next trim."""
+
+    @abstractmethod
     async def trim_consumed_ledgers(self) -> int:
         """Delete whole ledgers no durable cursor needs and retention allows.
 

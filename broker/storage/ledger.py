@@ -14,7 +14,7 @@ import hashlib
 import os
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import Executor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote
 
@@ -165,6 +165,11 @@ class ManagedLedgerImpl(ManagedLedger):
     @property
     def config(self) -> ManagedLedgerConfig:
         return self._config
+
+    def set_retention(self, time_s: float, size_bytes: int) -> None:
+        self._config = replace(
+            self._config, retention_time_s=time_s, retention_size_bytes=size_bytes
+        )
 
     @property
     def ctx(self) -> LedgerContext:

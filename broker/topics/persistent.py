@@ -96,6 +96,8 @@ class PersistentTopic(TopicProducers):
         self.compaction = TopicCompaction(self.name, ledger, compaction_dir)
         # Where a terminated topic stopped: no entry is ever stored after it.
         self.terminated_at: Position | None = None
+        # The namespace's message TTL (0: none); enforced by broker/expiry.py.
+        self.message_ttl_s = 0
 
     def __repr__(self) -> str:
         return f"PersistentTopic({self.name!r})"
