@@ -56,7 +56,8 @@ async def expire_topic(topic: PersistentTopic, now_s: float) -> None:
 
 
 class ExpiryMonitor:
-    """The periodic sweep: TTL expiry, then a trim (time-based retention)."""
+    """The periodic sweep: TTL expiry, backlog eviction, then a trim (time-based
+    retention)."""
 
     def __init__(
         self,
@@ -79,6 +80,7 @@ class ExpiryMonitor:
                 continue
             try:
                 await expire_topic(topic, now)
+                await topic.evict_backlog()
                 await topic.ledger.trim_consumed_ledgers()
             except StorageError as exc:
                 log.warning("expiry sweep failed", topic=topic.name, error=str(exc))

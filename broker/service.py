@@ -18,6 +18,7 @@ from collections.abc import Callable
 import structlog
 
 from magnetar.broker.auth.authorization import AuthorizationService
+from magnetar.broker.backlog_quota import BacklogQuota
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.errors import (
     BrokerServiceError,
@@ -403,6 +404,7 @@ class BrokerService:
                 retention = (base.retention_time_s, base.retention_size_bytes)
             topic.ledger.set_retention(*retention)
             topic.message_ttl_s = ttl_of(policies)
+            topic.backlog_quota = BacklogQuota.from_policies(policies)
         await topic.set_deduplication(await self.deduplication_enabled(name))
         await topic.set_key_window(await self.key_window_policy(name))
         publish = await self._topic_or_namespace_policy(name, PUBLISH_RATE_POLICY)

@@ -10,10 +10,10 @@ from aiohttp import web
 from magnetar.broker.admin import (
     compaction,
     namespaces,
+    ns_policies,
     permissions,
     policies,
     schemas,
-    ns_policies,
     subscriptions,
     topic_ops,
     topics,

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import structlog
 
+from magnetar.broker.backlog_quota import BacklogQuota, backlog_bytes, check_producer
 from magnetar.broker.compaction.state import TopicCompaction
 from magnetar.broker.compaction.view import CompactedView
 from magnetar.broker.consumer import Consumer, SubType
@@ -98,6 +99,8 @@ class PersistentTopic(TopicProducers):
         self.terminated_at: Position | None = None
         # The namespace's message TTL (0: none); enforced by broker/expiry.py.
         self.message_ttl_s = 0
+        # The namespace's backlog quota (None: unlimited); see backlog_quota.py.
+        self.backlog_quota: BacklogQuota | None = None
 
     def __repr__(self) -> str:
         return f"PersistentTopic({self.name!r})"
@@ -180,6 +183,21 @@ class PersistentTopic(TopicProducers):
                     f"cannot open the key-window index of {self.name}: {exc}",
                 ) from exc
             self.key_window = index
+
+    async def evict_backlog(self) -> None:
+        """consumer_backlog_eviction: advance the slowest subscriptions
+        entry by entry until the backlog fits the quota."""
+        quota = self.backlog_quota
+        if quota is None or quota.policy != "consumer_backlog_eviction":
+            return
+        while backlog_bytes(self.ledger) > quota.limit_size:
+            durable = [c for c in self.ledger.cursors if c.is_durable and c.backlog_entries]
+            if not durable:
+                return
+            slowest = max(durable, key=lambda c: c.backlog_entries)
+            sub = await self.get_subscription(slowest.name)
+            if sub.skip_entries(max(1, slowest.backlog_entries // 10)) == 0:
+                return
 
     # ------------------------------------------------------------ consuming
 
@@ -389,6 +407,8 @@ class PersistentTopic(TopicProducers):
     ) -> Producer:
         if self.terminated_at is not None:
             raise TopicTerminatedError(self.name)
+        if name not in self.producers:
+            check_producer(self.ledger, self.backlog_quota, self.name)
         return super().add_producer(
             cnx,
             producer_id,
