@@ -1,0 +1,288 @@
+"""`magnetar admin`: tenants, namespaces (policies) and topics over the
+admin REST API, with human output by default and `--json` for scripts."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+
+from magnetar.client.cli.http import Admin
+
+
+def _topic_path(topic: str) -> str:
+    """persistent://t/n/x (or t/n/x) -> persistent/t/n/x."""
+    if "://" not in topic:
+        topic = f"persistent://{topic}"
+    domain, rest = topic.split("://", 1)
+    return f"{domain}/{rest}"
+
+
+def _show(ctx: click.Context, value: Any) -> None:
+    if value is None:
+        return
+    if ctx.obj["json"]:
+        click.echo(json.dumps(value, indent=2, sort_keys=True))
+    elif isinstance(value, list):
+        for item in value:
+            click.echo(item)
+    elif isinstance(value, bytes):
+        click.echo(value.decode(errors="replace"))
+    else:
+        click.echo(json.dumps(value, indent=2, sort_keys=True))
+
+
+def _admin(ctx: click.Context) -> Admin:
+    admin: Admin = ctx.obj["admin"]
+    return admin
+
+
+@click.group()
+@click.option(
+    "--admin-url",
+    default="http://localhost:8080",
+    show_default=True,
+    envvar="MAGNETAR_ADMIN_URL",
+    help="The broker's HTTP URL.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+@click.pass_context
+def admin(ctx: click.Context, admin_url: str, as_json: bool) -> None:
+    """Administer a broker over its admin REST API (like pulsar-admin)."""
+    ctx.ensure_object(dict)
+    ctx.obj.update(admin=Admin(admin_url), json=as_json)
+
+
+# ------------------------------------------------------------------ tenants
+
+
+@admin.group()
+def tenants() -> None:
+    """Tenants."""
+
+
+@tenants.command("list")
+@click.pass_context
+def tenants_list(ctx: click.Context) -> None:
+    _show(ctx, _admin(ctx).call("GET", "/admin/v2/tenants"))
+
+
+@tenants.command("create")
+@click.argument("tenant")
+@click.option("--allowed-clusters", "-c", default="standalone", show_default=True)
+@click.pass_context
+def tenants_create(ctx: click.Context, tenant: str, allowed_clusters: str) -> None:
+    body = {"adminRoles": [], "allowedClusters": allowed_clusters.split(",")}
+    _admin(ctx).call("PUT", f"/admin/v2/tenants/{tenant}", body)
+
+
+# --------------------------------------------------------------- namespaces
+
+
+@admin.group()
+def namespaces() -> None:
+    """Namespaces and their policies."""
+
+
+@namespaces.command("list")
+@click.argument("tenant")
+@click.pass_context
+def namespaces_list(ctx: click.Context, tenant: str) -> None:
+    _show(ctx, _admin(ctx).call("GET", f"/admin/v2/namespaces/{tenant}"))
+
+
+@namespaces.command("create")
+@click.argument("namespace")
+@click.pass_context
+def namespaces_create(ctx: click.Context, namespace: str) -> None:
+    _admin(ctx).call("PUT", f"/admin/v2/namespaces/{namespace}")
+
+
+@namespaces.command("policies")
+@click.argument("namespace")
+@click.pass_context
+def namespaces_policies(ctx: click.Context, namespace: str) -> None:
+    _show(ctx, _admin(ctx).call("GET", f"/admin/v2/namespaces/{namespace}"))
+
+
+@namespaces.command("set-deduplication")
+@click.argument("namespace")
+@click.option("--enable/--disable", required=True)
+@click.pass_context
+def set_dedup(ctx: click.Context, namespace: str, enable: bool) -> None:
+    _admin(ctx).call("POST", f"/admin/v2/namespaces/{namespace}/deduplication", enable)
+
+
+@namespaces.command("set-retention")
+@click.argument("namespace")
+@click.option("--time", "minutes", type=int, required=True, help="Minutes; -1 unlimited.")
+@click.option("--size", "megabytes", type=int, required=True, help="MB; -1 unlimited.")
+@click.pass_context
+def set_retention(ctx: click.Context, namespace: str, minutes: int, megabytes: int) -> None:
+    body = {"retentionTimeInMinutes": minutes, "retentionSizeInMB": megabytes}
+    _admin(ctx).call("POST", f"/admin/v2/namespaces/{namespace}/retention", body)
+
+
+@namespaces.command("set-message-ttl")
+@click.argument("namespace")
+@click.option("--ttl", "seconds", type=int, required=True, help="Seconds.")
+@click.pass_context
+def set_ttl(ctx: click.Context, namespace: str, seconds: int) -> None:
+    _admin(ctx).call("POST", f"/admin/v2/namespaces/{namespace}/messageTTL", seconds)
+
+
+@namespaces.command("set-backlog-quota")
+@click.argument("namespace")
+@click.option("--limit", "limit_size", type=int, required=True, help="Bytes.")
+@click.option(
+    "--policy",
+    type=click.Choice(["producer_request_hold", "producer_exception", "consumer_backlog_eviction"]),
+    required=True,
+)
+@click.pass_context
+def set_quota(ctx: click.Context, namespace: str, limit_size: int, policy: str) -> None:
+    body = {"limitSize": limit_size, "limitTime": -1, "policy": policy}
+    _admin(ctx).call("POST", f"/admin/v2/namespaces/{namespace}/backlogQuota", body)
+
+
+# ------------------------------------------------------------------- topics
+
+
+@admin.group()
+def topics() -> None:
+    """Topics and subscriptions."""
+
+
+@topics.command("list")
+@click.argument("namespace")
+@click.pass_context
+def topics_list(ctx: click.Context, namespace: str) -> None:
+    _show(ctx, _admin(ctx).call("GET", f"/admin/v2/persistent/{namespace}"))
+
+
+@topics.command("create")
+@click.argument("topic")
+@click.pass_context
+def topics_create(ctx: click.Context, topic: str) -> None:
+    _admin(ctx).call("PUT", f"/admin/v2/{_topic_path(topic)}")
+
+
+@topics.command("create-partitioned-topic")
+@click.argument("topic")
+@click.option("--partitions", "-p", type=int, required=True)
+@click.pass_context
+def create_partitioned(ctx: click.Context, topic: str, partitions: int) -> None:
+    _admin(ctx).call("PUT", f"/admin/v2/{_topic_path(topic)}/partitions", partitions)
+
+
+@topics.command("delete")
+@click.argument("topic")
+@click.pass_context
+def topics_delete(ctx: click.Context, topic: str) -> None:
+    _admin(ctx).call("DELETE", f"/admin/v2/{_topic_path(topic)}")
+
+
+def _get(name: str, suffix: str, help_text: str) -> None:
+    @topics.command(name, help=help_text)
+    @click.argument("topic")
+    @click.pass_context
+    def command(ctx: click.Context, topic: str) -> None:
+        _show(ctx, _admin(ctx).call("GET", f"/admin/v2/{_topic_path(topic)}/{suffix}"))
+
+
+_get("stats", "stats", "Topic stats (rates, backlog, subscriptions, consumers).")
+_get("stats-internal", "internalStats", "Ledgers and cursors of a topic.")
+_get("partitioned-stats", "partitioned-stats", "Stats of a partitioned topic.")
+_get("subscriptions", "subscriptions", "A topic's subscriptions.")
+_get("last-message-id", "lastMessageId", "The newest message id.")
+
+
+@topics.command("create-subscription")
+@click.argument("topic")
+@click.option("--subscription", "-s", required=True)
+@click.option("--earliest", is_flag=True, help="Start at the oldest message (default: latest).")
+@click.pass_context
+def create_subscription(ctx: click.Context, topic: str, subscription: str, earliest: bool) -> None:
+    body = {"ledgerId": -1, "entryId": -1} if earliest else None
+    path = f"/admin/v2/{_topic_path(topic)}/subscription/{subscription}"
+    _admin(ctx).call("PUT", path, body)
+
+
+@topics.command("unsubscribe")
+@click.argument("topic")
+@click.option("--subscription", "-s", required=True)
+@click.pass_context
+def unsubscribe(ctx: click.Context, topic: str, subscription: str) -> None:
+    _admin(ctx).call("DELETE", f"/admin/v2/{_topic_path(topic)}/subscription/{subscription}")
+
+
+@topics.command("reset-cursor")
+@click.argument("topic")
+@click.option("--subscription", "-s", required=True)
+@click.option("--time", "timestamp", type=int, help="Publish time, ms since the epoch.")
+@click.option("--message-id", "-m", help="ledgerId:entryId")
+@click.pass_context
+def reset_cursor(
+    ctx: click.Context, topic: str, subscription: str, timestamp: int | None, message_id: str | None
+) -> None:
+    base = f"/admin/v2/{_topic_path(topic)}/subscription/{subscription}/resetcursor"
+    if (timestamp is None) == (message_id is None):
+        raise click.UsageError("give exactly one of --time and --message-id")
+    if timestamp is not None:
+        _admin(ctx).call("POST", f"{base}/{timestamp}")
+        return
+    assert message_id is not None
+    try:
+        ledger, entry = (int(part) for part in message_id.split(":"))
+    except ValueError as exc:
+        raise click.UsageError(f"--message-id must be ledgerId:entryId, got {message_id}") from exc
+    _admin(ctx).call("POST", base, {"ledgerId": ledger, "entryId": entry})
+
+
+@topics.command("skip")
+@click.argument("topic")
+@click.option("--subscription", "-s", required=True)
+@click.option("--count", "-n", type=int, required=True)
+@click.pass_context
+def skip(ctx: click.Context, topic: str, subscription: str, count: int) -> None:
+    path = f"/admin/v2/{_topic_path(topic)}/subscription/{subscription}/skip/{count}"
+    _admin(ctx).call("POST", path)
+
+
+@topics.command("clear-backlog")
+@click.argument("topic")
+@click.option("--subscription", "-s", required=True)
+@click.pass_context
+def clear_backlog(ctx: click.Context, topic: str, subscription: str) -> None:
+    path = f"/admin/v2/{_topic_path(topic)}/subscription/{subscription}/skip_all"
+    _admin(ctx).call("POST", path)
+
+
+@topics.command("expire-messages")
+@click.argument("topic")
+@click.option("--subscription", "-s", required=True)
+@click.option("--expire-time", "-t", "seconds", type=int, required=True)
+@click.pass_context
+def expire(ctx: click.Context, topic: str, subscription: str, seconds: int) -> None:
+    path = f"/admin/v2/{_topic_path(topic)}/subscription/{subscription}/expireMessages/{seconds}"
+    _admin(ctx).call("POST", path)
+
+
+@topics.command("peek-messages")
+@click.argument("topic")
+@click.option("--subscription", "-s", required=True)
+@click.option("--count", "-n", type=int, default=1, show_default=True)
+@click.pass_context
+def peek(ctx: click.Context, topic: str, subscription: str, count: int) -> None:
+    base = f"/admin/v2/{_topic_path(topic)}/subscription/{subscription}/position"
+    for n in range(1, count + 1):
+        payload = _admin(ctx).call("GET", f"{base}/{n}")
+        _show(ctx, payload if not ctx.obj["json"] else payload.decode(errors="replace"))
+
+
+@topics.command("unload")
+@click.argument("topic")
+@click.pass_context
+def unload(ctx: click.Context, topic: str) -> None:
+    _admin(ctx).call("PUT", f"/admin/v2/{_topic_path(topic)}/unload")

@@ -1,0 +1,39 @@
+"""The admin REST calls the CLI makes, and how failures become exit codes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+import httpx
+
+# Exit codes scripts can rely on: 0 success, 1 the broker refused (its
+# reason on stderr), 2 bad usage (click's), 3 the broker is unreachable.
+REFUSED = 1
+UNREACHABLE = 3
+
+
+class Admin:
+    def __init__(self, url: str, timeout: float = 30.0) -> None:
+        self._client = httpx.Client(base_url=url.rstrip("/"), timeout=timeout)
+
+    def call(self, method: str, path: str, body: object = None) -> Any:
+        """One request; the decoded JSON answer (None for 204)."""
+        try:
+            response = self._client.request(method, path, json=body if body is not None else None)
+        except httpx.HTTPError as exc:
+            click.echo(f"error: cannot reach the broker: {exc}", err=True)
+            raise SystemExit(UNREACHABLE) from exc
+        if response.status_code >= 400:
+            try:
+                reason = response.json().get("reason", response.text)
+            except ValueError:
+                reason = response.text
+            click.echo(f"error ({response.status_code}): {reason}", err=True)
+            raise SystemExit(REFUSED)
+        if response.status_code == 204 or not response.content:
+            return None
+        content_type = response.headers.get("content-type", "")
+        if "json" in content_type:
+            return response.json()
+        return response.content

@@ -1,0 +1,89 @@
+"""`magnetar admin` end to end: the console script's commands go over REST
+to a running broker and change its state; refusals exit 1 with the broker's
+reason, an unreachable broker exits 3; the CLI never imports the broker."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import uuid
+
+from tests.integration.broker.harness import BrokerThread, http_call
+from tests.support.official import official_client
+
+
+def _magnetar(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "magnetar.client.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_admin_commands_change_broker_state(broker: BrokerThread) -> None:
+    url = ["admin", "--admin-url", broker.http_url]
+    ns = f"public/cli-{uuid.uuid4().hex[:6]}"
+    topic = f"persistent://{ns}/t"
+    assert _magnetar(*url, "namespaces", "create", ns).returncode == 0
+    assert _magnetar(*url, "namespaces", "set-message-ttl", ns, "--ttl", "60").returncode == 0
+    ran = _magnetar(*url, "namespaces", "set-retention", ns, "--time", "10", "--size", "-1")
+    assert ran.returncode == 0, ran.stderr
+    ran = _magnetar(
+        *url,
+        "namespaces",
+        "set-backlog-quota",
+        ns,
+        "--limit",
+        "100000",
+        "--policy",
+        "producer_exception",
+    )
+    assert ran.returncode == 0, ran.stderr
+    base = f"{broker.http_url}/admin/v2/namespaces/{ns}"
+    assert http_call("GET", f"{base}/messageTTL") == (200, 60)
+    assert http_call("GET", f"{base}/retention")[1]["retentionSizeInMB"] == -1
+    assert http_call("GET", f"{base}/backlogQuotaMap")[1]["destination_storage"]["limitSize"] == (
+        100000
+    )
+    assert _magnetar(*url, "topics", "create", topic).returncode == 0
+    ran = _magnetar(*url, "topics", "create-subscription", topic, "-s", "sub", "--earliest")
+    assert ran.returncode == 0, ran.stderr
+    with official_client(broker.url) as client:
+        producer = client.create_producer(topic, batching_enabled=False)
+        for i in range(4):
+            producer.send(f"m{i}".encode())
+        producer.close()
+    ran = _magnetar(*url, "--json", "topics", "stats", topic)
+    assert json.loads(ran.stdout)["subscriptions"]["sub"]["msgBacklog"] == 4
+    ran = _magnetar(*url, "topics", "peek-messages", topic, "-s", "sub", "-n", "2")
+    assert ran.stdout.split() == ["m0", "m1"]
+    assert _magnetar(*url, "topics", "skip", topic, "-s", "sub", "-n", "1").returncode == 0
+    ran = _magnetar(*url, "--json", "topics", "stats-internal", topic)
+    assert json.loads(ran.stdout)["cursors"]["sub"]["markDeletePosition"].endswith(":0")
+    assert _magnetar(*url, "topics", "clear-backlog", topic, "-s", "sub").returncode == 0
+    ran = _magnetar(*url, "--json", "topics", "stats", topic)
+    assert json.loads(ran.stdout)["subscriptions"]["sub"]["msgBacklog"] == 0
+    ran = _magnetar(*url, "topics", "reset-cursor", topic, "-s", "sub", "--time", "0")
+    assert ran.returncode == 0, ran.stderr
+    assert _magnetar(*url, "topics", "subscriptions", topic).stdout.split() == ["sub"]
+    ran = _magnetar(*url, "topics", "create-partitioned-topic", f"{topic}-p", "-p", "2")
+    assert ran.returncode == 0, ran.stderr
+    assert _magnetar(*url, "topics", "unload", topic).returncode == 0
+    # A refusal: exit 1 with the broker's reason.
+    ran = _magnetar(*url, "topics", "stats", f"persistent://{ns}/missing")
+    assert ran.returncode == 1 and "404" in ran.stderr
+    ran = _magnetar(*url, "namespaces", "create", ns)
+    assert ran.returncode == 1 and "409" in ran.stderr
+
+
+def test_unreachable_broker_and_no_broker_import() -> None:
+    ran = _magnetar("admin", "--admin-url", "http://127.0.0.1:9", "tenants", "list")
+    assert ran.returncode == 3 and "cannot reach" in ran.stderr
+    check = (
+        "import sys, magnetar.client.cli.__main__ as m; "
+        "sys.exit(any(n.startswith('magnetar.broker') for n in sys.modules))"
+    )
+    assert subprocess.run([sys.executable, "-c", check], check=False).returncode == 0
