@@ -7,6 +7,7 @@ from __future__ import annotations
 import click
 
 from magnetar.client.cli.admin import admin
+from magnetar.client.cli.pubsub import consume, produce
 
 
 @click.group()
@@ -15,6 +16,8 @@ def cli() -> None:
 
 
 cli.add_command(admin)
+cli.add_command(produce)
+cli.add_command(consume)
 
 
 @cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})

@@ -87,3 +87,21 @@ def test_unreachable_broker_and_no_broker_import() -> None:
         "sys.exit(any(n.startswith('magnetar.broker') for n in sys.modules))"
     )
     assert subprocess.run([sys.executable, "-c", check], check=False).returncode == 0
+
+
+def test_produce_and_consume(broker: BrokerThread) -> None:
+    """`magnetar produce` publishes through our client; `magnetar consume`
+    prints and acknowledges them (the backlog drops to 0)."""
+    topic = f"persistent://public/default/cli-{uuid.uuid4().hex[:6]}"
+    url = ["--url", broker.url]
+    admin = ["admin", "--admin-url", broker.http_url]
+    assert _magnetar(*admin, "topics", "create", topic).returncode == 0
+    ran = _magnetar(*admin, "topics", "create-subscription", topic, "-s", "s", "--earliest")
+    assert ran.returncode == 0, ran.stderr
+    ran = _magnetar("produce", topic, "-m", "a", "-m", "b", "-n", "2", *url)
+    assert ran.returncode == 0 and "4 messages produced" in ran.stderr, ran.stderr
+    ran = _magnetar("consume", topic, "-s", "s", "-n", "4", *url)
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.split() == ["a", "b", "a", "b"]
+    stats = http_call("GET", f"{broker.http_url}/admin/v2/{topic.replace('://', '/')}/stats")[1]
+    assert stats["subscriptions"]["s"]["msgBacklog"] == 0
