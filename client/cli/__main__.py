@@ -7,6 +7,7 @@ from __future__ import annotations
 import click
 
 from magnetar.client.cli.admin import admin
+from magnetar.client.cli.perf import perf
 from magnetar.client.cli.pubsub import consume, produce
 
 
@@ -18,6 +19,7 @@ def cli() -> None:
 cli.add_command(admin)
 cli.add_command(produce)
 cli.add_command(consume)
+cli.add_command(perf)
 
 
 @cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})

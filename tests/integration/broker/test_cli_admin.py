@@ -105,3 +105,37 @@ def test_produce_and_consume(broker: BrokerThread) -> None:
     assert ran.stdout.split() == ["a", "b", "a", "b"]
     stats = http_call("GET", f"{broker.http_url}/admin/v2/{topic.replace('://', '/')}/stats")[1]
     assert stats["subscriptions"]["s"]["msgBacklog"] == 0
+
+
+def test_perf_produce_and_consume(broker: BrokerThread) -> None:
+    """`magnetar perf` publishes and receives the asked number of messages
+    and prints periodic lines and a summary with HDR latency percentiles."""
+    topic = f"persistent://public/default/perf-{uuid.uuid4().hex[:6]}"
+    url = ["--url", broker.url]
+    consumer = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "magnetar.client.cli",
+            "perf",
+            "consume",
+            topic,
+            "-m",
+            "200",
+            "--interval",
+            "0.5",
+            *url,
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    admin = ["admin", "--admin-url", broker.http_url]
+    ran = _magnetar(*admin, "topics", "create-subscription", topic, "-s", "perf", "--earliest")
+    assert ran.returncode in (0, 1), ran.stderr  # 1: the consumer created it first (409)
+    ran = _magnetar("perf", "produce", topic, "-m", "200", "-r", "0", "--size", "100", *url)
+    assert ran.returncode == 0, ran.stderr
+    summary = ran.stdout.splitlines()[-1]
+    assert summary.startswith("summary: produced") and "p99" in summary and "max" in summary
+    out, _ = consumer.communicate(timeout=60)
+    assert consumer.returncode == 0
+    assert out.splitlines()[-1].startswith("summary: consumed")

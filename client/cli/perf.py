@@ -1,0 +1,170 @@
+"""`magnetar perf produce|consume`, like pulsar-perf, through our client:
+rate control, message size, batching, a line every --interval seconds
+(msg/s, MB/s, latency percentiles from an HDR histogram) and a summary."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import click
+from hdrh.histogram import HdrHistogram
+
+from magnetar import client as pulsar
+
+# Latencies are recorded in microseconds, up to a minute, 3 significant digits.
+_MAX_US = 60_000_000
+
+
+class Meter:
+    """Counts and latencies for one interval and for the whole run."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.started = time.monotonic()
+        self.total_msgs = 0
+        self.total_bytes = 0
+        self.total = HdrHistogram(1, _MAX_US, 3)
+        self._reset()
+
+    def _reset(self) -> None:
+        self.msgs = 0
+        self.bytes = 0
+        self.interval = HdrHistogram(1, _MAX_US, 3)
+        self.since = time.monotonic()
+
+    def record(self, size: int, latency_s: float | None) -> None:
+        with self._lock:
+            self.msgs += 1
+            self.bytes += size
+            self.total_msgs += 1
+            self.total_bytes += size
+            if latency_s is not None:
+                micros = min(max(1, int(latency_s * 1e6)), _MAX_US)
+                self.interval.record_value(micros)
+                self.total.record_value(micros)
+
+    def line(self, what: str) -> str:
+        with self._lock:
+            elapsed = max(time.monotonic() - self.since, 1e-9)
+            text = _describe(what, self.msgs, self.bytes, elapsed, self.interval)
+            self._reset()
+        return text
+
+    def summary(self, what: str) -> str:
+        elapsed = max(time.monotonic() - self.started, 1e-9)
+        return "summary: " + _describe(what, self.total_msgs, self.total_bytes, elapsed, self.total)
+
+
+def _describe(what: str, msgs: int, size: int, elapsed: float, hist: Any) -> str:
+    text = f"{what} {msgs / elapsed:.1f} msg/s {size / elapsed / 1e6:.3f} MB/s"
+    if hist.get_total_count():
+        ms = [hist.get_value_at_percentile(p) / 1000 for p in (50, 95, 99)]
+        text += (
+            f" latency ms p50 {ms[0]:.3f} p95 {ms[1]:.3f} p99 {ms[2]:.3f}"
+            f" max {hist.get_max_value() / 1000:.3f}"
+        )
+    return text
+
+
+def _report(meter: Meter, what: str, interval: float, done: threading.Event) -> threading.Thread:
+    def run() -> None:
+        while not done.wait(interval):
+            click.echo(meter.line(what))
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
+_SERVICE_URL = click.option(
+    "--url", default="pulsar://localhost:6650", show_default=True, envvar="MAGNETAR_SERVICE_URL"
+)
+_INTERVAL = click.option("--interval", default=10.0, show_default=True, help="Seconds per line.")
+
+
+@click.group()
+def perf() -> None:
+    """Load generators (like pulsar-perf)."""
+
+
+@perf.command("produce")
+@click.argument("topic")
+@click.option("--rate", "-r", default=100.0, show_default=True, help="msg/s; 0: unlimited.")
+@click.option("--size", "-s", default=1024, show_default=True, help="Message bytes.")
+@click.option("--num-messages", "-m", default=0, show_default=True, help="0: until interrupted.")
+@click.option("--batching/--no-batching", default=True, show_default=True)
+@_INTERVAL
+@_SERVICE_URL
+def perf_produce(
+    topic: str,
+    rate: float,
+    size: int,
+    num_messages: int,
+    batching: bool,
+    interval: float,
+    url: str,
+) -> None:
+    """Publish at a fixed rate; latency is send to receipt."""
+    client = pulsar.Client(url)
+    meter, done = Meter(), threading.Event()
+    try:
+        producer = client.create_producer(topic, batching_enabled=batching)
+        reporter = _report(meter, "produced", interval, done)
+        payload = b"m" * size
+        start, sent = time.monotonic(), 0
+        while num_messages == 0 or sent < num_messages:
+            if rate > 0:
+                wait = start + sent / rate - time.monotonic()
+                if wait > 0:
+                    time.sleep(wait)
+            began = time.monotonic()
+            producer.send_async(payload, _on_sent(meter, size, began))
+            sent += 1
+        producer.flush()
+        producer.close()
+        done.set()
+        reporter.join()
+        click.echo(meter.summary("produced"))
+    finally:
+        client.close()
+
+
+def _on_sent(meter: Meter, size: int, began: float) -> Callable[[Any, Any], None]:
+    def callback(result: Any, _message_id: Any) -> None:
+        if result == pulsar.Result.Ok:
+            meter.record(size, time.monotonic() - began)
+
+    return callback
+
+
+@perf.command("consume")
+@click.argument("topic")
+@click.option("--subscription", "-s", default="perf", show_default=True)
+@click.option("--num-messages", "-m", default=0, show_default=True, help="0: until interrupted.")
+@_INTERVAL
+@_SERVICE_URL
+def perf_consume(
+    topic: str, subscription: str, num_messages: int, interval: float, url: str
+) -> None:
+    """Receive and acknowledge; latency is publish time to receipt."""
+    client = pulsar.Client(url)
+    meter, done = Meter(), threading.Event()
+    try:
+        consumer = client.subscribe(topic, subscription, consumer_type=pulsar.ConsumerType.Shared)
+        reporter = _report(meter, "consumed", interval, done)
+        received = 0
+        while num_messages == 0 or received < num_messages:
+            message = consumer.receive()
+            latency = time.time() - message.publish_timestamp() / 1000
+            meter.record(len(message.data()), max(latency, 0.0))
+            consumer.acknowledge(message)
+            received += 1
+        consumer.close()
+        done.set()
+        reporter.join()
+        click.echo(meter.summary("consumed"))
+    finally:
+        client.close()
