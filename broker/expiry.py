@@ -17,6 +17,7 @@ from typing import Any
 
 import structlog
 
+from magnetar.broker.backlog_quota import BacklogQuota
 from magnetar.broker.storage.api import StorageError
 from magnetar.broker.topics.persistent import PersistentTopic
 
@@ -42,6 +43,18 @@ def retention_of(policies: Mapping[str, Any]) -> tuple[float, int] | None:
 def ttl_of(policies: Mapping[str, Any]) -> int:
     value = policies.get(TTL_KEY)
     return value if isinstance(value, int) and value > 0 else 0
+
+
+def apply_operations_policies(
+    topic: object, policies: Mapping[str, Any], default_retention: tuple[float, int]
+) -> None:
+    """Give a persistent topic its namespace's retention, TTL and backlog quota
+    (non-persistent topics store nothing: none applies)."""
+    if not isinstance(topic, PersistentTopic):
+        return
+    topic.ledger.set_retention(*(retention_of(policies) or default_retention))
+    topic.message_ttl_s = ttl_of(policies)
+    topic.backlog_quota = BacklogQuota.from_policies(policies)
 
 
 async def expire_topic(topic: PersistentTopic, now_s: float) -> None:

@@ -18,7 +18,6 @@ from collections.abc import Callable
 import structlog
 
 from magnetar.broker.auth.authorization import AuthorizationService
-from magnetar.broker.backlog_quota import BacklogQuota
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.errors import (
     BrokerServiceError,
@@ -26,7 +25,7 @@ from magnetar.broker.errors import (
     ServiceNotReadyError,
     TopicNotFoundError,
 )
-from magnetar.broker.expiry import ExpiryMonitor, retention_of, ttl_of
+from magnetar.broker.expiry import ExpiryMonitor, apply_operations_policies
 from magnetar.broker.keywindow import POLICY_KEY as KEY_WINDOW_POLICY
 from magnetar.broker.keywindow import KeyWindowPolicy
 from magnetar.broker.metrics import BrokerMetrics
@@ -54,7 +53,6 @@ from magnetar.broker.topics.loader import (
     stored_topics,
     topic_exists,
 )
-from magnetar.broker.topics.persistent import PersistentTopic
 from magnetar.proto.errors import ServerError
 from magnetar.proto.naming import InvalidName, InvalidTopicName, TopicName
 
@@ -393,18 +391,14 @@ class BrokerService:
 
     async def _apply_policies(self, topic: Topic) -> None:
         name = topic.topic_name
-        if isinstance(topic, PersistentTopic):
-            try:
-                policies = await self.resources.get_policies(name.tenant, name.namespace)
-            except ResourceNotFound:
-                policies = {}
-            retention = retention_of(policies)
-            if retention is None:
-                base = self._topic_settings.ledger_config
-                retention = (base.retention_time_s, base.retention_size_bytes)
-            topic.ledger.set_retention(*retention)
-            topic.message_ttl_s = ttl_of(policies)
-            topic.backlog_quota = BacklogQuota.from_policies(policies)
+        try:
+            policies = await self.resources.get_policies(name.tenant, name.namespace)
+        except ResourceNotFound:
+            policies = {}
+        base = self._topic_settings.ledger_config
+        apply_operations_policies(
+            topic, policies, (base.retention_time_s, base.retention_size_bytes)
+        )
         await topic.set_deduplication(await self.deduplication_enabled(name))
         await topic.set_key_window(await self.key_window_policy(name))
         publish = await self._topic_or_namespace_policy(name, PUBLISH_RATE_POLICY)
