@@ -1,6 +1,7 @@
 """`magnetar`: one console script; `magnetar broker` starts a broker (the
 same as `magnetar-broker`, which keeps working) without this package
-importing the broker unless asked to."""
+importing the broker unless asked to; `magnetar token` (secret keys and
+tokens, broker/auth/tokens.py) is loaded the same lazy way."""
 
 from __future__ import annotations
 
