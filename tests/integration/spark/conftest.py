@@ -4,6 +4,7 @@ session takes seconds to start) and brokers with deduplication on."""
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +16,8 @@ from tests.integration.broker.conftest import broker_factory
 from tests.integration.broker.harness import BrokerFactory, BrokerThread
 
 pyspark = pytest.importorskip("pyspark", reason="pip install magnetar[spark]")
+if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+    pytest.skip("Spark needs a Java runtime (17+) on PATH or JAVA_HOME", allow_module_level=True)
 
 
 @pytest.fixture(scope="session")
