@@ -115,9 +115,24 @@ class PersistentDispatcher(ABC):
     def remove_consumer(self, consumer: Consumer) -> None:
         """Detach a consumer and hand its unacked messages back (SEM-3.8)."""
 
-    @abstractmethod
     def redeliver(self, consumer: Consumer, positions: Sequence[Position] | None) -> None:
-        """REDELIVER_UNACKNOWLEDGED_MESSAGES, with or without ids (SEM-3.7)."""
+        """REDELIVER_UNACKNOWLEDGED_MESSAGES, with or without ids (SEM-3.7): the
+        consumer's pending entries (or those named) are replayed. Exclusive and
+        Failover rewind instead (single_active overrides this)."""
+        if positions is None:
+            handed_back = consumer.take_pending()
+        else:
+            handed_back = consumer.remove_pending(positions)
+        self._give_back(handed_back)
+
+    def _give_back(self, positions: list[Position]) -> None:
+        """Entries a consumer will not ack (it left, or asked for redelivery):
+        replay them, skipping any acked meanwhile."""
+        if not positions:
+            return
+        self.requeue(positions)
+        self.replay.add_all(p for p in positions if not self.cursor.is_deleted(p))
+        self.wake()
 
     @abstractmethod
     def _consumers_with_permits(self) -> int:
@@ -342,11 +357,15 @@ class PersistentDispatcher(ABC):
 
     def _send(self, consumer: Consumer, entries: list[Entry]) -> None:
         sent = consumer.send_entries(entries, self.redelivery.get, self._ack_set)
-        if self._dispatch_rate is not None:
-            self._dispatch_rate.consume(sent, sum(len(e.data) for e in entries))
-        if self._on_dispatch is not None:
+        rate, on_dispatch = self._dispatch_rate, self._on_dispatch
+        if rate is None and on_dispatch is None:
+            return
+        size = sum(len(e.data) for e in entries)
+        if rate is not None:
+            rate.consume(sent, size)
+        if on_dispatch is not None:
             redelivered = any(self.redelivery.get(e.position) for e in entries)
-            self._on_dispatch(consumer, sent, sum(len(e.data) for e in entries), redelivered)
+            on_dispatch(consumer, sent, size, redelivered)
 
     def _ack_set(self, position: Position) -> list[int] | None:
         return self.cursor.get_batch_ack_set(position)

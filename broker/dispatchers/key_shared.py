@@ -137,20 +137,6 @@ class KeySharedDispatcher(PersistentDispatcher):
         self._give_back(consumer.take_pending())
         self.wake()  # its keys have new owners, who may take held entries
 
-    def redeliver(self, consumer: Consumer, positions: Sequence[Position] | None) -> None:
-        if positions is None:
-            handed_back = consumer.take_pending()
-        else:
-            handed_back = consumer.remove_pending(positions)
-        self._give_back(handed_back)
-
-    def _give_back(self, positions: list[Position]) -> None:
-        if not positions:
-            return
-        self.requeue(positions)
-        self.replay.add_all(p for p in positions if not self.cursor.is_deleted(p))
-        self.wake()
-
     def _first_undispatched(self) -> Position:
         mark = self.cursor.read_position
         for queue in self._queues.values():

@@ -15,11 +15,10 @@ C1, C2, C3, C1, C4, C5, C4.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Sequence
 
 from magnetar.broker.consumer import Consumer
 from magnetar.broker.dispatchers.base import DispatcherSettings, PersistentDispatcher
-from magnetar.broker.storage.api import Entry, ManagedCursor, ManagedLedger, Position
+from magnetar.broker.storage.api import Entry, ManagedCursor, ManagedLedger
 
 
 class ConsumerSelector:
@@ -108,20 +107,6 @@ class SharedDispatcher(PersistentDispatcher):
         self.consumers.remove(consumer)
         self.selector.remove(consumer)
         self._give_back(consumer.take_pending())
-
-    def redeliver(self, consumer: Consumer, positions: Sequence[Position] | None) -> None:
-        if positions is None:
-            handed_back = consumer.take_pending()
-        else:
-            handed_back = consumer.remove_pending(positions)
-        self._give_back(handed_back)
-
-    def _give_back(self, positions: list[Position]) -> None:
-        if not positions:
-            return
-        self.requeue(positions)
-        self.replay.add_all(p for p in positions if not self.cursor.is_deleted(p))
-        self.wake()
 
     def _consumers_with_permits(self) -> int:
         return self.selector.available_permits()
