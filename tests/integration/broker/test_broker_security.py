@@ -15,6 +15,7 @@ import time
 import urllib.error
 import urllib.request
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from passlib.apache import HtpasswdFile
 
 from tests.integration.broker.harness import BrokerFactory, BrokerThread, http_call
-from tests.support.certs import CertAuthority
+from tests.support.certs import CertAuthority, Pem
 from tests.support.official import official_client
 
 SECRET = b"k" * 32
@@ -37,6 +38,29 @@ NS = "public/secured"
 @pytest.fixture
 def ca(tmp_path: Path) -> CertAuthority:
     return CertAuthority(tmp_path)
+
+
+def _tls(server: Pem, ca: CertAuthority | None = None) -> dict[str, Any]:
+    """Broker settings for TLS on ephemeral ports with `server`'s certificate
+    (and client certificates checked against `ca`)."""
+    settings: dict[str, Any] = {
+        "tls_enabled": True,
+        "tls_port": 0,
+        "tls_http_port": 0,
+        "tls_cert_file": str(server.cert),
+        "tls_key_file": str(server.key),
+    }
+    if ca is not None:
+        settings["tls_trust_certs_file"] = str(ca.pem.cert)
+    return settings
+
+
+def _eventually(what: str, condition: Callable[[], bool], timeout: float = 15.0) -> None:
+    """Wait for `condition` (token expiry is wall-clock time in the JWT)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"{what} did not happen within {timeout} s"
+        time.sleep(0.05)
 
 
 def _tls_url(broker: BrokerThread) -> str:
@@ -77,12 +101,7 @@ def secured(broker_factory: BrokerFactory, tmp_path: Path, ca: CertAuthority) ->
         f.write("dave:$apr1$FG4AO6aX$KGYPuMoLUou3i6vUkPUUf.\n")  # password 123456
     server = ca.issue("localhost", server=True)
     broker = broker_factory(
-        tls_enabled=True,
-        tls_port=0,
-        tls_http_port=0,
-        tls_cert_file=str(server.cert),
-        tls_key_file=str(server.key),
-        tls_trust_certs_file=str(ca.pem.cert),
+        **_tls(server, ca),
         authentication_enabled=True,
         authentication_providers="token,basic,tls",
         token_secret_key=str(secret),
@@ -117,11 +136,7 @@ def test_tls_server_auth_and_a_client_that_does_not_trust_it(
 ) -> None:
     server = ca.issue("localhost", server=True)
     broker = broker_factory(
-        tls_enabled=True,
-        tls_port=0,
-        tls_http_port=0,
-        tls_cert_file=str(server.cert),
-        tls_key_file=str(server.key),
+        **_tls(server),
     )
     with official_client(_tls_url(broker), tls_trust_certs_file_path=str(ca.pem.cert)) as client:
         _round_trip_public(client)
@@ -280,9 +295,9 @@ def test_expired_token_is_refreshed_through_auth_challenge(secured: BrokerThread
     ):
         producer = c.create_producer(topic)
         producer.send(b"before")
-        time.sleep(3.5)  # past the first token's expiry: a refresh happened
+        # The first token expires: the challenge makes the client fetch another.
+        _eventually("a refresh", lambda: len(issued) >= 2)
         producer.send(b"after")
-        assert len(issued) >= 2
     events = [e["event"] for e in logs]
     # Refreshed in place: no connection was closed for it, none re-opened.
     assert "credentials expired: closing" not in events
@@ -290,7 +305,8 @@ def test_expired_token_is_refreshed_through_auth_challenge(secured: BrokerThread
     stale = _token("alice", exp=int(time.time()) + 2)
     with _as(secured, stale, operation_timeout_seconds=3) as c:
         producer = c.create_producer(topic, send_timeout_millis=2000)
-        time.sleep(3.5)
+        # Without fresh credentials the broker closes the connection at expiry.
+        _eventually("the disconnect", lambda: not producer.is_connected())
         with pytest.raises(pulsar.PulsarException):
             producer.send(b"with an expired token")
 
@@ -307,12 +323,7 @@ def test_tls_minimum_version_and_a_required_client_certificate(
 ) -> None:
     server = ca.issue("localhost", server=True)
     broker = broker_factory(
-        tls_enabled=True,
-        tls_port=0,
-        tls_http_port=0,
-        tls_cert_file=str(server.cert),
-        tls_key_file=str(server.key),
-        tls_trust_certs_file=str(ca.pem.cert),
+        **_tls(server, ca),
         tls_require_trusted_client_cert=True,
         tls_min_version="tlsv1.3",
     )

@@ -11,6 +11,7 @@ import socket
 import struct
 import time
 import uuid
+from collections.abc import Callable
 
 import pulsar
 
@@ -37,8 +38,7 @@ def _reset(sock: socket.socket) -> None:
     sock.close()
 
 
-def _wait_for(what: str, check: object, timeout: float = 15.0) -> None:
-    assert callable(check)
+def _wait_for(what: str, check: Callable[[], bool], timeout: float = 15.0) -> None:
     deadline = time.monotonic() + timeout
     while not check():
         assert time.monotonic() < deadline, f"{what} did not return to baseline"
