@@ -153,7 +153,7 @@ async def test_exclusive_redeliver_all_clears_the_queue(
     consumer = await _sub(client, topic)
     got = [await consumer.receive(5000) for _ in range(2)]
     await consumer.acknowledge(got[0])
-    await asyncio.sleep(0.3)  # let the grouped ack go out before the rewind
+    consumer.flush_acks()  # the grouped ack goes out before the rewind
     consumer.redeliver_unacknowledged_messages()
     rest = await _drain(consumer, 1000)
     assert sorted({m.data() for m in rest}) == [b"m1", b"m2", b"m3", b"m4"]
