@@ -341,12 +341,17 @@ def free_port() -> int:
         return port
 
 
-def http_call(method: str, url: str, body: object = None) -> tuple[int, Any]:
-    """One HTTP request; (status, decoded JSON body or None). Errors are answers."""
+def http_call(
+    method: str, url: str, body: object = None, *, token: str | None = None
+) -> tuple[int, Any]:
+    """One HTTP request (with a bearer `token` if given); (status, decoded JSON
+    body or None). Errors are answers."""
     data = None if body is None else json.dumps(body).encode()
     request = urllib.request.Request(url, data=data, method=method)
     if data is not None:
         request.add_header("Content-Type", "application/json")
+    if token is not None:
+        request.add_header("Authorization", f"Bearer {token}")
     try:
         with urllib.request.urlopen(request, timeout=10) as response:
             status, raw = response.status, response.read()

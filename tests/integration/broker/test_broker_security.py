@@ -74,18 +74,7 @@ def _token(role: str, **claims: Any) -> str:
 
 def _admin(broker: BrokerThread, method: str, path: str, body: object, role: str) -> int:
     """An admin call with a bearer token for `role`."""
-    request = urllib.request.Request(
-        f"{broker.http_url}/admin/v2/{path}",
-        data=None if body is None else json.dumps(body).encode(),
-        method=method,
-    )
-    request.add_header("Content-Type", "application/json")
-    request.add_header("Authorization", f"Bearer {_token(role)}")
-    try:
-        with urllib.request.urlopen(request, timeout=10) as response:
-            return int(response.status)
-    except urllib.error.HTTPError as exc:
-        return int(exc.code)
+    return http_call(method, f"{broker.http_url}/admin/v2/{path}", body, token=_token(role))[0]
 
 
 @pytest.fixture
