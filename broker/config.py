@@ -74,6 +74,10 @@ class BrokerConfig:
     # Above this many bytes queued on a socket, dispatch to it pauses.
     connection_write_high_water_mark: int = 1024 * 1024
     sync_policy: SyncPolicy = "fsync"
+    # A ledger file rolls over to a new one past this size; retention and
+    # trimming delete whole ledgers, so smaller files free space sooner
+    # (Pulsar's managedLedgerMaxSizePerLedgerMbytes, here in bytes).
+    managed_ledger_max_segment_size: int = 64 * 1024 * 1024
     shutdown_timeout_seconds: float = 10.0
     # Limits (0: none), as Pulsar's maxConnections / maxConnectionsPerIp /
     # maxProducersPerTopic / maxConsumersPerTopic / maxSubscriptionsPerTopic;
@@ -241,6 +245,11 @@ def _validated(config: BrokerConfig) -> BrokerConfig:
         "must be at least 1024 bytes",
     )
     need(config.shutdown_timeout_seconds > 0, "shutdown_timeout_seconds", "must be > 0")
+    need(
+        config.managed_ledger_max_segment_size >= 1024,
+        "managed_ledger_max_segment_size",
+        "must be >= 1024",
+    )
     need(config.default_num_partitions >= 1, "default_num_partitions", "must be at least 1")
     need(
         config.dedup_snapshot_interval_entries >= 1,

@@ -16,7 +16,10 @@ METADATA_FILE = "metadata.db"
 
 
 def ledger_config(config: BrokerConfig) -> ManagedLedgerConfig:
-    return ManagedLedgerConfig(sync_policy=SyncPolicy(config.sync_policy))
+    return ManagedLedgerConfig(
+        sync_policy=SyncPolicy(config.sync_policy),
+        max_segment_size=config.managed_ledger_max_segment_size,
+    )
 
 
 async def open_storage(config: BrokerConfig) -> tuple[ManagedLedgerFactory, MetadataStore]:
