@@ -62,6 +62,9 @@ class BrokerConfig:
     # How often message TTL expires messages and time-based retention trims
     # (Pulsar's messageExpiryCheckIntervalInMinutes, 5).
     message_expiry_check_interval_seconds: float = 300.0
+    # How often backlog quotas are checked against connected producers and
+    # consumer_backlog_eviction runs (Pulsar's backlogQuotaCheckIntervalInSeconds).
+    backlog_quota_check_interval_seconds: float = 60.0
     # Named listeners, "name:pulsar://host:port" comma-separated (Pulsar's
     # advertisedListeners); LOOKUP with a listener name answers its URL.
     advertised_listeners: str = ""
@@ -243,6 +246,11 @@ def _validated(config: BrokerConfig) -> BrokerConfig:
         config.connection_write_high_water_mark >= 1024,
         "connection_write_high_water_mark",
         "must be at least 1024 bytes",
+    )
+    need(
+        config.backlog_quota_check_interval_seconds > 0,
+        "backlog_quota_check_interval_seconds",
+        "must be > 0",
     )
     need(config.shutdown_timeout_seconds > 0, "shutdown_timeout_seconds", "must be > 0")
     need(

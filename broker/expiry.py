@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 import structlog
@@ -69,43 +69,65 @@ async def expire_topic(topic: PersistentTopic, now_s: float) -> None:
 
 
 class ExpiryMonitor:
-    """The periodic sweep: TTL expiry, backlog eviction, then a trim (time-based
-    retention)."""
+    """Two periodic sweeps, as Pulsar runs them: TTL expiry then a trim
+    (time-based retention) every ``interval_s``; the backlog quota check
+    (eviction, or disconnecting producers of a topic over a blocking quota)
+    every ``quota_interval_s``."""
 
     def __init__(
         self,
         topics: Callable[[], Iterable[object]],
         interval_s: float,
         clock: Callable[[], float] = time.time,
+        quota_interval_s: float = 60.0,
     ) -> None:
         self._topics = topics
         self._interval = interval_s
+        self._quota_interval = quota_interval_s
         self._clock = clock
-        self._task: asyncio.Task[None] | None = None
+        self._tasks: list[asyncio.Task[None]] = []
 
     def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run())
+        loop = asyncio.get_running_loop()
+        self._tasks = [
+            loop.create_task(self._every(self._interval, self.sweep)),
+            loop.create_task(self._every(self._quota_interval, self.check_backlog_quotas)),
+        ]
+
+    def _persistent_topics(self) -> list[PersistentTopic]:
+        return [
+            t for t in list(self._topics()) if isinstance(t, PersistentTopic) and not t.is_closed
+        ]
 
     async def sweep(self) -> None:
         now = self._clock()
-        for topic in list(self._topics()):
-            if not isinstance(topic, PersistentTopic) or topic.is_closed:
-                continue
+        for topic in self._persistent_topics():
             try:
                 await expire_topic(topic, now)
-                await topic.evict_backlog()
                 await topic.ledger.trim_consumed_ledgers()
             except StorageError as exc:
                 log.warning("expiry sweep failed", topic=topic.name, error=str(exc))
 
-    async def _run(self) -> None:
+    async def check_backlog_quotas(self) -> None:
+        for topic in self._persistent_topics():
+            try:
+                await topic.evict_backlog()
+                # Eviction may have freed whole ledgers.
+                await topic.ledger.trim_consumed_ledgers()
+            except StorageError as exc:
+                log.warning("backlog quota check failed", topic=topic.name, error=str(exc))
+            topic.disconnect_producers_over_quota()
+
+    @staticmethod
+    async def _every(interval_s: float, job: Callable[[], Awaitable[None]]) -> None:
         while True:
-            await asyncio.sleep(self._interval)
-            await self.sweep()
+            await asyncio.sleep(interval_s)
+            await job()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
+        tasks, self._tasks = self._tasks, []
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
             with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+                await task

@@ -118,7 +118,9 @@ class BrokerService:
         self._name_counter = itertools.count()
         self.is_closed = False
         self.expiry = ExpiryMonitor(
-            lambda: self.topics.values(), config.message_expiry_check_interval_seconds
+            lambda: self.topics.values(),
+            config.message_expiry_check_interval_seconds,
+            quota_interval_s=config.backlog_quota_check_interval_seconds,
         )
         # Computed when scraped, so they never drift from the registry.
         metrics.topics.set_function(lambda: len(self.topics))

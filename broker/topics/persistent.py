@@ -199,6 +199,29 @@ class PersistentTopic(TopicProducers):
             if sub.skip_entries(max(1, slowest.backlog_entries // 10)) == 0:
                 return
 
+    def disconnect_producers_over_quota(self) -> int:
+        """A blocking quota (producer_request_hold / producer_exception) also
+        stops producers already connected, as Pulsar's quota monitor does: they
+        are closed, and their reconnection is refused by check_producer with
+        the policy's error until the backlog fits again."""
+        quota = self.backlog_quota
+        if quota is None or quota.policy == "consumer_backlog_eviction" or not self.producers:
+            return 0
+        size = backlog_bytes(self.ledger)
+        if size <= quota.limit_size:
+            return 0
+        count = len(self.producers)
+        log.warning(
+            "backlog quota exceeded: disconnecting producers",
+            topic=self.name,
+            backlog_bytes=size,
+            limit_bytes=quota.limit_size,
+            policy=quota.policy,
+            producers=count,
+        )
+        self.close_producers(notify_clients=True)
+        return count
+
     # ------------------------------------------------------------ consuming
 
     async def subscribe(

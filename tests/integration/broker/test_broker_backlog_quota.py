@@ -51,7 +51,7 @@ def test_blocking_policies_refuse_new_producers(broker: BrokerThread, policy: st
 def test_consumer_backlog_eviction(broker_factory: BrokerFactory) -> None:
     """Producers keep publishing; the sweep skips the slow subscription's
     oldest messages until the backlog fits the quota."""
-    broker = broker_factory(message_expiry_check_interval_seconds=0.2)
+    broker = broker_factory(backlog_quota_check_interval_seconds=0.2)
     topic = _namespace_with_quota(broker, "consumer_backlog_eviction")
     with official_client(broker.url) as client:
         _fill(client, topic)
@@ -66,3 +66,88 @@ def test_consumer_backlog_eviction(broker_factory: BrokerFactory) -> None:
     assert 0 < backlog() < 20
     stored = http_call("GET", url)[1]["storageSize"]
     assert backlog() * stored // 20 <= 1000 + stored // 20
+
+
+def _topic_url(broker: BrokerThread, topic: str) -> str:
+    return f"{broker.http_url}/admin/v2/{topic.replace('://', '/')}"
+
+
+def _wait_publishers(broker: BrokerThread, topic: str, count: int) -> None:
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        stats = http_call("GET", f"{_topic_url(broker, topic)}/stats")[1]
+        if len(stats["publishers"]) == count:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"{topic} never had {count} publishers")
+
+
+def _fill_through(producer: pulsar.Producer) -> None:
+    for _ in range(20):
+        producer.send(b"x" * 200)
+
+
+def test_producer_exception_stops_a_connected_producer(broker_factory: BrokerFactory) -> None:
+    """producer_exception on a producer already connected: the quota check
+    closes it, its reconnection is refused, and its pending sends fail with
+    ProducerBlockedQuotaExceededException; once the backlog is cleared the same
+    producer publishes again (Pulsar's backlog quota monitor)."""
+    broker = broker_factory(backlog_quota_check_interval_seconds=0.2)
+    topic = _namespace_with_quota(broker, "producer_exception")
+    with official_client(broker.url) as client:
+        client.subscribe(topic, "slow").close()
+        producer = client.create_producer(topic, batching_enabled=False, send_timeout_millis=20_000)
+        _fill_through(producer)
+        _wait_publishers(broker, topic, 0)
+        with pytest.raises(pulsar.ProducerBlockedQuotaExceededException):
+            producer.send(b"refused")
+        assert http_call("POST", f"{_topic_url(broker, topic)}/subscription/slow/skip_all") == (
+            204,
+            None,
+        )
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                producer.send(b"accepted")
+                break
+            except pulsar.ProducerBlockedQuotaExceededException:
+                assert time.monotonic() < deadline, "producer never recovered"
+                time.sleep(0.2)
+        producer.close()
+        reader = client.create_reader(topic, pulsar.MessageId.earliest)
+        bodies = []
+        while reader.has_message_available():
+            bodies.append(reader.read_next(5000).data())
+        assert b"refused" not in bodies and bodies[-1] == b"accepted"
+
+
+def test_producer_request_hold_holds_a_connected_producer(broker_factory: BrokerFactory) -> None:
+    """producer_request_hold on a producer already connected: it is closed and
+    its reconnection refused with ProducerBlockedQuotaExceededError, which the
+    client retries, so a send made meanwhile stays pending (nothing stored)
+    and completes once the backlog fits again."""
+    broker = broker_factory(backlog_quota_check_interval_seconds=0.2)
+    topic = _namespace_with_quota(broker, "producer_request_hold")
+    with official_client(broker.url) as client:
+        client.subscribe(topic, "slow").close()
+        producer = client.create_producer(topic, batching_enabled=False, send_timeout_millis=60_000)
+        _fill_through(producer)
+        _wait_publishers(broker, topic, 0)
+        outcome: list[tuple[object, object]] = []
+        producer.send_async(b"held", lambda res, mid: outcome.append((res, mid)))
+        stats_url = f"{_topic_url(broker, topic)}/stats"
+        held_deadline = time.monotonic() + 1.5
+        while time.monotonic() < held_deadline:
+            assert not outcome, "a held send completed while over the quota"
+            time.sleep(0.1)
+        assert http_call("GET", stats_url)[1]["subscriptions"]["slow"]["msgBacklog"] == 20
+        assert http_call("POST", f"{_topic_url(broker, topic)}/subscription/slow/skip_all") == (
+            204,
+            None,
+        )
+        deadline = time.monotonic() + 30
+        while not outcome and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert outcome and outcome[0][0] == pulsar.Result.Ok, outcome
+        assert http_call("GET", stats_url)[1]["subscriptions"]["slow"]["msgBacklog"] == 1
+        producer.close()
