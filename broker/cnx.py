@@ -30,14 +30,13 @@ from magnetar.broker.auth.tls import peer_common_name
 from magnetar.broker.cnx_consumers import ConsumerCommands
 from magnetar.broker.cnx_producers import ProducerCommands
 from magnetar.broker.cnx_schemas import SchemaCommands
+from magnetar.broker.cnx_topic_lists import TopicListCommands
 from magnetar.broker.config import BrokerConfig
-from magnetar.broker.errors import BrokerServiceError, TopicNotFoundError
+from magnetar.broker.errors import BrokerServiceError
 from magnetar.broker.limits import ConnectionLimiter
 from magnetar.broker.metrics import BrokerMetrics
-from magnetar.broker.resources import ResourceNotFound
 from magnetar.broker.service import BrokerService, parse_topic
 from magnetar.broker.storage.api import StorageError
-from magnetar.broker.topic_list import filter_topics, topics_hash
 from magnetar.proto import pulsar_api_pb2 as pb
 from magnetar.proto.errors import (
     ChecksumMismatch,
@@ -116,6 +115,7 @@ class ServerCnx(asyncio.Protocol):
         producer_commands = self.producer_commands
         consumer_commands = self.consumer_commands
         schema_commands = SchemaCommands(self)
+        self.topic_list_commands = topic_lists = TopicListCommands(self)
         self._handlers: dict[int, Callable[[Frame], None]] = {
             T.SEND: producer_commands.handle_send,
             T.FLOW: consumer_commands.handle_flow,
@@ -133,7 +133,9 @@ class ServerCnx(asyncio.Protocol):
             T.GET_LAST_MESSAGE_ID: consumer_commands.handle_get_last_message_id,
             T.SEEK: consumer_commands.handle_seek,
             T.CONSUMER_STATS: consumer_commands.handle_consumer_stats,
-            T.GET_TOPICS_OF_NAMESPACE: self._handle_topics_of_namespace,
+            T.GET_TOPICS_OF_NAMESPACE: topic_lists.handle_topics_of_namespace,
+            T.WATCH_TOPIC_LIST: topic_lists.handle_watch_topic_list,
+            T.WATCH_TOPIC_LIST_CLOSE: topic_lists.handle_watch_topic_list_close,
             T.GET_SCHEMA: schema_commands.handle_get_schema,
             T.GET_OR_CREATE_SCHEMA: schema_commands.handle_get_or_create_schema,
             T.AUTH_RESPONSE: self._handle_auth_response,
@@ -223,6 +225,11 @@ class ServerCnx(asyncio.Protocol):
     def consumer_closed_by_broker(self, consumer_id: int) -> None:
         self.consumer_commands.closed_by_broker(consumer_id)
         self.write(commands.close_consumer(consumer_id))
+
+    def watch_topic_update(
+        self, watcher_id: int, new: list[str], deleted: list[str], digest: str
+    ) -> None:
+        self.write(commands.watch_topic_update(watcher_id, new, deleted, digest))
 
     def active_consumer_changed(self, consumer_id: int, is_active: bool) -> None:
         self.write(commands.active_consumer_change(consumer_id, is_active))
@@ -349,6 +356,7 @@ class ServerCnx(asyncio.Protocol):
         self._throttle = self._auth_timer = None
         self.producer_commands.detach_all()
         self.consumer_commands.detach_all()
+        self.topic_list_commands.detach_all()
         self.metrics.connections.dec()
         if self._limiter is not None and self._peer_ip is not None:
             self._limiter.release(self._peer_ip)
@@ -597,49 +605,3 @@ class ServerCnx(asyncio.Protocol):
             )
             return
         self.write(commands.partitioned_metadata(request_id, partitions))
-
-    def _handle_topics_of_namespace(self, frame: Frame) -> None:
-        cmd = frame.command.getTopicsOfNamespace
-        self.spawn(self._topics_of_namespace(cmd), cmd.request_id, "GET_TOPICS_OF_NAMESPACE")
-
-    async def _topics_of_namespace(self, cmd: pb.CommandGetTopicsOfNamespace) -> None:
-        Mode = pb.CommandGetTopicsOfNamespace
-        domains = {
-            Mode.PERSISTENT: ("persistent",),
-            Mode.NON_PERSISTENT: ("non-persistent",),
-        }.get(cmd.mode, ("persistent", "non-persistent"))
-        authorization = self.service.authorization
-        if authorization is not None:
-            tenant, _, local = cmd.namespace.partition("/")
-            if not await authorization.allowed(self.role or "", "", tenant, local):
-                raise BrokerServiceError(
-                    ServerError.AuthorizationError,
-                    f"role {self.role or ''!r} may not list the topics of {cmd.namespace}",
-                )
-        try:
-            topics = await self.service.topics_of_namespace(cmd.namespace, domains)
-        except ResourceNotFound as exc:
-            raise TopicNotFoundError(str(exc)) from exc
-        filtered = None
-        if cmd.topics_pattern:
-            filtered = filter_topics(topics, cmd.topics_pattern)
-        listed = topics if filtered is None else filtered
-        digest = topics_hash(listed)
-        unchanged = bool(cmd.topics_hash) and cmd.topics_hash == digest
-        self.log.debug(
-            "topics of namespace",
-            namespace=cmd.namespace,
-            mode=cmd.mode,
-            pattern=cmd.topics_pattern,
-            topics=len(listed),
-            changed=not unchanged,
-        )
-        self.write(
-            commands.topics_of_namespace(
-                cmd.request_id,
-                [] if unchanged else listed,
-                filtered=filtered is not None,
-                topics_hash=digest,
-                changed=not unchanged,
-            )
-        )

@@ -25,6 +25,15 @@ class CommandContext(ClientConnection, Protocol):
     @property
     def is_closed(self) -> bool: ...
 
+    # Who the client authenticated as (None: not authenticated).
+    role: str | None
+
+    def watch_topic_update(
+        self, watcher_id: int, new: list[str], deleted: list[str], digest: str
+    ) -> None:
+        """Tell a topic list watcher of topics that appeared or went."""
+        ...
+
     def write(self, frame: bytes) -> None:
         """Queue one encoded frame (no-op once closed)."""
         ...

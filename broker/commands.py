@@ -48,9 +48,10 @@ def connected(server_version: str, protocol_version: int, max_message_size: int)
     body.server_version = server_version
     body.protocol_version = protocol_version
     body.max_message_size = max_message_size
-    # No optional features yet (auth refresh, broker entry metadata,
-    # partial producers, topic watchers): an explicit all-false set.
-    body.feature_flags.SetInParent()
+    # Topic list watchers are offered (topic_watchers.py); auth refresh goes
+    # by AUTH_CHALLENGE whatever the flag; no broker entry metadata and no
+    # partial producers.
+    body.feature_flags.supports_topic_watchers = True
     return encode_command(command)
 
 
@@ -278,6 +279,30 @@ def topics_of_namespace(
     if topics_hash:
         body.topics_hash = topics_hash
     body.changed = changed
+    return encode_command(command)
+
+
+def watch_topic_list_success(
+    request_id: int, watcher_id: int, topics: list[str], topics_hash: str
+) -> bytes:
+    command = pb.BaseCommand(type=T.WATCH_TOPIC_LIST_SUCCESS)
+    body = command.watchTopicListSuccess
+    body.request_id = request_id
+    body.watcher_id = watcher_id
+    body.topic.extend(topics)
+    body.topics_hash = topics_hash
+    return encode_command(command)
+
+
+def watch_topic_update(
+    watcher_id: int, new_topics: list[str], deleted_topics: list[str], topics_hash: str
+) -> bytes:
+    command = pb.BaseCommand(type=T.WATCH_TOPIC_UPDATE)
+    body = command.watchTopicUpdate
+    body.watcher_id = watcher_id
+    body.new_topics.extend(new_topics)
+    body.deleted_topics.extend(deleted_topics)
+    body.topics_hash = topics_hash
     return encode_command(command)
 
 

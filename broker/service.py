@@ -45,6 +45,7 @@ from magnetar.broker.resources import (
 from magnetar.broker.schemas.registry import SchemaRegistry
 from magnetar.broker.storage.api import ManagedLedgerFactory, MetadataStore, Position
 from magnetar.broker.storage_setup import ledger_config
+from magnetar.broker.topic_watchers import TopicListWatchers
 from magnetar.broker.topics.base import Topic
 from magnetar.broker.topics.loader import (
     TopicSettings,
@@ -121,6 +122,9 @@ class BrokerService:
             lambda: self.topics.values(),
             config.message_expiry_check_interval_seconds,
             quota_interval_s=config.backlog_quota_check_interval_seconds,
+        )
+        self.topic_watchers = TopicListWatchers(
+            lambda namespace: self.topics_of_namespace(namespace, ("persistent",))
         )
         # Computed when scraped, so they never drift from the registry.
         metrics.topics.set_function(lambda: len(self.topics))
@@ -199,6 +203,7 @@ class BrokerService:
             partitions = self.config.default_num_partitions
             with contextlib.suppress(ResourceExists):
                 await self.resources.create_partitioned_topic(name, partitions)
+                self._topics_changed(name)
             partitions = await self.resources.get_partitions(name)
         return partitions
 
@@ -214,6 +219,7 @@ class BrokerService:
             raise InvalidResource(f"{name} is a partition name; use the base topic name")
         await self.check_namespace(name)
         await self.resources.create_partitioned_topic(name, partitions)
+        self._topics_changed(name)
 
     async def update_partitions(self, topic: str, partitions: int) -> None:
         """Grow a partitioned topic (Pulsar never shrinks one)."""
@@ -224,6 +230,7 @@ class BrokerService:
         if partitions <= current:
             raise InvalidResource(f"{name} has {current} partitions; the count can only grow")
         await self.resources.update_partitions(name, partitions)
+        self._topics_changed(name)
 
     async def delete_partitioned_topic(self, topic: str) -> None:
         """Delete a partitioned topic and its partitions' data; refused while a
@@ -238,6 +245,7 @@ class BrokerService:
         for partition in partitions:
             await self.delete_topic(partition)
         await self.resources.delete_partitioned_topic(name)
+        self._topics_changed(name)
 
     def _check_unused(self, topic: str) -> None:
         loaded = self.topics.get(topic)
@@ -257,6 +265,11 @@ class BrokerService:
             await loaded.close()
         await delete_topic_data(name, self.factory, self._topic_settings.compaction_dir)
         await self.resources.clear_terminated(name)
+        self._topics_changed(name)
+
+    def _topics_changed(self, name: TopicName) -> None:
+        """A namespace's topic list may have changed: watchers look again."""
+        self.topic_watchers.namespace_changed(f"{name.tenant}/{name.namespace}")
 
     async def terminate_topic(self, topic: str) -> Position:
         """Stop publishing on a persistent topic for good; its last position."""
@@ -326,6 +339,7 @@ class BrokerService:
             raise ServiceNotReadyError("broker is shutting down")
         self.topics[str(name)] = topic
         log.info("topic loaded", topic=str(name))
+        self._topics_changed(name)
         return topic
 
     async def _may_create(self, name: TopicName, create: bool) -> bool:
@@ -442,6 +456,7 @@ class BrokerService:
             return
         self.is_closed = True
         await self.expiry.stop()
+        await self.topic_watchers.stop()
         for task in list(self._loading.values()):
             task.cancel()
         await asyncio.gather(*self._loading.values(), return_exceptions=True)

@@ -1081,6 +1081,123 @@ class CommandGetTopicsOfNamespaceResponse(_message.Message):
 Global___CommandGetTopicsOfNamespaceResponse: _TypeAlias = CommandGetTopicsOfNamespaceResponse  # noqa: Y015
 
 @_typing.final
+class CommandWatchTopicList(_message.Message):
+    """Topic list watchers (protocol v20, PIP-145): the broker pushes changes to
+    the topics of a namespace that match a pattern.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    WATCHER_ID_FIELD_NUMBER: _builtins.int
+    NAMESPACE_FIELD_NUMBER: _builtins.int
+    TOPICS_PATTERN_FIELD_NUMBER: _builtins.int
+    TOPICS_HASH_FIELD_NUMBER: _builtins.int
+    request_id: _builtins.int
+    watcher_id: _builtins.int
+    namespace: _builtins.str
+    topics_pattern: _builtins.str
+    topics_hash: _builtins.str
+    """Set on a re-watch after a reconnection."""
+    def __init__(
+        self,
+        *,
+        request_id: _builtins.int | None = ...,
+        watcher_id: _builtins.int | None = ...,
+        namespace: _builtins.str | None = ...,
+        topics_pattern: _builtins.str | None = ...,
+        topics_hash: _builtins.str | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["namespace", b"namespace", "request_id", b"request_id", "topics_hash", b"topics_hash", "topics_pattern", b"topics_pattern", "watcher_id", b"watcher_id"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["namespace", b"namespace", "request_id", b"request_id", "topics_hash", b"topics_hash", "topics_pattern", b"topics_pattern", "watcher_id", b"watcher_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CommandWatchTopicList: _TypeAlias = CommandWatchTopicList  # noqa: Y015
+
+@_typing.final
+class CommandWatchTopicListSuccess(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    WATCHER_ID_FIELD_NUMBER: _builtins.int
+    TOPIC_FIELD_NUMBER: _builtins.int
+    TOPICS_HASH_FIELD_NUMBER: _builtins.int
+    request_id: _builtins.int
+    watcher_id: _builtins.int
+    topics_hash: _builtins.str
+    @_builtins.property
+    def topic(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        request_id: _builtins.int | None = ...,
+        watcher_id: _builtins.int | None = ...,
+        topic: _abc.Iterable[_builtins.str] | None = ...,
+        topics_hash: _builtins.str | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["request_id", b"request_id", "topic", b"topic", "topics_hash", b"topics_hash", "watcher_id", b"watcher_id"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["request_id", b"request_id", "topic", b"topic", "topics_hash", b"topics_hash", "watcher_id", b"watcher_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CommandWatchTopicListSuccess: _TypeAlias = CommandWatchTopicListSuccess  # noqa: Y015
+
+@_typing.final
+class CommandWatchTopicUpdate(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    WATCHER_ID_FIELD_NUMBER: _builtins.int
+    NEW_TOPICS_FIELD_NUMBER: _builtins.int
+    DELETED_TOPICS_FIELD_NUMBER: _builtins.int
+    TOPICS_HASH_FIELD_NUMBER: _builtins.int
+    watcher_id: _builtins.int
+    topics_hash: _builtins.str
+    @_builtins.property
+    def new_topics(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def deleted_topics(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        watcher_id: _builtins.int | None = ...,
+        new_topics: _abc.Iterable[_builtins.str] | None = ...,
+        deleted_topics: _abc.Iterable[_builtins.str] | None = ...,
+        topics_hash: _builtins.str | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["deleted_topics", b"deleted_topics", "new_topics", b"new_topics", "topics_hash", b"topics_hash", "watcher_id", b"watcher_id"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["deleted_topics", b"deleted_topics", "new_topics", b"new_topics", "topics_hash", b"topics_hash", "watcher_id", b"watcher_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CommandWatchTopicUpdate: _TypeAlias = CommandWatchTopicUpdate  # noqa: Y015
+
+@_typing.final
+class CommandWatchTopicListClose(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    WATCHER_ID_FIELD_NUMBER: _builtins.int
+    request_id: _builtins.int
+    watcher_id: _builtins.int
+    def __init__(
+        self,
+        *,
+        request_id: _builtins.int | None = ...,
+        watcher_id: _builtins.int | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["request_id", b"request_id", "watcher_id", b"watcher_id"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["request_id", b"request_id", "watcher_id", b"watcher_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CommandWatchTopicListClose: _TypeAlias = CommandWatchTopicListClose  # noqa: Y015
+
+@_typing.final
 class CommandGetSchema(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -2236,6 +2353,10 @@ class BaseCommand(_message.Message):
     ACKRESPONSE_FIELD_NUMBER: _builtins.int
     GETORCREATESCHEMA_FIELD_NUMBER: _builtins.int
     GETORCREATESCHEMARESPONSE_FIELD_NUMBER: _builtins.int
+    WATCHTOPICLIST_FIELD_NUMBER: _builtins.int
+    WATCHTOPICLISTSUCCESS_FIELD_NUMBER: _builtins.int
+    WATCHTOPICUPDATE_FIELD_NUMBER: _builtins.int
+    WATCHTOPICLISTCLOSE_FIELD_NUMBER: _builtins.int
     type: Global___BaseCommand.Type.ValueType
     @_builtins.property
     def connect(self) -> Global___CommandConnect: ...
@@ -2315,6 +2436,14 @@ class BaseCommand(_message.Message):
     def getOrCreateSchema(self) -> Global___CommandGetOrCreateSchema: ...
     @_builtins.property
     def getOrCreateSchemaResponse(self) -> Global___CommandGetOrCreateSchemaResponse: ...
+    @_builtins.property
+    def watchTopicList(self) -> Global___CommandWatchTopicList: ...
+    @_builtins.property
+    def watchTopicListSuccess(self) -> Global___CommandWatchTopicListSuccess: ...
+    @_builtins.property
+    def watchTopicUpdate(self) -> Global___CommandWatchTopicUpdate: ...
+    @_builtins.property
+    def watchTopicListClose(self) -> Global___CommandWatchTopicListClose: ...
     def __init__(
         self,
         *,
@@ -2358,10 +2487,14 @@ class BaseCommand(_message.Message):
         ackResponse: Global___CommandAckResponse | None = ...,
         getOrCreateSchema: Global___CommandGetOrCreateSchema | None = ...,
         getOrCreateSchemaResponse: Global___CommandGetOrCreateSchemaResponse | None = ...,
+        watchTopicList: Global___CommandWatchTopicList | None = ...,
+        watchTopicListSuccess: Global___CommandWatchTopicListSuccess | None = ...,
+        watchTopicUpdate: Global___CommandWatchTopicUpdate | None = ...,
+        watchTopicListClose: Global___CommandWatchTopicListClose | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["ack", b"ack", "ackResponse", b"ackResponse", "active_consumer_change", b"active_consumer_change", "authChallenge", b"authChallenge", "authResponse", b"authResponse", "close_consumer", b"close_consumer", "close_producer", b"close_producer", "connect", b"connect", "connected", b"connected", "consumerStats", b"consumerStats", "consumerStatsResponse", b"consumerStatsResponse", "error", b"error", "flow", b"flow", "getLastMessageId", b"getLastMessageId", "getLastMessageIdResponse", b"getLastMessageIdResponse", "getOrCreateSchema", b"getOrCreateSchema", "getOrCreateSchemaResponse", b"getOrCreateSchemaResponse", "getSchema", b"getSchema", "getSchemaResponse", b"getSchemaResponse", "getTopicsOfNamespace", b"getTopicsOfNamespace", "getTopicsOfNamespaceResponse", b"getTopicsOfNamespaceResponse", "lookupTopic", b"lookupTopic", "lookupTopicResponse", b"lookupTopicResponse", "message", b"message", "partitionMetadata", b"partitionMetadata", "partitionMetadataResponse", b"partitionMetadataResponse", "ping", b"ping", "pong", b"pong", "producer", b"producer", "producer_success", b"producer_success", "reachedEndOfTopic", b"reachedEndOfTopic", "redeliverUnacknowledgedMessages", b"redeliverUnacknowledgedMessages", "seek", b"seek", "send", b"send", "send_error", b"send_error", "send_receipt", b"send_receipt", "subscribe", b"subscribe", "success", b"success", "type", b"type", "unsubscribe", b"unsubscribe"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["ack", b"ack", "ackResponse", b"ackResponse", "active_consumer_change", b"active_consumer_change", "authChallenge", b"authChallenge", "authResponse", b"authResponse", "close_consumer", b"close_consumer", "close_producer", b"close_producer", "connect", b"connect", "connected", b"connected", "consumerStats", b"consumerStats", "consumerStatsResponse", b"consumerStatsResponse", "error", b"error", "flow", b"flow", "getLastMessageId", b"getLastMessageId", "getLastMessageIdResponse", b"getLastMessageIdResponse", "getOrCreateSchema", b"getOrCreateSchema", "getOrCreateSchemaResponse", b"getOrCreateSchemaResponse", "getSchema", b"getSchema", "getSchemaResponse", b"getSchemaResponse", "getTopicsOfNamespace", b"getTopicsOfNamespace", "getTopicsOfNamespaceResponse", b"getTopicsOfNamespaceResponse", "lookupTopic", b"lookupTopic", "lookupTopicResponse", b"lookupTopicResponse", "message", b"message", "partitionMetadata", b"partitionMetadata", "partitionMetadataResponse", b"partitionMetadataResponse", "ping", b"ping", "pong", b"pong", "producer", b"producer", "producer_success", b"producer_success", "reachedEndOfTopic", b"reachedEndOfTopic", "redeliverUnacknowledgedMessages", b"redeliverUnacknowledgedMessages", "seek", b"seek", "send", b"send", "send_error", b"send_error", "send_receipt", b"send_receipt", "subscribe", b"subscribe", "success", b"success", "type", b"type", "unsubscribe", b"unsubscribe", "watchTopicList", b"watchTopicList", "watchTopicListClose", b"watchTopicListClose", "watchTopicListSuccess", b"watchTopicListSuccess", "watchTopicUpdate", b"watchTopicUpdate"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["ack", b"ack", "ackResponse", b"ackResponse", "active_consumer_change", b"active_consumer_change", "authChallenge", b"authChallenge", "authResponse", b"authResponse", "close_consumer", b"close_consumer", "close_producer", b"close_producer", "connect", b"connect", "connected", b"connected", "consumerStats", b"consumerStats", "consumerStatsResponse", b"consumerStatsResponse", "error", b"error", "flow", b"flow", "getLastMessageId", b"getLastMessageId", "getLastMessageIdResponse", b"getLastMessageIdResponse", "getOrCreateSchema", b"getOrCreateSchema", "getOrCreateSchemaResponse", b"getOrCreateSchemaResponse", "getSchema", b"getSchema", "getSchemaResponse", b"getSchemaResponse", "getTopicsOfNamespace", b"getTopicsOfNamespace", "getTopicsOfNamespaceResponse", b"getTopicsOfNamespaceResponse", "lookupTopic", b"lookupTopic", "lookupTopicResponse", b"lookupTopicResponse", "message", b"message", "partitionMetadata", b"partitionMetadata", "partitionMetadataResponse", b"partitionMetadataResponse", "ping", b"ping", "pong", b"pong", "producer", b"producer", "producer_success", b"producer_success", "reachedEndOfTopic", b"reachedEndOfTopic", "redeliverUnacknowledgedMessages", b"redeliverUnacknowledgedMessages", "seek", b"seek", "send", b"send", "send_error", b"send_error", "send_receipt", b"send_receipt", "subscribe", b"subscribe", "success", b"success", "type", b"type", "unsubscribe", b"unsubscribe"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ack", b"ack", "ackResponse", b"ackResponse", "active_consumer_change", b"active_consumer_change", "authChallenge", b"authChallenge", "authResponse", b"authResponse", "close_consumer", b"close_consumer", "close_producer", b"close_producer", "connect", b"connect", "connected", b"connected", "consumerStats", b"consumerStats", "consumerStatsResponse", b"consumerStatsResponse", "error", b"error", "flow", b"flow", "getLastMessageId", b"getLastMessageId", "getLastMessageIdResponse", b"getLastMessageIdResponse", "getOrCreateSchema", b"getOrCreateSchema", "getOrCreateSchemaResponse", b"getOrCreateSchemaResponse", "getSchema", b"getSchema", "getSchemaResponse", b"getSchemaResponse", "getTopicsOfNamespace", b"getTopicsOfNamespace", "getTopicsOfNamespaceResponse", b"getTopicsOfNamespaceResponse", "lookupTopic", b"lookupTopic", "lookupTopicResponse", b"lookupTopicResponse", "message", b"message", "partitionMetadata", b"partitionMetadata", "partitionMetadataResponse", b"partitionMetadataResponse", "ping", b"ping", "pong", b"pong", "producer", b"producer", "producer_success", b"producer_success", "reachedEndOfTopic", b"reachedEndOfTopic", "redeliverUnacknowledgedMessages", b"redeliverUnacknowledgedMessages", "seek", b"seek", "send", b"send", "send_error", b"send_error", "send_receipt", b"send_receipt", "subscribe", b"subscribe", "success", b"success", "type", b"type", "unsubscribe", b"unsubscribe", "watchTopicList", b"watchTopicList", "watchTopicListClose", b"watchTopicListClose", "watchTopicListSuccess", b"watchTopicListSuccess", "watchTopicUpdate", b"watchTopicUpdate"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -46,6 +46,7 @@ from magnetar.client.aio.policies import BatchReceivePolicy, DeadLetterPolicy, K
 from magnetar.client.aio.pool import ConnectionPool
 from magnetar.client.aio.producer import Producer
 from magnetar.client.aio.reader import Reader
+from magnetar.proto import pulsar_api_pb2 as pb
 from magnetar.proto.hashes import DEFAULT_HASHING_SCHEME, HashingScheme
 from magnetar.proto.ids import MessageId
 from magnetar.proto.naming import InvalidTopicName as _BadName
@@ -381,7 +382,12 @@ class Client:
 
         multi = MultiTopicsConsumer(pattern.pattern, subscription, conf)
         await multi.start([parse_topic(t) for t in await matching()], self.subscribe_one)
-        multi.discover(matching, parse_topic, float(conf.pattern_auto_discovery_period))
+        watch = None
+        persistent_only = mode == pb.CommandGetTopicsOfNamespace.PERSISTENT
+        if persistent_only and self.service_url.scheme == "pulsar":
+            address = self.service_url.addresses[0]
+            watch = (namespace, lambda: self._pool.get_connection(address))
+        multi.discover(matching, parse_topic, float(conf.pattern_auto_discovery_period), watch)
         return multi
 
     async def create_reader(

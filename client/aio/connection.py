@@ -59,6 +59,7 @@ _RESPONSE_TYPES = frozenset(
         T.GET_SCHEMA_RESPONSE,
         T.ACK_RESPONSE,
         T.CONSUMER_STATS_RESPONSE,
+        T.WATCH_TOPIC_LIST_SUCCESS,
     }
 )
 
@@ -79,6 +80,13 @@ class ConsumerEndpoint(Protocol):
     def handle_bad_checksum(self, frame: Frame) -> None: ...
     def handle_close_consumer(self) -> None: ...
     def handle_active_consumer_change(self, is_active: bool) -> None: ...
+    def connection_closed(self, cnx: ClientConnection) -> None: ...
+
+
+class TopicListWatcherEndpoint(Protocol):
+    """What a connection calls on a topic list watcher registered with it."""
+
+    def handle_topic_update(self, update: pb.CommandWatchTopicUpdate) -> None: ...
     def connection_closed(self, cnx: ClientConnection) -> None: ...
 
 
@@ -106,6 +114,8 @@ class ClientConnection:
         self.max_message_size = DEFAULT_MAX_MESSAGE_SIZE
         self.server_version = ""
         self.protocol_version = 0
+        # CONNECTED's feature flag: the broker serves WATCH_TOPIC_LIST.
+        self.supports_topic_watchers = False
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._decoder = FrameDecoder()
@@ -113,6 +123,7 @@ class ClientConnection:
         self._request_ids = itertools.count(1)
         self._producers: dict[int, ProducerEndpoint] = {}
         self._consumers: dict[int, ConsumerEndpoint] = {}
+        self._watchers: dict[int, TopicListWatcherEndpoint] = {}
         self._handshake: asyncio.Future[pb.CommandConnected] | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._heard_from_broker = True
@@ -164,6 +175,7 @@ class ClientConnection:
             raise
         self.server_version = connected.server_version
         self.protocol_version = connected.protocol_version
+        self.supports_topic_watchers = connected.feature_flags.supports_topic_watchers
         if connected.HasField("max_message_size") and connected.max_message_size > 0:
             self.max_message_size = connected.max_message_size
         self._decoder.max_frame_size = self.max_message_size + FRAME_HEADROOM
@@ -211,6 +223,9 @@ class ClientConnection:
             producer.connection_closed(self)
         for consumer in consumers.values():
             consumer.connection_closed(self)
+        watchers, self._watchers = self._watchers, {}
+        for watcher in watchers.values():
+            watcher.connection_closed(self)
         current = asyncio.current_task()
         for task in self._tasks:
             if task is not current:
@@ -245,6 +260,13 @@ class ClientConnection:
     def remove_consumer(self, consumer_id: int, consumer: ConsumerEndpoint) -> None:
         if self._consumers.get(consumer_id) is consumer:
             del self._consumers[consumer_id]
+
+    def register_watcher(self, watcher_id: int, watcher: TopicListWatcherEndpoint) -> None:
+        self._watchers[watcher_id] = watcher
+
+    def remove_watcher(self, watcher_id: int, watcher: TopicListWatcherEndpoint) -> None:
+        if self._watchers.get(watcher_id) is watcher:
+            del self._watchers[watcher_id]
 
     # -- writing ---------------------------------------------------------
 
@@ -363,6 +385,11 @@ class ClientConnection:
             consumer = self._consumers.get(change.consumer_id)
             if consumer is not None:
                 consumer.handle_active_consumer_change(change.is_active)
+        elif kind == T.WATCH_TOPIC_UPDATE:
+            update = command.watchTopicUpdate
+            watcher = self._watchers.get(update.watcher_id)
+            if watcher is not None:
+                watcher.handle_topic_update(update)
         else:
             self._log.debug("ignored command", command=command_name(kind))
 

@@ -12,25 +12,24 @@ its topic (as the official client refuses it).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from magnetar.client.aio.config import ConsumerConfiguration
 from magnetar.client.aio.consumer import Consumer
+from magnetar.client.aio.discovery import ListTopics, PatternDiscovery
 from magnetar.client.aio.errors import (
     InvalidConfiguration,
     OperationNotSupported,
-    PulsarException,
 )
 from magnetar.client.aio.incoming_queue import IncomingQueue
 from magnetar.client.aio.listener import ListenerRunner
 from magnetar.client.aio.log import get_logger
 from magnetar.client.aio.message import Message
+from magnetar.client.aio.topic_watcher import Connect
 from magnetar.proto.ids import MessageId
 
 SubscribeOne = Callable[[Any, str, ConsumerConfiguration], Awaitable[Consumer]]
-ListTopics = Callable[[], Awaitable[list[str]]]
 
 _log = get_logger("magnetar.client.consumer")
 
@@ -50,7 +49,8 @@ class MultiTopicsConsumer:
         self._app_sink: Callable[[Any, Message], None] | None = None
         self.on_queue_cleared: Callable[[], None] | None = None
         self.on_closed: Callable[[], None] | None = None
-        self._discovery: asyncio.Task[None] | None = None
+        self._discovery: PatternDiscovery | None = None
+        self._parse: Callable[[str], Any] = str
         self._listener: ListenerRunner | None = None
         if conf.receiver_queue_size == 0:
             raise InvalidConfiguration("a zero receiver queue cannot be used over several topics")
@@ -82,34 +82,30 @@ class MultiTopicsConsumer:
         for msg in consumer.queue.clear():
             self._sink(consumer, msg)
 
-    def discover(self, list_topics: ListTopics, parse: Callable[[str], Any], period: float) -> None:
-        """Pattern consumers: every `period` seconds, subscribe to topics that
-        appeared and leave those that are gone (SEM-1 pattern_auto_discovery_period)."""
-        self._discovery = asyncio.get_running_loop().create_task(
-            self._discovery_loop(list_topics, parse, period), name=f"pulsar-discovery-{self._topic}"
-        )
-
-    async def _discovery_loop(
-        self, list_topics: ListTopics, parse: Callable[[str], Any], period: float
+    def discover(
+        self,
+        list_topics: ListTopics,
+        parse: Callable[[str], Any],
+        period: float,
+        watch: tuple[str, Connect] | None = None,
     ) -> None:
-        while True:
-            await asyncio.sleep(period)
-            try:
-                current = set(await list_topics())
-            except PulsarException as exc:
-                _log.info(
-                    "topic discovery failed; next period", pattern=self._topic, error=str(exc)
-                )
-                continue
-            for name in sorted(current - set(self.consumers)):
-                try:
-                    await self._add(parse(name))
-                    _log.info("pattern consumer added a topic", pattern=self._topic, topic=name)
-                except PulsarException as exc:
-                    _log.info("subscribing a discovered topic failed", topic=name, error=str(exc))
-            for name in sorted(set(self.consumers) - current):
-                consumer = self.consumers.pop(name)
-                await consumer.close()
+        """Pattern consumers: subscribe to topics that appear and leave those
+        that go (SEM-1 pattern_auto_discovery_period; discovery.py)."""
+        self._parse = parse
+        self._discovery = PatternDiscovery(self, self._topic, list_topics, period, watch=watch)
+        self._discovery.start()
+
+    # DiscoveryOwner
+    def topic_names(self) -> set[str]:
+        return set(self.consumers)
+
+    async def add_topic(self, name: str) -> None:
+        await self._add(self._parse(name))
+
+    async def remove_topic(self, name: str) -> None:
+        consumer = self.consumers.pop(name, None)
+        if consumer is not None:
+            await consumer.close()
 
     def _sink(self, _consumer: Consumer, msg: Message) -> None:
         sink = self._app_sink
@@ -250,9 +246,7 @@ class MultiTopicsConsumer:
     async def close(self) -> None:
         discovery, self._discovery = self._discovery, None
         if discovery is not None:
-            discovery.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await discovery
+            await discovery.close()
         if self._listener is not None:
             await self._listener.stop()
         consumers = list(self.consumers.values())

@@ -59,8 +59,9 @@ def test_frame_sequences_decode_in_order(cases: list[FrameCase], sizes: list[int
 
 def test_strategy_covers_every_body_type() -> None:
     """The round trip above draws from all command types that have a body."""
-    assert len(BODY_TYPES) == 39
+    assert len(BODY_TYPES) == 43
     assert {T.CONNECT, T.SEND, T.MESSAGE, T.GET_OR_CREATE_SCHEMA_RESPONSE} <= set(BODY_TYPES)
+    assert {T.WATCH_TOPIC_LIST, T.WATCH_TOPIC_UPDATE} <= set(BODY_TYPES)
 
 
 def _check_decodes_safely(data: bytes, sizes: list[int]) -> None:
