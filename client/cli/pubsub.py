@@ -4,6 +4,8 @@ own client (magnetar.client), with a progress bar on long runs."""
 from __future__ import annotations
 
 import click
+from rich.console import Console
+from rich.progress import Progress
 
 from magnetar import client as pulsar
 
@@ -14,8 +16,18 @@ _SERVICE_URL = click.option(
     envvar="MAGNETAR_SERVICE_URL",
     help="The broker's service URL.",
 )
-# Runs at least this long get a progress bar.
+# Runs at least this long (or open-ended consumes) get a progress display.
 _PROGRESS_FROM = 100
+
+
+def _progress(count: int) -> Progress:
+    """A progress display on standard error, shown for long or open-ended
+    runs only (message bodies keep standard output to themselves)."""
+    return Progress(
+        console=Console(stderr=True),
+        disable=0 < count < _PROGRESS_FROM,
+        transient=True,
+    )
 
 
 @click.command()
@@ -29,11 +41,11 @@ def produce(topic: str, messages: tuple[str, ...], num_produce: int, url: str) -
     try:
         producer = client.create_producer(topic)
         bodies = [m.encode() for m in messages] * num_produce
-        with click.progressbar(
-            bodies, label="producing", hidden=len(bodies) < _PROGRESS_FROM, file=None
-        ) as bar:
-            for body in bar:
+        with _progress(len(bodies)) as progress:
+            task = progress.add_task("producing", total=len(bodies))
+            for body in bodies:
                 producer.send(body)
+                progress.advance(task)
         producer.close()
         click.echo(f"{len(bodies)} messages produced", err=True)
     finally:
@@ -73,11 +85,14 @@ def consume(
             ),
         )
         received = 0
-        while num_messages == 0 or received < num_messages:
-            message = consumer.receive()
-            click.echo(message.data().decode(errors="replace"))
-            consumer.acknowledge(message)
-            received += 1
+        with _progress(num_messages) as progress:
+            task = progress.add_task("consuming", total=num_messages or None)
+            while num_messages == 0 or received < num_messages:
+                message = consumer.receive()
+                click.echo(message.data().decode(errors="replace"))
+                consumer.acknowledge(message)
+                received += 1
+                progress.advance(task)
         consumer.close()
     finally:
         client.close()

@@ -105,6 +105,13 @@ def test_produce_and_consume(broker: BrokerThread) -> None:
     assert ran.stdout.split() == ["a", "b", "a", "b"]
     stats = http_call("GET", f"{broker.http_url}/admin/v2/{topic.replace('://', '/')}/stats")[1]
     assert stats["subscriptions"]["s"]["msgBacklog"] == 0
+    # A long run shows its progress on standard error only: standard output
+    # carries exactly the message bodies.
+    ran = _magnetar("produce", topic, "-m", "x", "-n", "150", *url)
+    assert ran.returncode == 0 and "150 messages produced" in ran.stderr, ran.stderr
+    ran = _magnetar("consume", topic, "-s", "s", "-n", "150", *url)
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.split() == ["x"] * 150
 
 
 def test_perf_produce_and_consume(broker: BrokerThread) -> None:
