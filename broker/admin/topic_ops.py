@@ -21,6 +21,7 @@ from magnetar.broker.service import BrokerService
 from magnetar.broker.storage.ledger import ManagedLedgerImpl
 from magnetar.broker.subscription import PersistentSubscription
 from magnetar.broker.topics.persistent import PersistentTopic
+from magnetar.proto import pulsar_api_pb2 as pb
 from magnetar.proto.frames import Payload
 
 
@@ -127,6 +128,13 @@ def routes(service: BrokerService, clock: Callable[[], float] = time.time) -> li
         }
         if meta.HasField("partition_key"):
             headers["X-Pulsar-Key"] = meta.partition_key
+        # The payload goes as stored: a reader needs these to decompress and
+        # split it (the admin CLI does).
+        if meta.compression:
+            headers["X-Pulsar-compression"] = pb.CompressionType.Name(meta.compression)
+            headers["X-Pulsar-uncompressed-size"] = str(meta.uncompressed_size)
+        if meta.HasField("num_messages_in_batch"):
+            headers["X-Pulsar-batch-size"] = str(meta.num_messages_in_batch)
         return web.Response(body=payload.payload, headers=headers)
 
     async def internal(request: web.Request) -> web.Response:

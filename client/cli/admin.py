@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from magnetar.client.cli.http import Admin
+from magnetar.client.cli.peek import peeked_messages
 
 
 def _topic_path(topic: str) -> str:
@@ -19,18 +20,53 @@ def _topic_path(topic: str) -> str:
     return f"{domain}/{rest}"
 
 
+def _human(value: Any, indent: int = 0) -> list[str]:
+    """Nested stats as indented `key: value` lines (what a person reads;
+    `--json` keeps the broker's JSON for scripts)."""
+    pad = "  " * indent
+    if isinstance(value, dict):
+        if not value:
+            return [f"{pad}(none)"]
+        lines = []
+        for key, item in value.items():
+            if isinstance(item, dict | list) and item:
+                lines.append(f"{pad}{key}:")
+                lines.extend(_human(item, indent + 1))
+            else:
+                lines.append(f"{pad}{key}: {_scalar(item)}")
+        return lines
+    if isinstance(value, list):
+        lines = []
+        for item in value:
+            if isinstance(item, dict | list) and item:
+                lines.append(f"{pad}-")
+                lines.extend(_human(item, indent + 1))
+            else:
+                lines.append(f"{pad}- {_scalar(item)}")
+        return lines
+    return [f"{pad}{_scalar(value)}"]
+
+
+def _scalar(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.2f}"
+    if value in ({}, []):
+        return "(none)"
+    return str(value)
+
+
 def _show(ctx: click.Context, value: Any) -> None:
     if value is None:
         return
     if ctx.obj["json"]:
         click.echo(json.dumps(value, indent=2, sort_keys=True))
-    elif isinstance(value, list):
+    elif isinstance(value, list) and all(isinstance(item, str) for item in value):
         for item in value:
             click.echo(item)
     elif isinstance(value, bytes):
         click.echo(value.decode(errors="replace"))
     else:
-        click.echo(json.dumps(value, indent=2, sort_keys=True))
+        click.echo("\n".join(_human(value)))
 
 
 def _admin(ctx: click.Context) -> Admin:
@@ -275,10 +311,29 @@ def expire(ctx: click.Context, topic: str, subscription: str, seconds: int) -> N
 @click.option("--count", "-n", type=int, default=1, show_default=True)
 @click.pass_context
 def peek(ctx: click.Context, topic: str, subscription: str, count: int) -> None:
+    """The first COUNT unacknowledged entries, batches split into their
+    messages (decompressed), one line each: id and body (with --json, objects
+    with the key and properties too)."""
     base = f"/admin/v2/{_topic_path(topic)}/subscription/{subscription}/position"
     for n in range(1, count + 1):
-        payload = _admin(ctx).call("GET", f"{base}/{n}")
-        _show(ctx, payload if not ctx.obj["json"] else payload.decode(errors="replace"))
+        response = _admin(ctx).request("GET", f"{base}/{n}")
+        for message in peeked_messages(response.headers, response.content):
+            if ctx.obj["json"]:
+                click.echo(json.dumps(message, sort_keys=True))
+            else:
+                click.echo(f"{message['id']}: {message['body']}")
+
+
+@topics.command("terminate")
+@click.argument("topic")
+@click.pass_context
+def terminate(ctx: click.Context, topic: str) -> None:
+    """No more messages may be published; prints the last message id."""
+    last = _admin(ctx).call("POST", f"/admin/v2/{_topic_path(topic)}/terminate")
+    if ctx.obj["json"]:
+        _show(ctx, last)
+    else:
+        click.echo(f"terminated; last message id {last['ledgerId']}:{last['entryId']}")
 
 
 @topics.command("unload")

@@ -17,8 +17,8 @@ class Admin:
     def __init__(self, url: str, timeout: float = 30.0) -> None:
         self._client = httpx.Client(base_url=url.rstrip("/"), timeout=timeout)
 
-    def call(self, method: str, path: str, body: object = None) -> Any:
-        """One request; the decoded JSON answer (None for 204)."""
+    def request(self, method: str, path: str, body: object = None) -> httpx.Response:
+        """One request; the response when it succeeded, else the exit code."""
         try:
             response = self._client.request(method, path, json=body if body is not None else None)
         except httpx.HTTPError as exc:
@@ -31,6 +31,11 @@ class Admin:
                 reason = response.text
             click.echo(f"error ({response.status_code}): {reason}", err=True)
             raise SystemExit(REFUSED)
+        return response
+
+    def call(self, method: str, path: str, body: object = None) -> Any:
+        """One request; the decoded JSON answer (None for 204)."""
+        response = self.request(method, path, body)
         if response.status_code == 204 or not response.content:
             return None
         content_type = response.headers.get("content-type", "")
