@@ -1,15 +1,20 @@
-"""Backlog quota (Pulsar's destination_storage quota): a size limit on a
-topic's backlog and what happens past it.
+"""Backlog quotas (Pulsar's backlogQuotaMap) and what happens past them.
 
-- producer_request_hold: new producers are refused with
-  ProducerBlockedQuotaExceededError (the client may retry later);
-- producer_exception: new producers are refused with
-  ProducerBlockedQuotaExceededException;
-- consumer_backlog_eviction: producers go on; the expiry sweep moves the
-  slowest subscriptions' mark-delete forward until the backlog fits.
+Two kinds, as in Pulsar:
+- destination_storage: a size limit (limitSize bytes) on the backlog, estimated
+  as Pulsar does from stored bytes (the share of the ledger's bytes that the
+  slowest durable cursor has not consumed);
+- message_age: a time limit (limitTime seconds) on the oldest unconsumed
+  message of the slowest durable subscription, measured by the periodic quota
+  check from that entry's publish time.
 
-The backlog size is estimated as Pulsar does, from stored bytes: the share of
-the ledger's bytes that the slowest durable cursor has not consumed.
+Past a limit, the quota's policy applies:
+- producer_request_hold: producers are disconnected by the check and refused
+  (new ones too) with ProducerBlockedQuotaExceededError, which clients retry;
+- producer_exception: the same with ProducerBlockedQuotaExceededException,
+  which fails the producers' pending sends;
+- consumer_backlog_eviction: producers go on; the slowest subscriptions skip
+  their oldest messages (size) or expire those older than the limit (age).
 """
 
 from __future__ import annotations
@@ -21,21 +26,40 @@ from typing import Any
 from magnetar.broker.errors import BrokerServiceError
 from magnetar.broker.storage.api import ManagedLedger
 from magnetar.proto.errors import ServerError
+from magnetar.proto.frames import Payload
 
 QUOTA_KEY = "backlog_quota_map"
+EVICTION = "consumer_backlog_eviction"
 
 
 @dataclass(frozen=True, slots=True)
 class BacklogQuota:
-    limit_size: int
+    limit: int  # bytes (destination_storage) or seconds (message_age)
     policy: str
 
+    @property
+    def blocks_producers(self) -> bool:
+        return self.policy != EVICTION
+
+
+@dataclass(frozen=True, slots=True)
+class BacklogQuotas:
+    size: BacklogQuota | None = None
+    age: BacklogQuota | None = None
+
     @classmethod
-    def from_policies(cls, policies: Mapping[str, Any]) -> BacklogQuota | None:
-        body = (policies.get(QUOTA_KEY) or {}).get("destination_storage")
-        if not isinstance(body, dict) or int(body.get("limitSize", -1)) < 0:
-            return None
-        return cls(int(body["limitSize"]), str(body.get("policy", "producer_request_hold")))
+    def from_policies(cls, policies: Mapping[str, Any]) -> BacklogQuotas:
+        quotas = policies.get(QUOTA_KEY) or {}
+        return cls(
+            _quota(quotas.get("destination_storage"), "limitSize"),
+            _quota(quotas.get("message_age"), "limitTime"),
+        )
+
+
+def _quota(body: object, field: str) -> BacklogQuota | None:
+    if not isinstance(body, dict) or int(body.get(field, -1)) < 0:
+        return None
+    return BacklogQuota(int(body[field]), str(body.get("policy", "producer_request_hold")))
 
 
 def backlog_bytes(ledger: ManagedLedger) -> int:
@@ -47,20 +71,62 @@ def backlog_bytes(ledger: ManagedLedger) -> int:
     return ledger.total_size * min(slowest, entries) // entries
 
 
-def check_producer(ledger: ManagedLedger, quota: BacklogQuota | None, topic: str) -> None:
-    """Refuse a new producer while the backlog is over a blocking quota."""
-    if quota is None or quota.policy == "consumer_backlog_eviction":
-        return
-    size = backlog_bytes(ledger)
-    if size <= quota.limit_size:
-        return
-    code = (
-        ServerError.ProducerBlockedQuotaExceededError
-        if quota.policy == "producer_request_hold"
-        else ServerError.ProducerBlockedQuotaExceededException
-    )
-    raise BrokerServiceError(
-        code,
-        f"cannot create producer on {topic}: its backlog (~{size} bytes) exceeds the "
-        f"backlog quota of {quota.limit_size} bytes (policy {quota.policy})",
-    )
+async def oldest_backlog_publish_ms(ledger: ManagedLedger) -> int | None:
+    """Publish time of the first entry the slowest durable subscription has
+    not consumed (None: no backlog)."""
+    durable = [c for c in ledger.cursors if c.is_durable and c.backlog_entries]
+    if not durable:
+        return None
+    slowest = min(durable, key=lambda c: c.mark_delete_position)
+    entries = await ledger.read_positions([ledger.next_position(slowest.mark_delete_position)])
+    if not entries:
+        return None
+    return int(Payload.parse(entries[0].data, verify_checksum=False).metadata.publish_time)
+
+
+class QuotaState:
+    """A topic's quotas and the age the last check measured."""
+
+    def __init__(self) -> None:
+        self.quotas = BacklogQuotas()
+        self.backlog_age_s = 0.0
+
+    async def measure_age(self, ledger: ManagedLedger, now_s: float) -> None:
+        if self.quotas.age is None:
+            self.backlog_age_s = 0.0
+            return
+        oldest = await oldest_backlog_publish_ms(ledger)
+        self.backlog_age_s = 0.0 if oldest is None else max(0.0, now_s - oldest / 1000)
+
+    def over_quota(
+        self, ledger: ManagedLedger, *, blocking: bool
+    ) -> tuple[BacklogQuota, str] | None:
+        """The quota (of a blocking policy, or of eviction) the backlog is
+        over, and why; None when within them."""
+        size, age = self.quotas.size, self.quotas.age
+        if size is not None and size.blocks_producers == blocking:
+            current = backlog_bytes(ledger)
+            if current > size.limit:
+                return size, (
+                    f"its backlog (~{current} bytes) exceeds the backlog quota of "
+                    f"{size.limit} bytes (policy {size.policy})"
+                )
+        if age is not None and age.blocks_producers == blocking and self.backlog_age_s > age.limit:
+            return age, (
+                f"its oldest unconsumed message ({self.backlog_age_s:.0f} s old) exceeds "
+                f"the backlog quota of {age.limit} s (policy {age.policy})"
+            )
+        return None
+
+    def check_producer(self, ledger: ManagedLedger, topic: str) -> None:
+        """Refuse a new producer while the backlog is over a blocking quota."""
+        over = self.over_quota(ledger, blocking=True)
+        if over is None:
+            return
+        quota, reason = over
+        code = (
+            ServerError.ProducerBlockedQuotaExceededError
+            if quota.policy == "producer_request_hold"
+            else ServerError.ProducerBlockedQuotaExceededException
+        )
+        raise BrokerServiceError(code, f"cannot create producer on {topic}: {reason}")

@@ -17,7 +17,7 @@ from typing import Any
 
 import structlog
 
-from magnetar.broker.backlog_quota import BacklogQuota
+from magnetar.broker.backlog_quota import BacklogQuotas
 from magnetar.broker.storage.api import StorageError
 from magnetar.broker.topics.persistent import PersistentTopic
 
@@ -54,7 +54,7 @@ def apply_operations_policies(
         return
     topic.ledger.set_retention(*(retention_of(policies) or default_retention))
     topic.message_ttl_s = ttl_of(policies)
-    topic.backlog_quota = BacklogQuota.from_policies(policies)
+    topic.quota.quotas = BacklogQuotas.from_policies(policies)
 
 
 async def expire_topic(topic: PersistentTopic, now_s: float) -> None:
@@ -109,9 +109,11 @@ class ExpiryMonitor:
                 log.warning("expiry sweep failed", topic=topic.name, error=str(exc))
 
     async def check_backlog_quotas(self) -> None:
+        now = self._clock()
         for topic in self._persistent_topics():
             try:
-                await topic.evict_backlog()
+                await topic.quota.measure_age(topic.ledger, now)
+                await topic.evict_backlog(now)
                 # Eviction may have freed whole ledgers.
                 await topic.ledger.trim_consumed_ledgers()
             except StorageError as exc:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import structlog
 
-from magnetar.broker.backlog_quota import BacklogQuota, backlog_bytes, check_producer
+from magnetar.broker.backlog_quota import QuotaState, backlog_bytes
 from magnetar.broker.compaction.state import TopicCompaction
 from magnetar.broker.compaction.view import CompactedView
 from magnetar.broker.consumer import Consumer, SubType
@@ -99,8 +99,8 @@ class PersistentTopic(TopicProducers):
         self.terminated_at: Position | None = None
         # The namespace's message TTL (0: none); enforced by broker/expiry.py.
         self.message_ttl_s = 0
-        # The namespace's backlog quota (None: unlimited); see backlog_quota.py.
-        self.backlog_quota: BacklogQuota | None = None
+        # The namespace's backlog quotas and the last measured backlog age.
+        self.quota = QuotaState()
 
     def __repr__(self) -> str:
         return f"PersistentTopic({self.name!r})"
@@ -184,38 +184,41 @@ class PersistentTopic(TopicProducers):
                 ) from exc
             self.key_window = index
 
-    async def evict_backlog(self) -> None:
-        """consumer_backlog_eviction: advance the slowest subscriptions
-        entry by entry until the backlog fits the quota."""
-        quota = self.backlog_quota
-        if quota is None or quota.policy != "consumer_backlog_eviction":
-            return
-        while backlog_bytes(self.ledger) > quota.limit_size:
-            durable = [c for c in self.ledger.cursors if c.is_durable and c.backlog_entries]
-            if not durable:
-                return
-            slowest = max(durable, key=lambda c: c.backlog_entries)
-            sub = await self.get_subscription(slowest.name)
-            if sub.skip_entries(max(1, slowest.backlog_entries // 10)) == 0:
-                return
+    async def evict_backlog(self, now_s: float) -> None:
+        """consumer_backlog_eviction: advance the slowest subscriptions entry
+        by entry until the backlog fits the size quota; expire what is older
+        than the age quota."""
+        size, age = self.quota.quotas.size, self.quota.quotas.age
+        if size is not None and not size.blocks_producers:
+            while backlog_bytes(self.ledger) > size.limit:
+                durable = [c for c in self.ledger.cursors if c.is_durable and c.backlog_entries]
+                if not durable:
+                    break
+                slowest = max(durable, key=lambda c: c.backlog_entries)
+                sub = await self.get_subscription(slowest.name)
+                if sub.skip_entries(max(1, slowest.backlog_entries // 10)) == 0:
+                    break
+        if age is not None and not age.blocks_producers and self.quota.backlog_age_s > age.limit:
+            cutoff_ms = int((now_s - age.limit) * 1000)
+            for cursor in [c for c in self.ledger.cursors if c.is_durable]:
+                await (await self.get_subscription(cursor.name)).expire_messages(cutoff_ms)
 
     def disconnect_producers_over_quota(self) -> int:
         """A blocking quota (producer_request_hold / producer_exception) also
         stops producers already connected, as Pulsar's quota monitor does: they
-        are closed, and their reconnection is refused by check_producer with
-        the policy's error until the backlog fits again."""
-        quota = self.backlog_quota
-        if quota is None or quota.policy == "consumer_backlog_eviction" or not self.producers:
+        are closed, and their reconnection is refused with the policy's error
+        until the backlog fits again."""
+        if not self.producers:
             return 0
-        size = backlog_bytes(self.ledger)
-        if size <= quota.limit_size:
+        over = self.quota.over_quota(self.ledger, blocking=True)
+        if over is None:
             return 0
+        quota, reason = over
         count = len(self.producers)
         log.warning(
             "backlog quota exceeded: disconnecting producers",
             topic=self.name,
-            backlog_bytes=size,
-            limit_bytes=quota.limit_size,
+            reason=reason,
             policy=quota.policy,
             producers=count,
         )
@@ -431,7 +434,7 @@ class PersistentTopic(TopicProducers):
         if self.terminated_at is not None:
             raise TopicTerminatedError(self.name)
         if name not in self.producers:
-            check_producer(self.ledger, self.backlog_quota, self.name)
+            self.quota.check_producer(self.ledger, self.name)
         return super().add_producer(
             cnx,
             producer_id,

@@ -151,3 +151,67 @@ def test_producer_request_hold_holds_a_connected_producer(broker_factory: Broker
         assert outcome and outcome[0][0] == pulsar.Result.Ok, outcome
         assert http_call("GET", stats_url)[1]["subscriptions"]["slow"]["msgBacklog"] == 1
         producer.close()
+
+
+def _namespace_with_age_quota(broker: BrokerThread, policy: str, seconds: int) -> str:
+    ns = f"age-{uuid.uuid4().hex[:6]}"
+    base = f"{broker.http_url}/admin/v2/namespaces/public/{ns}"
+    assert http_call("PUT", base) == (204, None)
+    quota = {"limitSize": -1, "limitTime": seconds, "policy": policy}
+    url = f"{base}/backlogQuota?backlogQuotaType=message_age"
+    assert http_call("POST", url, quota) == (204, None)
+    return f"persistent://public/{ns}/t"
+
+
+def test_message_age_quota_refuses_producers(broker_factory: BrokerFactory) -> None:
+    """A message_age quota (limitTime 1 s, producer_exception): once the
+    slow subscription's oldest message is older than that, the quota check
+    disconnects the producer and new ones are refused; skipping the backlog
+    lets them in again."""
+    broker = broker_factory(backlog_quota_check_interval_seconds=0.2)
+    topic = _namespace_with_age_quota(broker, "producer_exception", 1)
+    with official_client(broker.url) as client:
+        client.subscribe(topic, "slow").close()
+        producer = client.create_producer(topic, batching_enabled=False)
+        producer.send(b"old")
+        _wait_publishers(broker, topic, 0)
+        with pytest.raises(pulsar.ProducerBlockedQuotaExceededException):
+            client.create_producer(topic)
+        assert http_call("POST", f"{_topic_url(broker, topic)}/subscription/slow/skip_all") == (
+            204,
+            None,
+        )
+        # The next check measures no backlog at all.
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                client.create_producer(topic).close()
+                break
+            except pulsar.ProducerBlockedQuotaExceededException:
+                assert time.monotonic() < deadline, "producers stayed refused"
+                time.sleep(0.2)
+
+
+def test_message_age_quota_evicts(broker_factory: BrokerFactory) -> None:
+    """message_age with consumer_backlog_eviction: messages older than the
+    limit are expired for the slow subscription; newer ones stay."""
+    broker = broker_factory(backlog_quota_check_interval_seconds=0.2)
+    topic = _namespace_with_age_quota(broker, "consumer_backlog_eviction", 1)
+    stats_url = f"{_topic_url(broker, topic)}/stats"
+
+    def backlog() -> int:
+        return int(http_call("GET", stats_url)[1]["subscriptions"]["slow"]["msgBacklog"])
+
+    with official_client(broker.url) as client:
+        client.subscribe(topic, "slow").close()
+        producer = client.create_producer(topic, batching_enabled=False)
+        for _ in range(3):
+            producer.send(b"old")
+        time.sleep(1.3)  # the three are now past the 1 s limit
+        producer.send(b"new")
+        deadline = time.monotonic() + 10
+        while backlog() > 1:
+            assert time.monotonic() < deadline, "old messages were never expired"
+            time.sleep(0.2)
+        assert backlog() == 1
+        producer.close()
