@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 from aiohttp import web
@@ -26,6 +26,9 @@ from magnetar.broker.resources import (
 from magnetar.broker.storage.api import StorageError
 from magnetar.proto.errors import ServerError
 from magnetar.proto.naming import InvalidTopicName, TopicName
+
+if TYPE_CHECKING:
+    from magnetar.broker.service import BrokerService
 
 log = structlog.get_logger(__name__)
 
@@ -103,3 +106,22 @@ def topic_from_path(request: web.Request) -> TopicName:
         return TopicName.parse(f"{domain}://{info['tenant']}/{info['namespace']}/{info['topic']}")
     except InvalidTopicName as exc:
         raise HttpError(412, str(exc)) from exc
+
+
+async def partition_names(service: BrokerService, name: TopicName) -> list[str]:
+    """The partitions of a partitioned topic's base name (empty otherwise)."""
+    if name.partition_index >= 0:
+        return []
+    count = await service.resources.get_partitions(name)
+    return [str(name.partition(i)) for i in range(count)]
+
+
+async def refuse_partitioned_base(service: BrokerService, name: TopicName) -> None:
+    """A per-topic call on a partitioned topic's base name would load a stray
+    topic of that name: refused (409), naming what to call instead."""
+    if await partition_names(service, name):
+        raise HttpError(
+            409,
+            f"{name} is a partitioned topic: call its partitions ({name}-partition-N) "
+            "or partitioned-stats",
+        )

@@ -13,7 +13,14 @@ from typing import Any
 
 from aiohttp import web
 
-from magnetar.broker.admin.base import HttpError, json_body, no_content, topic_from_path
+from magnetar.broker.admin.base import (
+    HttpError,
+    json_body,
+    no_content,
+    partition_names,
+    refuse_partitioned_base,
+    topic_from_path,
+)
 from magnetar.broker.service import BrokerService
 from magnetar.broker.storage.api import EARLIEST, LATEST, Position
 from magnetar.broker.subscription import PersistentSubscription
@@ -72,6 +79,7 @@ async def topic_stats(topic: PersistentTopic) -> dict[str, Any]:
 def routes(service: BrokerService) -> list[web.RouteDef]:
     async def persistent_topic(request: web.Request, *, create: bool = False) -> PersistentTopic:
         name = topic_from_path(request)
+        await refuse_partitioned_base(service, name)
         topic = await service.get_topic(str(name), create=create)
         if not isinstance(topic, PersistentTopic):
             raise HttpError(405, f"{name} is not a persistent topic")
@@ -108,23 +116,34 @@ def routes(service: BrokerService) -> list[web.RouteDef]:
         )
 
     async def list_subscriptions(request: web.Request) -> web.Response:
-        topic = await persistent_topic(request)
-        return web.json_response(topic.subscription_names())
+        names = {n for topic in await topics_of(request) for n in topic.subscription_names()}
+        return web.json_response(sorted(names))
+
+    async def topics_of(request: web.Request, *, create: bool = False) -> list[PersistentTopic]:
+        """The topic, or every partition of a partitioned topic (as Pulsar
+        applies subscription calls on a base name to each partition)."""
+        partitions = await partition_names(service, topic_from_path(request))
+        if not partitions:
+            return [await persistent_topic(request, create=create)]
+        loaded = [await service.get_topic(p, create=create) for p in partitions]
+        return [t for t in loaded if isinstance(t, PersistentTopic)]
 
     async def create_subscription(request: web.Request) -> web.Response:
-        topic = await persistent_topic(request, create=True)
+        topics = await topics_of(request, create=True)
         name = request.match_info["subscription"]
-        if name in topic.subscription_names():
-            raise HttpError(409, f"subscription {name!r} already exists on {topic.name}")
+        for topic in topics:
+            if name in topic.subscription_names():
+                raise HttpError(409, f"subscription {name!r} already exists on {topic.name}")
         start = _message_id(await json_body(request), default=LATEST)
         if start.ledger_id < 0:
             start = EARLIEST
-        await topic.create_subscription(name, start)
+        for topic in topics:
+            await topic.create_subscription(name, start)
         return no_content()
 
     async def delete_subscription(request: web.Request) -> web.Response:
-        topic = await persistent_topic(request)
-        await topic.delete_subscription(request.match_info["subscription"])
+        for topic in await topics_of(request):
+            await topic.delete_subscription(request.match_info["subscription"])
         return no_content()
 
     async def reset_to_time(request: web.Request) -> web.Response:
@@ -140,13 +159,17 @@ def routes(service: BrokerService) -> list[web.RouteDef]:
         return no_content()
 
     async def unload(request: web.Request) -> web.Response:
-        name = str(topic_from_path(request))
-        topic = service.topics.pop(name, None)
-        if topic is None:
-            await persistent_topic(request)  # 404 when it does not exist at all
-            topic = service.topics.pop(name, None)
-        if topic is not None:
-            await topic.close(notify_clients=True)
+        """Close the topic (every partition of a partitioned one); clients
+        reconnect and it loads again on their lookup."""
+        name = topic_from_path(request)
+        names = await partition_names(service, name) or [str(name)]
+        for one in names:
+            topic = service.topics.pop(one, None)
+            if topic is None and one == str(name):
+                await persistent_topic(request)  # 404 when it does not exist at all
+                topic = service.topics.pop(one, None)
+            if topic is not None:
+                await topic.close(notify_clients=True)
         return no_content()
 
     path = "/admin/v2/{domain}/{tenant}/{namespace}/{topic}"

@@ -15,7 +15,12 @@ from typing import Any
 
 from aiohttp import web
 
-from magnetar.broker.admin.base import HttpError, no_content, topic_from_path
+from magnetar.broker.admin.base import (
+    HttpError,
+    no_content,
+    refuse_partitioned_base,
+    topic_from_path,
+)
 from magnetar.broker.admin.subscriptions import topic_stats
 from magnetar.broker.service import BrokerService
 from magnetar.broker.storage.ledger import ManagedLedgerImpl
@@ -67,6 +72,7 @@ def internal_stats(topic: PersistentTopic) -> dict[str, Any]:
 def routes(service: BrokerService, clock: Callable[[], float] = time.time) -> list[web.RouteDef]:
     async def persistent_topic(request: web.Request) -> PersistentTopic:
         name = topic_from_path(request)
+        await refuse_partitioned_base(service, name)
         topic = await service.get_topic(str(name), create=False)
         if not isinstance(topic, PersistentTopic):
             raise HttpError(405, f"{name} is not a persistent topic")
