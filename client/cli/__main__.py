@@ -23,7 +23,15 @@ cli.add_command(consume)
 cli.add_command(perf)
 
 
-@cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+# --help goes through to the broker's (and token's) own parser.
+_PASS_THROUGH = {
+    "ignore_unknown_options": True,
+    "allow_extra_args": True,
+    "help_option_names": [],
+}
+
+
+@cli.command(context_settings=_PASS_THROUGH)
 @click.pass_context
 def broker(ctx: click.Context) -> None:
     """Start a broker (all options as for magnetar-broker)."""
@@ -34,7 +42,7 @@ def broker(ctx: click.Context) -> None:
     raise SystemExit(main(ctx.args))
 
 
-@cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+@cli.command(context_settings=_PASS_THROUGH)
 @click.pass_context
 def token(ctx: click.Context) -> None:
     """Create secret keys and tokens (as `magnetar-broker token`)."""

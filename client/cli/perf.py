@@ -4,6 +4,7 @@ rate control, message size, batching, a line every --interval seconds
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable
@@ -26,6 +27,7 @@ class Meter:
         self.started = time.monotonic()
         self.total_msgs = 0
         self.total_bytes = 0
+        self.failed = 0
         self.total = HdrHistogram(1, _MAX_US, 3)
         self._reset()
 
@@ -53,9 +55,14 @@ class Meter:
             self._reset()
         return text
 
+    def record_failure(self) -> None:
+        with self._lock:
+            self.failed += 1
+
     def summary(self, what: str) -> str:
         elapsed = max(time.monotonic() - self.started, 1e-9)
-        return "summary: " + _describe(what, self.total_msgs, self.total_bytes, elapsed, self.total)
+        text = "summary: " + _describe(what, self.total_msgs, self.total_bytes, elapsed, self.total)
+        return text + (f" failed {self.failed}" if self.failed else "")
 
 
 def _describe(what: str, msgs: int, size: int, elapsed: float, hist: Any) -> str:
@@ -115,15 +122,18 @@ def perf_produce(
         reporter = _report(meter, "produced", interval, done)
         payload = b"m" * size
         start, sent = time.monotonic(), 0
-        while num_messages == 0 or sent < num_messages:
-            if rate > 0:
-                wait = start + sent / rate - time.monotonic()
-                if wait > 0:
-                    time.sleep(wait)
-            began = time.monotonic()
-            producer.send_async(payload, _on_sent(meter, size, began))
-            sent += 1
-        producer.flush()
+        # Ctrl-C (the way an open-ended run ends) still prints the summary.
+        with contextlib.suppress(KeyboardInterrupt):
+            while num_messages == 0 or sent < num_messages:
+                if rate > 0:
+                    wait = start + sent / rate - time.monotonic()
+                    if wait > 0:
+                        time.sleep(wait)
+                began = time.monotonic()
+                producer.send_async(payload, _on_sent(meter, size, began))
+                sent += 1
+        with contextlib.suppress(KeyboardInterrupt):
+            producer.flush()
         producer.close()
         done.set()
         reporter.join()
@@ -136,6 +146,8 @@ def _on_sent(meter: Meter, size: int, began: float) -> Callable[[Any, Any], None
     def callback(result: Any, _message_id: Any) -> None:
         if result == pulsar.Result.Ok:
             meter.record(size, time.monotonic() - began)
+        else:
+            meter.record_failure()
 
     return callback
 
@@ -156,12 +168,13 @@ def perf_consume(
         consumer = client.subscribe(topic, subscription, consumer_type=pulsar.ConsumerType.Shared)
         reporter = _report(meter, "consumed", interval, done)
         received = 0
-        while num_messages == 0 or received < num_messages:
-            message = consumer.receive()
-            latency = time.time() - message.publish_timestamp() / 1000
-            meter.record(len(message.data()), max(latency, 0.0))
-            consumer.acknowledge(message)
-            received += 1
+        with contextlib.suppress(KeyboardInterrupt):
+            while num_messages == 0 or received < num_messages:
+                message = consumer.receive()
+                latency = time.time() - message.publish_timestamp() / 1000
+                meter.record(len(message.data()), max(latency, 0.0))
+                consumer.acknowledge(message)
+                received += 1
         consumer.close()
         done.set()
         reporter.join()

@@ -5,8 +5,11 @@ reason, an unreachable broker exits 3; the CLI never imports the broker."""
 from __future__ import annotations
 
 import json
+import re
+import signal
 import subprocess
 import sys
+import time
 import uuid
 
 from tests.integration.broker.harness import BrokerThread, http_call
@@ -146,3 +149,48 @@ def test_perf_produce_and_consume(broker: BrokerThread) -> None:
     out, _ = consumer.communicate(timeout=60)
     assert consumer.returncode == 0
     assert out.splitlines()[-1].startswith("summary: consumed")
+
+
+def test_perf_produce_open_ended_run_ends_with_its_summary(broker: BrokerThread) -> None:
+    """An open-ended `magnetar perf produce` (the default) prints a line per
+    interval with rates and HDR latency percentiles, keeps to its --rate cap,
+    and on Ctrl-C (SIGINT) still prints its summary and exits 0."""
+    topic = f"persistent://public/default/perf-{uuid.uuid4().hex[:6]}"
+    command = [sys.executable, "-m", "magnetar.client.cli", "perf", "produce", topic]
+    command += ["-r", "200", "--size", "10", "--interval", "0.3", "--url", broker.url]
+    proc = subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    periodic = proc.stdout.readline()  # the first line comes after one interval
+    started = time.monotonic()
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=30)
+    elapsed = time.monotonic() - started + 0.3
+    assert proc.returncode == 0
+    line = re.compile(
+        r"^produced [0-9.]+ msg/s [0-9.]+ MB/s latency ms p50 [0-9.]+ p95 [0-9.]+ p99 [0-9.]+"
+        r" max [0-9.]+$"
+    )
+    assert line.match(periodic.strip()), periodic
+    summary = out.splitlines()[-1]
+    assert summary.startswith("summary: produced") and "p99" in summary
+    # The rate is a cap: never more than 200 msg/s over the run (some slack
+    # for the first send and the interval boundaries).
+    published = _published(broker, topic)
+    assert 0 < published <= 200 * (elapsed + 0.5), (published, elapsed)
+
+
+def _published(broker: BrokerThread, topic: str) -> int:
+    import pulsar
+
+    with official_client(broker.url) as client:
+        reader = client.create_reader(topic, pulsar.MessageId.earliest)
+        count = 0
+        while reader.has_message_available():
+            reader.read_next(5000)
+            count += 1
+        return count
