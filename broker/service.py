@@ -322,9 +322,8 @@ class BrokerService:
 
     async def _load(self, name: TopicName, create: bool) -> Topic:
         if not await self._may_create(name, create) and not await topic_exists(name, self.factory):
-            raise TopicNotFoundError(
-                f"topic {name} does not exist and automatic topic creation is disabled"
-            )
+            why = " and automatic topic creation is disabled" if create else ""
+            raise TopicNotFoundError(f"topic {name} does not exist{why}")
         topic = await open_topic(name, self.factory, self._topic_settings, self.metrics)
         try:
             await self._apply_policies(topic)

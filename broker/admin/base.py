@@ -79,6 +79,12 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
     except StorageError as exc:
         log.warning("admin request failed in storage", path=request.path, error=str(exc))
         return error_response(500, f"storage error: {exc}")
+    except web.HTTPException as exc:
+        # aiohttp's own answers (no such route, method not allowed) under
+        # /admin/ get Pulsar's JSON body too.
+        if exc.status < 400 or not request.path.startswith("/admin/"):
+            raise
+        return error_response(exc.status, f"{exc.reason}: {request.method} {request.path}")
 
 
 def no_content() -> web.Response:

@@ -15,7 +15,7 @@ from magnetar.broker.auth.tls import peer_common_name
 
 log = structlog.get_logger(__name__)
 
-OPEN = ("/metrics", "/health", "/admin/v2/brokers/health", "/admin/v2/brokers/ready")
+OPEN = ("/metrics", "/status.html", "/admin/v2/brokers/health", "/admin/v2/brokers/ready")
 
 
 async def permitted(authz: AuthorizationService, role: str, method: str, path: str) -> bool:

@@ -62,3 +62,14 @@ def test_unload_moves_a_connected_consumer(broker: BrokerThread) -> None:
         consumer.acknowledge(msg)
         stats = http_call("GET", f"{url}/stats")[1]
         assert len(stats["subscriptions"]["s"]["consumers"]) == 1
+
+
+def test_unknown_admin_routes_answer_json(broker: BrokerThread) -> None:
+    status, body = http_call("GET", f"{broker.http_url}/admin/v2/no/such/thing/here/at/all")
+    assert status == 404 and "Not Found" in body["reason"]
+    status, body = http_call("PATCH", f"{broker.http_url}/admin/v2/tenants")
+    assert status == 405 and "PATCH" in body["reason"]
+    status, body = http_call(
+        "GET", f"{broker.http_url}/admin/v2/persistent/public/default/nope/stats"
+    )
+    assert status == 404 and "creation" not in body["reason"]

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import yaml
 
+from magnetar.broker.__main__ import build_parser
 from tests.integration.broker.harness import BrokerThread
 from tests.support.official import official_client
 
@@ -60,3 +61,11 @@ def test_dockerfile_runs_the_documented_command() -> None:
     assert "/admin/v2/brokers/health" in dockerfile
     cmd = json.loads(dockerfile.split("\nCMD ", 1)[1].splitlines()[0])
     assert " ".join(cmd[:2]) in readme  # magnetar-broker standalone
+    # Every flag of the CMD is one the broker's own parser takes.
+    assert cmd[0] == "magnetar-broker"
+    parsed = build_parser().parse_args(cmd[1:])
+    assert (parsed.bind, parsed.data_dir) == ("0.0.0.0", "/data")
+    # README's docker commands are the Dockerfile's own header lines.
+    for line in dockerfile.splitlines():
+        if line.startswith("#   docker "):
+            assert line.removeprefix("#   ") in readme, line
