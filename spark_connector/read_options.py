@@ -9,7 +9,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from magnetar.client import RegexSubscriptionMode
-from magnetar.spark_connector.options import CLIENT_PREFIX, OptionError, client_options
+from magnetar.spark_connector.options import (
+    CLIENT_PREFIX,
+    READER_PREFIX,
+    OptionError,
+    client_options,
+    reader_options,
+)
 
 DEFAULT_NAMESPACE = "public/default"
 _PARTITION = "-partition-"
@@ -89,6 +95,7 @@ class ReadOptions:
     client: dict[str, Any] = field(default_factory=dict)
     pattern: TopicsPattern | None = None
     subscription: str | None = None
+    reader: dict[str, Any] = field(default_factory=dict)  # the executors' readers
 
     KNOWN = frozenset({
         "service_url", "topic", "topics", "topics_pattern", "starting_offsets",
@@ -98,8 +105,8 @@ class ReadOptions:
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> ReadOptions:
-        unknown = [o for o in options if o not in cls.KNOWN and not o.startswith(CLIENT_PREFIX)]
-        unknown = [o for o in unknown if not o.startswith("reader.")]
+        prefixes = (CLIENT_PREFIX, READER_PREFIX)
+        unknown = [o for o in options if o not in cls.KNOWN and not o.startswith(prefixes)]
         if unknown:
             raise OptionError(f"unknown option(s) for reading: {', '.join(sorted(unknown))}")
         service_url = options.get("service_url")
@@ -139,4 +146,5 @@ class ReadOptions:
             client_options(options),
             pattern,
             subscription,
+            reader_options(options),
         )

@@ -84,7 +84,8 @@ def read_range(options: ReadOptions, part: PartitionRange | None) -> Iterator[tu
         return
     client = Client(options.service_url, **options.client)
     try:
-        reader = client.create_reader(part.topic, MessageId.wrap(start_id(part.start)))
+        start = MessageId.wrap(start_id(part.start))
+        reader = client.create_reader(part.topic, start, **options.reader)
         position = part.start
         while after(part.end, position):
             msg = reader.read_next(READ_TIMEOUT_MS)

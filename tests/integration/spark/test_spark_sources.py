@@ -98,7 +98,8 @@ def test_starting_time_reads_what_was_published_from_then_on(
     _produce(broker, f"{topic}-partition-2", ["new-2a"])
     rows = _read(spark, broker, topic=topic, starting_time=str(since))
     assert rows == ["new-1a", "new-1b", "new-2a"]
-    assert len(_read(spark, broker, topic=topic, starting_time="0")) == 8
+    passed = {"reader.receiver_queue_size": "2"}  # executors' readers, a keyword of ours
+    assert len(_read(spark, broker, topic=topic, starting_time="0", **passed)) == 8
     assert _read(spark, broker, topic=topic, starting_time=str(_now_ms() + 60_000)) == []
     with pytest.raises(Exception, match="starting_time and starting_offsets"):
         _read(spark, broker, topic=topic, starting_time="0", starting_offsets="earliest")

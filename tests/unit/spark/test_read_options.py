@@ -48,6 +48,8 @@ def test_topics_pattern_forms() -> None:
         ({"topic": "t", "fail_on_data_loss": "maybe"}, "fail_on_data_loss"),
         ({"topic": "t", "subscription": " "}, "subscription"),
         ({"topic": "t", "max_messages_per_trigger": "0"}, "max_messages_per_trigger"),
+        ({"topic": "t", "reader.start_message_id": "x"}, r"reader\.start_message_id"),
+        ({"topic": "t", "reader.receiver_queue_size": "many"}, "receiver_queue_size"),
     ],
 )
 def test_bad_read_options_are_named(options: dict[str, str], message: str) -> None:
@@ -64,6 +66,10 @@ def test_good_read_options() -> None:
     assert parsed.starting_time == 1_700_000_000_000
     assert parsed.fail_on_data_loss is False and parsed.subscription == "etl"
     assert ReadOptions.parse({**URL, "topic": "t"}).fail_on_data_loss is True
+    passed = ReadOptions.parse(
+        {**URL, "topic": "t", "reader.receiver_queue_size": "50", "reader.reader_name": "etl"}
+    )
+    assert passed.reader == {"receiver_queue_size": 50, "reader_name": "etl"}
 
 
 def test_data_loss_rule_on_positions() -> None:
