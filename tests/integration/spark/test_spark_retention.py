@@ -30,6 +30,9 @@ SEGMENT = 1024  # bytes: about six 100-byte messages per ledger
 # mark-delete that reaches the end of a closed ledger without leaving it.
 SWEEP_S = 0.2
 
+# Several Spark jobs per test: room beyond the default 120 s on a loaded machine.
+pytestmark = pytest.mark.timeout(300)
+
 
 def _trimming_broker(broker_factory: BrokerFactory) -> BrokerThread:
     return broker_factory(

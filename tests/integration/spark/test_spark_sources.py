@@ -14,6 +14,9 @@ import pytest
 from tests.integration.broker.harness import BrokerThread, http_call
 from tests.support.official import official_client
 
+# Several Spark jobs per test: room beyond the default 120 s on a loaded machine.
+pytestmark = pytest.mark.timeout(300)
+
 
 def _produce(broker: BrokerThread, topic: str, values: list[str]) -> None:
     with official_client(broker.url) as client:
