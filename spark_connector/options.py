@@ -21,12 +21,20 @@ class OptionError(ValueError):
     """An unknown option, a bad value, or a combination that cannot work."""
 
 
-def _client_keywords() -> dict[str, inspect.Parameter]:
-    params = inspect.signature(Client.__init__).parameters
+READER_PREFIX = "reader."
+# create_reader's keywords a Spark option cannot carry (objects, or set by us).
+_NOT_FOR_READERS = (
+    "self", "topic", "start_message_id", "schema", "reader_listener", "crypto_key_reader",
+    "start_message_id_inclusive", "crypto_failure_action",
+)  # fmt: skip
+
+
+def _keywords(function: Any, skip: tuple[str, ...]) -> dict[str, inspect.Parameter]:
+    params = inspect.signature(function).parameters
     return {
         name: p
         for name, p in params.items()
-        if name not in ("self", "service_url") and p.kind is p.POSITIONAL_OR_KEYWORD
+        if name not in skip and p.kind is p.POSITIONAL_OR_KEYWORD
     }
 
 
@@ -45,21 +53,31 @@ def _convert(option: str, raw: str, default: Any) -> Any:
     return raw
 
 
-def client_options(options: Mapping[str, str]) -> dict[str, Any]:
-    """The `client.*` options as keyword arguments of magnetar.client.Client."""
-    keywords = _client_keywords()
+def _passthrough(
+    options: Mapping[str, str], prefix: str, keywords: dict[str, inspect.Parameter], owner: str
+) -> dict[str, Any]:
     by_lower = {name.lower(): name for name in keywords}
     result: dict[str, Any] = {}
     for option, raw in options.items():
-        if not option.startswith(CLIENT_PREFIX):
+        if not option.startswith(prefix):
             continue
-        name = by_lower.get(option[len(CLIENT_PREFIX) :])
+        name = by_lower.get(option[len(prefix) :])
         if name is None:
-            raise OptionError(
-                f"unknown option {option} (magnetar.client.Client has no such keyword)"
-            )
+            raise OptionError(f"unknown option {option} ({owner} has no such keyword)")
         result[name] = _convert(option, raw, keywords[name].default)
     return result
+
+
+def client_options(options: Mapping[str, str]) -> dict[str, Any]:
+    """The `client.*` options as keyword arguments of magnetar.client.Client."""
+    keywords = _keywords(Client.__init__, ("self", "service_url"))
+    return _passthrough(options, CLIENT_PREFIX, keywords, "magnetar.client.Client")
+
+
+def reader_options(options: Mapping[str, str]) -> dict[str, Any]:
+    """The `reader.*` options as keyword arguments of Client.create_reader."""
+    keywords = _keywords(Client.create_reader, _NOT_FOR_READERS)
+    return _passthrough(options, READER_PREFIX, keywords, "Client.create_reader")
 
 
 @dataclass(frozen=True)

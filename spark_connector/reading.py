@@ -4,14 +4,17 @@ The driver lists partitions and finds end offsets (a reader's last message
 id; with `max_messages_per_trigger`, the position of the N-th message after
 the start, found by reading ids); each Spark partition reads one topic
 partition's range through a reader on an executor (DESIGN: the checkpoint
-holds the offsets, which is the effectively-once consumer pattern).
+holds the offsets, which is the effectively-once consumer pattern). Before
+planning from a start offset the driver checks that retention kept what
+comes after it (data_loss.py); with `subscription`, committed batches are
+acknowledged there (subscription.py).
 """
 
 from __future__ import annotations
 
 import datetime
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
@@ -23,75 +26,21 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from magnetar.client import Client, MessageId
+from magnetar.spark_connector.data_loss import DataLossCheck
+from magnetar.spark_connector.driver import READ_TIMEOUT_MS, Driver
 from magnetar.spark_connector.offsets import (
     BEFORE_FIRST,
     Offsets,
     Position,
     after,
     merged,
-    parse_json,
     position_of,
     start_id,
 )
-from magnetar.spark_connector.options import CLIENT_PREFIX, OptionError, client_options
+from magnetar.spark_connector.read_options import ReadOptions
+from magnetar.spark_connector.subscription import acknowledge_up_to
 
-READ_TIMEOUT_MS = 30_000
 _UTC = datetime.UTC
-
-
-@dataclass(frozen=True)
-class ReadOptions:
-    service_url: str
-    topics: list[str]
-    starting_offsets: str = "earliest"
-    ending_offsets: str = "latest"
-    starting_time: int | None = None
-    max_messages_per_trigger: int | None = None
-    fail_on_data_loss: bool = True
-    client: dict[str, Any] = field(default_factory=dict)
-
-    KNOWN = frozenset({
-        "service_url", "topic", "topics", "topics_pattern", "starting_offsets",
-        "ending_offsets", "starting_time", "max_messages_per_trigger", "fail_on_data_loss",
-        "path",
-    })  # fmt: skip
-
-    @classmethod
-    def parse(cls, options: Mapping[str, str]) -> ReadOptions:
-        unknown = [o for o in options if o not in cls.KNOWN and not o.startswith(CLIENT_PREFIX)]
-        unknown = [o for o in unknown if not o.startswith("reader.")]
-        if unknown:
-            raise OptionError(f"unknown option(s) for reading: {', '.join(sorted(unknown))}")
-        service_url = options.get("service_url")
-        if not service_url:
-            raise OptionError("option service_url is required (e.g. pulsar://localhost:6650)")
-        chosen = [k for k in ("topic", "topics", "topics_pattern") if options.get(k)]
-        if len(chosen) != 1:
-            raise OptionError("give exactly one of the options topic, topics, topics_pattern")
-        if chosen[0] == "topics_pattern":
-            raise OptionError("option topics_pattern is not supported yet; list them in topics")
-        topics = [t.strip() for t in options[chosen[0]].split(",") if t.strip()]
-        limit = options.get("max_messages_per_trigger")
-        start_time = options.get("starting_time")
-        try:
-            max_messages = int(limit) if limit is not None else None
-            starting_time = int(start_time) if start_time is not None else None
-        except ValueError as exc:
-            raise OptionError(f"max_messages_per_trigger / starting_time: {exc}") from None
-        if starting_time is not None:
-            raise OptionError("option starting_time is not supported yet; use starting_offsets")
-        if max_messages is not None and max_messages < 1:
-            raise OptionError("option max_messages_per_trigger must be at least 1")
-        return cls(
-            service_url,
-            topics,
-            options.get("starting_offsets", "earliest"),
-            options.get("ending_offsets", "latest"),
-            starting_time,
-            max_messages,
-            options.get("fail_on_data_loss", "true").lower() != "false",
-            client_options(options),
-        )
 
 
 @dataclass(frozen=True)
@@ -115,65 +64,6 @@ class PartitionRange:
         return cls(topic, list(start), list(end))
 
 
-class _Driver:
-    """The driver's view of the topics: partitions and positions."""
-
-    def __init__(self, options: ReadOptions) -> None:
-        self.options = options
-
-    def __enter__(self) -> _Driver:
-        self.client = Client(self.options.service_url, **self.options.client)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.client.close()
-
-    def partitions(self) -> list[str]:
-        names: list[str] = []
-        for topic in self.options.topics:
-            names.extend(self.client.get_topic_partitions(topic))
-        return names
-
-    def last(self, partition: str) -> Position:
-        reader = self.client.create_reader(partition, MessageId.latest)
-        try:
-            last = reader.get_last_message_id()
-        finally:
-            reader.close()
-        return BEFORE_FIRST if last.entry_id() < 0 else position_of(last.inner)
-
-    def nth_after(self, partition: str, start: Position, count: int, end: Position) -> Position:
-        """The position of the `count`-th message after `start`, at most `end`."""
-        reader = self.client.create_reader(partition, MessageId.wrap(start_id(start)))
-        try:
-            position = start
-            for _ in range(count):
-                if not after(end, position):
-                    break
-                position = position_of(reader.read_next(READ_TIMEOUT_MS).message_id().inner)
-            return position
-        finally:
-            reader.close()
-
-    def starting(self) -> Offsets:
-        partitions = self.partitions()
-        spec = self.options.starting_offsets
-        if spec == "earliest":
-            return merged({}, partitions)
-        if spec == "latest":
-            return {p: self.last(p) for p in partitions}
-        return parse_json("starting_offsets", spec, partitions)
-
-    def ending(self) -> Offsets:
-        partitions = self.partitions()
-        spec = self.options.ending_offsets
-        if spec == "latest":
-            return {p: self.last(p) for p in partitions}
-        if spec == "earliest":
-            raise OptionError("option ending_offsets cannot be earliest")
-        return parse_json("ending_offsets", spec, partitions)
-
-
 def _row(msg: Any) -> tuple[Any, ...]:
     event = msg.event_timestamp()
     return (
@@ -194,7 +84,8 @@ def read_range(options: ReadOptions, part: PartitionRange | None) -> Iterator[tu
         return
     client = Client(options.service_url, **options.client)
     try:
-        reader = client.create_reader(part.topic, MessageId.wrap(start_id(part.start)))
+        start = MessageId.wrap(start_id(part.start))
+        reader = client.create_reader(part.topic, start, **options.reader)
         position = part.start
         while after(part.end, position):
             msg = reader.read_next(READ_TIMEOUT_MS)
@@ -219,21 +110,37 @@ class BatchReader(DataSourceReader):
         self.options = options
 
     def partitions(self) -> list[InputPartition]:
-        with _Driver(self.options) as driver:
-            return _ranges(driver.starting(), driver.ending())
+        check = DataLossCheck(self.options.fail_on_data_loss)
+        with Driver(self.options) as driver:
+            start, end = driver.starting(), driver.ending()
+            gone = check.check_all(start, driver.first_stored, driver.last, {})
+            for partition, first in gone.items():
+                if first is None:
+                    end[partition] = start[partition]  # nothing left to read
+            return _ranges(start, end)
 
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
         return read_range(self.options, PartitionRange.from_spark(partition))
 
 
 class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Spark keeps one instance on the driver for the query's life (planning
+    and commits); `stop()` is never called, so nothing stays open between calls."""
+
     def __init__(self, options: ReadOptions) -> None:
         self.options = options
         self._available_now: Offsets | None = None
+        self._data_loss = DataLossCheck(options.fail_on_data_loss)
+        self._acknowledged: dict[str, Position] = {}
 
     def initialOffset(self) -> dict[str, Any]:
-        with _Driver(self.options) as driver:
-            return dict(driver.starting())
+        with Driver(self.options) as driver:
+            initial = driver.starting()
+            if self.options.subscription is not None:
+                # Created now, the subscription keeps retention off what the
+                # query has yet to read.
+                self._acknowledge(driver, initial)
+            return dict(initial)
 
     def getDefaultReadLimit(self) -> ReadLimit:
         limit = self.options.max_messages_per_trigger
@@ -241,18 +148,29 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def prepareForTriggerAvailableNow(self) -> None:
         """availableNow: read what is there now, in limited batches, then stop."""
-        with _Driver(self.options) as driver:
+        with Driver(self.options) as driver:
             self._available_now = {p: driver.last(p) for p in driver.partitions()}
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
-        with _Driver(self.options) as driver:
+        with Driver(self.options) as driver:
             partitions = driver.partitions()
             begin = merged(start, partitions)  # new partitions start at their first message
             end = {p: driver.last(p) for p in partitions}
+            gone = self._data_loss.check_all(
+                begin, driver.first_stored, end.__getitem__, self._acknowledged
+            )
+            if self.options.subscription is not None:
+                # `start` ends the last completed batch; Spark calls commit()
+                # for it only if another batch follows (not after the last
+                # batch of an availableNow run).
+                self._acknowledge(driver, begin)
             if self._available_now is not None:
                 for p, cap in self._available_now.items():
                     if p in end and after(end[p], cap):
                         end[p] = cap
+            for p, first in gone.items():
+                if first is None:
+                    end[p] = begin[p]  # nothing stored: wait for new messages
             if isinstance(limit, ReadMaxRows):
                 share, extra = divmod(limit.max_rows, max(len(partitions), 1))
                 for i, p in enumerate(sorted(partitions)):
@@ -271,4 +189,14 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return read_range(self.options, PartitionRange.from_spark(partition))
 
     def commit(self, end: dict[str, Any]) -> None:
-        pass  # the checkpoint holds the offsets; nothing to acknowledge
+        """The checkpoint holds the offsets; with `subscription`, acknowledge them."""
+        if self.options.subscription is None:
+            return
+        with Driver(self.options) as driver:
+            self._acknowledge(driver, {p: list(v) for p, v in end.items()})
+
+    def _acknowledge(self, driver: Driver, offsets: Offsets) -> None:
+        assert self.options.subscription is not None
+        todo = {p: v for p, v in offsets.items() if self._acknowledged.get(p) != v}
+        done = acknowledge_up_to(driver.client, self.options.subscription, todo)
+        self._acknowledged.update(done)

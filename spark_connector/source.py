@@ -11,8 +11,9 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from magnetar.spark_connector.options import WriteOptions
-from magnetar.spark_connector.reading import BatchReader, ReadOptions, StreamReader
+from magnetar.spark_connector.options import OptionError, WriteOptions
+from magnetar.spark_connector.read_options import ReadOptions
+from magnetar.spark_connector.reading import BatchReader, StreamReader
 from magnetar.spark_connector.writer import BatchWriter, StreamWriter
 
 # What a read returns.
@@ -31,7 +32,10 @@ class MagnetarDataSource(DataSource):
         return SCHEMA
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return BatchReader(ReadOptions.parse(self.options))
+        options = ReadOptions.parse(self.options)
+        if options.subscription is not None:
+            raise OptionError("option subscription is for spark.readStream only")
+        return BatchReader(options)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         return StreamReader(ReadOptions.parse(self.options))

@@ -163,6 +163,23 @@ class Client:
             return [str(name)]
         return [str(name.partition(i)) for i in range(count)]
 
+    async def get_topics_of_namespace(
+        self,
+        namespace: str,
+        mode: RegexSubscriptionMode = RegexSubscriptionMode.PersistentOnly,
+    ) -> list[str]:
+        """The topics of `tenant/namespace` (a partitioned topic by its
+        partitions' names), sorted; `mode` picks persistent, non-persistent or
+        both, as a regex subscription's does."""
+        self._check_open()
+        if len(namespace.split("/")) != 2:
+            raise InvalidConfiguration(f"{namespace!r} is not a namespace (tenant/namespace)")
+        listed = await self._retrying(
+            f"topics of {namespace}",
+            lambda: self._context.lookup.get_topics_of_namespace(namespace, int(mode)),
+        )
+        return sorted(listed)
+
     async def create_producer(
         self,
         topic: str,
@@ -371,14 +388,11 @@ class Client:
             )
         namespace = f"{parts[0]}/{parts[1]}"
         regex = re.compile(without_domain)
-        mode = int(conf.regex_subscription_mode)
+        mode = conf.regex_subscription_mode
 
         async def matching() -> list[str]:
-            listed = await self._retrying(
-                f"topics of {namespace}",
-                lambda: self._context.lookup.get_topics_of_namespace(namespace, mode),
-            )
-            return sorted(t for t in listed if regex.fullmatch(_base_without_domain(t)))
+            listed = await self.get_topics_of_namespace(namespace, mode)
+            return [t for t in listed if regex.fullmatch(_base_without_domain(t))]
 
         multi = MultiTopicsConsumer(pattern.pattern, subscription, conf)
         await multi.start([parse_topic(t) for t in await matching()], self.subscribe_one)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import uuid
+from typing import Any
 
 import pulsar
 import pytest
@@ -197,3 +198,38 @@ def test_stored_topics_are_listed_after_a_restart(broker: BrokerThread) -> None:
     assert kept in topics and gone not in topics
     status, body = http_call("GET", f"{broker.http_url}/admin/v2/namespaces/public/default/topics")
     assert status == 200 and kept in body and gone not in body
+
+
+def test_our_client_lists_a_namespaces_topics(broker: BrokerThread) -> None:
+    """Client.get_topics_of_namespace (used by the Spark connector's
+    topics_pattern) over the binary protocol and over HTTP lookup: a
+    partitioned topic by its partitions, persistent and non-persistent by mode."""
+    from magnetar.client import Client, RegexSubscriptionMode
+    from magnetar.client.aio.errors import InvalidConfiguration
+
+    tag = uuid.uuid4().hex[:6]
+    url = f"{broker.http_url}/admin/v2/persistent/public/default/ours-{tag}-p/partitions"
+    assert http_call("PUT", url, 2)[0] == 204
+    with official_client(broker.url) as client:
+        client.create_producer(f"persistent://public/default/ours-{tag}-a")
+        client.create_producer(f"non-persistent://public/default/ours-{tag}-n")
+        for service_url in (broker.url, broker.http_url):
+            ours = Client(service_url)
+            try:
+                assert _ours(ours, tag, RegexSubscriptionMode.PersistentOnly) == [
+                    f"persistent://public/default/ours-{tag}-a",
+                    f"persistent://public/default/ours-{tag}-p-partition-0",
+                    f"persistent://public/default/ours-{tag}-p-partition-1",
+                ]
+                assert _ours(ours, tag, RegexSubscriptionMode.NonPersistentOnly) == [
+                    f"non-persistent://public/default/ours-{tag}-n"
+                ]
+                assert len(_ours(ours, tag, RegexSubscriptionMode.AllTopics)) == 4
+                with pytest.raises(InvalidConfiguration, match="not a namespace"):
+                    ours.get_topics_of_namespace("public")
+            finally:
+                ours.close()
+
+
+def _ours(client: Any, tag: str, mode: Any) -> list[str]:
+    return [t for t in client.get_topics_of_namespace("public/default", mode) if f"-{tag}-" in t]
