@@ -46,7 +46,6 @@ from magnetar.client.aio.policies import BatchReceivePolicy, DeadLetterPolicy, K
 from magnetar.client.aio.pool import ConnectionPool
 from magnetar.client.aio.producer import Producer
 from magnetar.client.aio.reader import Reader
-from magnetar.proto import pulsar_api_pb2 as pb
 from magnetar.proto.hashes import DEFAULT_HASHING_SCHEME, HashingScheme
 from magnetar.proto.ids import MessageId
 from magnetar.proto.naming import InvalidTopicName as _BadName
@@ -397,7 +396,8 @@ class Client:
         multi = MultiTopicsConsumer(pattern.pattern, subscription, conf)
         await multi.start([parse_topic(t) for t in await matching()], self.subscribe_one)
         watch = None
-        persistent_only = mode == pb.CommandGetTopicsOfNamespace.PERSISTENT
+        # Watchers list persistent topics only (as Pulsar's clients use them).
+        persistent_only = mode == RegexSubscriptionMode.PersistentOnly
         if persistent_only and self.service_url.scheme == "pulsar":
             address = self.service_url.addresses[0]
             watch = (namespace, lambda: self._pool.get_connection(address))
