@@ -469,8 +469,20 @@ class ManagedLedgerImpl(ManagedLedger):
     def cursor_persisted(self, name: str, mark_delete: Position) -> None:
         old = self.durable_mark_deletes.get(name)
         self.durable_mark_deletes[name] = mark_delete
-        if len(self.layout) > 1 and (old is None or old[0] != mark_delete[0]):
+        if len(self.layout) > 1 and (
+            old is None or old[0] != mark_delete[0] or self._ends_closed_ledger(mark_delete)
+        ):
             self.schedule_trim()
+
+    def _ends_closed_ledger(self, position: Position) -> bool:
+        """`position` is the last entry of a ledger no longer written to: that
+        ledger may be trimmable now, without waiting for the next move."""
+        info = self.layout.get(position[0])
+        return (
+            info is not None
+            and info is not self.layout.current
+            and position[1] >= info.entry_count - 1
+        )
 
     # --------------------------------------------------------------------- trimming
 

@@ -82,6 +82,26 @@ async def test_trim_runs_by_itself_after_acks(open_factory: OpenFactory) -> None
     assert c.backlog_entries == 0
 
 
+async def test_trim_runs_when_acks_finish_a_ledger_in_place(open_factory: OpenFactory) -> None:
+    """Acks that reach the last entry of a closed ledger without moving to
+    another ledger schedule a trim too (not only the periodic sweep)."""
+    f = await open_factory(max_segment_size=SEG, cursor_persist_interval_s=0)
+    ml = await f.open_impl(NAME)
+    c = await ml.open_cursor("a", InitialPosition.EARLIEST)
+    p = await _fill(ml, 12)
+    first = p[0].ledger_id
+    in_first = [q for q in p if q.ledger_id == first]
+    c.delete(in_first[:-1])  # mark-delete moves inside the first ledger
+    await _settle()
+    assert ml.layout.ids[0] == first
+    c.delete(in_first[-1:])  # ... to its last entry: the ledger can go
+    for _ in range(50):
+        if ml.layout.ids[0] != first:
+            break
+        await _settle()
+    assert ml.layout.ids[0] != first
+
+
 async def _settle() -> None:
     await asyncio.sleep(0.01)
 
