@@ -47,7 +47,7 @@ class MultiTopicsConsumer:
         # acking `msg.message_id()` works as with the official client.
         self._topic_of: dict[MessageId, str] = {}
         # The blocking facade's hooks (as on the single-topic Consumer).
-        self._app_sink: Callable[[Any, Message], None] | None = None
+        self._app_sink: Callable[[Any, list[Message]], None] | None = None
         self.on_queue_cleared: Callable[[], None] | None = None
         self.on_closed: Callable[[], None] | None = None
         self._discovery: asyncio.Task[None] | None = None
@@ -79,8 +79,9 @@ class MultiTopicsConsumer:
         if name.partition_index >= 0:
             self._by_partition[name.partition_index] = consumer
         # What arrived before the sink was set is handed on in order.
-        for msg in consumer.queue.clear():
-            self._sink(consumer, msg)
+        queued = consumer.queue.clear()
+        if queued:
+            self._sink(consumer, queued)
 
     def discover(self, list_topics: ListTopics, parse: Callable[[str], Any], period: float) -> None:
         """Pattern consumers: every `period` seconds, subscribe to topics that
@@ -111,14 +112,14 @@ class MultiTopicsConsumer:
                 consumer = self.consumers.pop(name)
                 await consumer.close()
 
-    def _sink(self, _consumer: Consumer, msg: Message) -> None:
+    def _sink(self, _consumer: Consumer, messages: list[Message]) -> None:
         sink = self._app_sink
         if sink is not None:
-            sink(self, msg)
+            sink(self, messages)
         else:
-            self.queue.put(msg)
+            self.queue.put_many(messages)
 
-    def set_message_sink(self, sink: Callable[[Any, Message], None] | None) -> None:
+    def set_message_sink(self, sink: Callable[[Any, list[Message]], None] | None) -> None:
         """Route every topic's messages to `sink` (the blocking facade's buffer)."""
         self._app_sink = sink
 
@@ -191,6 +192,10 @@ class MultiTopicsConsumer:
 
     def ack_nowait(self, target: Message | MessageId) -> asyncio.Future[None] | None:
         return self._forget(target).ack_nowait(target)
+
+    def ack_many(self, targets: Sequence[Message | MessageId]) -> None:
+        for target in targets:
+            self._forget(target).ack_nowait(target)
 
     async def acknowledge(self, target: Message | MessageId) -> None:
         await self._forget(target).acknowledge(target)

@@ -1,0 +1,189 @@
+"""The blocking Consumer, named as `pulsar.Consumer`.
+
+Receiving takes messages from a thread-side buffer the loop fills an entry at
+a time, so `receive` and `batch_receive` cost no loop round trip, as the
+official client's do. Deliveries (permits, SEM-2.3; ack timeouts, SEM-3.6)
+and individual acks (SEM-3.4) are handed to the loop in bulk through
+AppEvents; everything else runs on the loop in submission order.
+"""
+
+from __future__ import annotations
+
+import time
+from operator import attrgetter
+from typing import TYPE_CHECKING, Any
+
+from magnetar.client.aio import consumer as _aio_consumer
+from magnetar.client.aio import message as _aio_message
+from magnetar.client.aio import multi_topic as _aio_multi
+from magnetar.client.aio.errors import AlreadyClosed, InvalidConfiguration, Timeout
+from magnetar.client.messages import Message, MessageId
+from magnetar.client.sync import AppEvents, ThreadQueue
+from magnetar.proto import ids as _ids
+
+# The facade's Client (which creates consumers) runs our calls on its loop thread.
+if TYPE_CHECKING:
+    from magnetar.client import Client
+
+_data_of = attrgetter("_data")
+AckTarget = _aio_message.Message | _ids.MessageId
+
+
+class Consumer:
+    """A consumer; methods named as in `pulsar.Consumer`, plus our additions."""
+
+    def __init__(
+        self,
+        client: Client,
+        consumer: _aio_consumer.Consumer | _aio_multi.MultiTopicsConsumer,
+        schema: Any,
+    ) -> None:
+        self._client = client
+        self._consumer = consumer
+        self._schema = schema
+        # Only a multi-topic consumer can refuse an ack target (an id it cannot route).
+        self._routes_acks = isinstance(consumer, _aio_multi.MultiTopicsConsumer)
+        self._receipts = consumer.conf.ack_receipt_enabled
+        self._zero_queue = consumer.conf.receiver_queue_size == 0
+        # Filled by the loop thread (install_buffer) unless a listener consumes.
+        self._buffer: ThreadQueue[_aio_message.Message] | None = None
+        self._events: AppEvents[_aio_message.Message, AckTarget] = AppEvents(
+            client.submitter, consumer.messages_delivered, consumer.ack_many
+        )
+
+    def install_buffer(self) -> None:
+        """On the loop thread: messages go to a thread-side buffer, so receive()
+        takes them without a loop round trip, as the official client's does."""
+        buffer: ThreadQueue[_aio_message.Message] = ThreadQueue()
+        core = self._consumer
+        queued = core.queue.clear()
+        if queued:
+            buffer.put_many(queued)
+        core.set_message_sink(lambda _c, messages: buffer.put_many(messages))
+        core.on_queue_cleared = buffer.clear
+        core.on_closed = lambda: buffer.close(
+            lambda: AlreadyClosed(f"consumer on {core.topic()} is closed")
+        )
+        self._buffer = buffer
+
+    def topic(self) -> str:
+        return self._consumer.topic()
+
+    def subscription_name(self) -> str:
+        return self._consumer.subscription_name()
+
+    def consumer_name(self) -> str:
+        return self._consumer.consumer_name()
+
+    def is_connected(self) -> bool:
+        return self._consumer.is_connected()
+
+    def _receiving(self) -> ThreadQueue[_aio_message.Message]:
+        buffer = self._buffer
+        if buffer is None:
+            raise InvalidConfiguration(
+                "the consumer has a message listener: receive is not allowed"
+            )
+        if self._zero_queue and not len(buffer):
+            self._client.submit(self._consumer.request_one)
+        return buffer
+
+    def receive(self, timeout_millis: int | None = None) -> Message:
+        msg = self._receiving().get(None if timeout_millis is None else timeout_millis / 1000)
+        if msg is None:
+            raise Timeout(f"no message within {timeout_millis} ms")
+        self._events.delivered(msg)
+        return Message(msg, self._schema)
+
+    def batch_receive(self) -> list[Message]:
+        """Messages until a limit of the batch receive policy (SEM-1) is hit: as
+        many as are buffered at once, then waiting for more until the timeout."""
+        buffer = self._receiving()
+        policy = self._consumer.conf.batch_receive_policy
+        max_count, max_bytes = policy.max_num_message, policy.max_num_bytes
+        deadline = time.monotonic() + policy.timeout_ms / 1000 if policy.timeout_ms > 0 else None
+        taken: list[_aio_message.Message] = []
+        size = 0
+        while True:
+            remaining = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+            if not buffer.wait(remaining):
+                break
+            more = buffer.take(max_count - len(taken) if max_count > 0 else 0)
+            more_size = sum(map(len, map(_data_of, more)))
+            if 0 < max_bytes <= size + more_size:
+                # The byte limit is hit inside `more`: keep up to the message that reaches it.
+                cut = 0
+                while size < max_bytes:
+                    size += len(more[cut]._data)
+                    cut += 1
+                buffer.give_back(more[cut:])
+                taken += more[:cut]
+                break
+            taken += more
+            size += more_size
+            if 0 < max_count <= len(taken):
+                break
+        if taken:
+            self._events.delivered_many(taken)
+        schema = self._schema
+        return [Message(msg, schema) for msg in taken]
+
+    def _target(self, message: Message | MessageId) -> AckTarget:
+        target = message._msg if isinstance(message, Message) else message.inner
+        if self._routes_acks:
+            self._consumer.check_target(target)
+        return target
+
+    def acknowledge(self, message: Message | MessageId) -> None:
+        """SEM-3.4: grouped and sent by the loop; waits for the broker with ack receipts."""
+        target = self._target(message)
+        if self._receipts:
+            self._client.run(self._consumer.acknowledge(target))
+        else:
+            self._events.acked(target)
+
+    def acknowledge_cumulative(self, message: Message | MessageId) -> None:
+        self._consumer.check_cumulative()
+        target = self._target(message)
+        if self._receipts:
+            self._client.run(self._consumer.acknowledge_cumulative(target))
+        else:
+            self._client.submit(self._consumer.ack_cumulative_nowait, target)
+
+    def negative_acknowledge(self, message: Message | MessageId) -> None:
+        self._client.submit(self._consumer.negative_acknowledge, self._target(message))
+
+    def redeliver_unacknowledged_messages(self) -> None:
+        self._client.run_ordered(self._redeliver_all)
+
+    async def _redeliver_all(self) -> None:
+        self._consumer.redeliver_unacknowledged_messages()
+
+    def pause_message_listener(self) -> None:
+        self._client.submit(self._consumer.pause_message_listener)
+
+    def resume_message_listener(self) -> None:
+        self._client.submit(self._consumer.resume_message_listener)
+
+    def seek(self, messageid: MessageId | int) -> None:
+        """To a message id, or to a publish time in ms since the epoch."""
+        target = messageid.inner if isinstance(messageid, MessageId) else int(messageid)
+        self._client.run_ordered(lambda: self._consumer.seek(target))
+
+    def get_last_message_id(self) -> MessageId:
+        return MessageId.wrap(self._client.run(self._consumer.get_last_message_id()))
+
+    def reconsume_later(
+        self, message: Message, delay_millis: int, properties: dict[str, str] | None = None
+    ) -> None:
+        """SEM-6.2 (not in the official Python client): retry `message` after a delay."""
+        self._client.run_ordered(
+            lambda: self._consumer.reconsume_later(message._msg, delay_millis, properties)
+        )
+
+    def unsubscribe(self) -> None:
+        self._client.run_ordered(self._consumer.unsubscribe)
+
+    def close(self) -> None:
+        if not self._client.closed:
+            self._client.run_ordered(self._consumer.close)
