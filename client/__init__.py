@@ -48,7 +48,7 @@ from magnetar.client.aio.policies import DeadLetterPolicy as ConsumerDeadLetterP
 from magnetar.client.aio.policies import KeySharedPolicy as ConsumerKeySharedPolicy
 from magnetar.client.aio.producer import Producer as _AioProducer
 from magnetar.client.consumer import Consumer
-from magnetar.client.messages import Message, MessageId
+from magnetar.client.messages import Message, MessageId, message_class
 from magnetar.client.reader import Reader
 from magnetar.client.sync import LoopThread, Permits, Submitter
 from magnetar.proto import ids as _ids
@@ -466,10 +466,11 @@ class Client:
         if message_listener is not None:
             user_listener = message_listener
             pool = self._listener_pool()
+            cls = message_class(schema)
 
             def listener(_consumer: Any, msg: Any) -> Any:
                 loop = self._loop.loop
-                return loop.run_in_executor(pool, user_listener, facade[0], Message(msg, schema))
+                return loop.run_in_executor(pool, user_listener, facade[0], cls.of(msg))
 
         consumer = self._loop.run(
             self._client.subscribe(
@@ -502,14 +503,13 @@ class Client:
             )
         )
         wrapper = Consumer(self, consumer, schema)
-        if listener is None:
-            self._loop.run(self._install(wrapper))
+        self._loop.run(self._install(wrapper, buffered=listener is None))
         facade.append(wrapper)
         return wrapper
 
     @staticmethod
-    async def _install(consumer: Consumer) -> None:
-        consumer.install_buffer()
+    async def _install(consumer: Consumer, buffered: bool) -> None:
+        consumer.install(buffered)
 
     def _listener_pool(self) -> concurrent.futures.ThreadPoolExecutor:
         """The message listener threads (message_listener_threads of them)."""

@@ -17,7 +17,7 @@ from magnetar.client.aio import consumer as _aio_consumer
 from magnetar.client.aio import message as _aio_message
 from magnetar.client.aio import multi_topic as _aio_multi
 from magnetar.client.aio.errors import AlreadyClosed, InvalidConfiguration, Timeout
-from magnetar.client.messages import Message, MessageId
+from magnetar.client.messages import Message, MessageId, message_class
 from magnetar.client.sync import AppEvents, ThreadQueue
 from magnetar.proto import ids as _ids
 
@@ -26,6 +26,9 @@ if TYPE_CHECKING:
     from magnetar.client import Client
 
 _data_of = attrgetter("_data")
+# How long a receive waits for the loop to take its deliveries (a hint: the
+# loop takes them later anyway).
+_HAND_OVER_WAIT = 0.05
 AckTarget = _aio_message.Message | _ids.MessageId
 
 
@@ -41,25 +44,42 @@ class Consumer:
         self._client = client
         self._consumer = consumer
         self._schema = schema
+        self._message_class = message_class(schema)
         # Only a multi-topic consumer can refuse an ack target (an id it cannot route).
         self._routes_acks = isinstance(consumer, _aio_multi.MultiTopicsConsumer)
         self._receipts = consumer.conf.ack_receipt_enabled
         self._zero_queue = consumer.conf.receiver_queue_size == 0
-        # Filled by the loop thread (install_buffer) unless a listener consumes.
-        self._buffer: ThreadQueue[_aio_message.Message] | None = None
+        # SEM-2.3: the loop sends FLOW once half the receiver queue is freed;
+        # deliveries are handed over at once when they may reach that.
+        self._refill_at = max(consumer.conf.receiver_queue_size // 2, 1)
+        self._since_refill = 0
+        # Filled by the loop thread (see install) unless a listener consumes.
+        self._buffer: ThreadQueue[Message] | None = None
         self._events: AppEvents[_aio_message.Message, AckTarget] = AppEvents(
             client.submitter, consumer.messages_delivered, consumer.ack_many
         )
 
-    def install_buffer(self) -> None:
-        """On the loop thread: messages go to a thread-side buffer, so receive()
-        takes them without a loop round trip, as the official client's does."""
-        buffer: ThreadQueue[_aio_message.Message] = ThreadQueue()
+    def install(self, buffered: bool) -> None:
+        """On the loop thread: the core builds this module's messages and, unless a
+        listener consumes, puts them in a thread-side buffer, so receive() takes
+        them without a loop round trip, as the official client's does."""
         core = self._consumer
+        cls = self._message_class
+        core.set_message_class(cls)
+        if not buffered:
+            return
+        buffer: ThreadQueue[Message] = ThreadQueue()
+
+        def sink(_core: object, messages: list[_aio_message.Message]) -> None:
+            # Decoded before set_message_class (or by a core of its own): converted.
+            if messages[0].__class__ is not cls:
+                messages = [cls.of(m) for m in messages]
+            buffer.put_many(messages)  # type: ignore[arg-type]
+
         queued = core.queue.clear()
         if queued:
-            buffer.put_many(queued)
-        core.set_message_sink(lambda _c, messages: buffer.put_many(messages))
+            sink(core, queued)
+        core.set_message_sink(sink)
         core.on_queue_cleared = buffer.clear
         core.on_closed = lambda: buffer.close(
             lambda: AlreadyClosed(f"consumer on {core.topic()} is closed")
@@ -78,7 +98,7 @@ class Consumer:
     def is_connected(self) -> bool:
         return self._consumer.is_connected()
 
-    def _receiving(self) -> ThreadQueue[_aio_message.Message]:
+    def _receiving(self) -> ThreadQueue[Message]:
         buffer = self._buffer
         if buffer is None:
             raise InvalidConfiguration(
@@ -93,7 +113,10 @@ class Consumer:
         if msg is None:
             raise Timeout(f"no message within {timeout_millis} ms")
         self._events.delivered(msg)
-        return Message(msg, self._schema)
+        self._since_refill += 1
+        if self._since_refill >= self._refill_at:
+            self._refill()
+        return msg
 
     def batch_receive(self) -> list[Message]:
         """Messages until a limit of the batch receive policy (SEM-1) is hit: as
@@ -102,7 +125,7 @@ class Consumer:
         policy = self._consumer.conf.batch_receive_policy
         max_count, max_bytes = policy.max_num_message, policy.max_num_bytes
         deadline = time.monotonic() + policy.timeout_ms / 1000 if policy.timeout_ms > 0 else None
-        taken: list[_aio_message.Message] = []
+        taken: list[Message] = []
         size = 0
         while True:
             remaining = None if deadline is None else max(deadline - time.monotonic(), 0.0)
@@ -124,12 +147,19 @@ class Consumer:
             if 0 < max_count <= len(taken):
                 break
         if taken:
-            self._events.delivered_many(taken)
-        schema = self._schema
-        return [Message(msg, schema) for msg in taken]
+            self._events.delivered_many(taken)  # type: ignore[arg-type]
+            self._since_refill += len(taken)
+            if self._since_refill >= self._refill_at:
+                self._refill()
+        return taken
+
+    def _refill(self) -> None:
+        self._since_refill = 0
+        if not self._zero_queue:
+            self._events.hand_over(_HAND_OVER_WAIT)
 
     def _target(self, message: Message | MessageId) -> AckTarget:
-        target = message._msg if isinstance(message, Message) else message.inner
+        target = message if isinstance(message, Message) else message.inner
         if self._routes_acks:
             self._consumer.check_target(target)
         return target
@@ -178,7 +208,7 @@ class Consumer:
     ) -> None:
         """SEM-6.2 (not in the official Python client): retry `message` after a delay."""
         self._client.run_ordered(
-            lambda: self._consumer.reconsume_later(message._msg, delay_millis, properties)
+            lambda: self._consumer.reconsume_later(message, delay_millis, properties)
         )
 
     def unsubscribe(self) -> None:

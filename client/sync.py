@@ -188,6 +188,20 @@ class AppEvents(Generic[T, A]):
         if not self._scheduled:
             self._schedule()
 
+    def hand_over(self, timeout: float) -> bool:
+        """Wait (at most `timeout` seconds) until the loop has taken every event so far.
+
+        Appending never wakes the loop at once: the application thread keeps
+        the GIL for up to the interpreter's switch interval. When an event
+        matters soon (enough permits freed for a FLOW), waiting here lets the
+        loop run now, so the broker works while the application goes on.
+        """
+        done = threading.Event()
+        if not self._scheduled:
+            self._schedule()
+        self._submitter.submit(done.set)
+        return done.wait(timeout)
+
     def _schedule(self) -> None:
         self._scheduled = True
         self._submitter.submit(self._drain)

@@ -279,6 +279,12 @@ class Consumer(ConnectionHandler):
         """Route incoming messages to `sink` (a composite consumer's shared queue)."""
         self._sink = sink
 
+    def set_message_class(self, cls: type[Message]) -> None:
+        """Build received messages as `cls` (the blocking facade's Message)."""
+        self._decoder.message_class = cls
+        if self.retry_consumer is not None:
+            self.retry_consumer.set_message_class(cls)
+
     def attach_retry_consumer(self, retry: Consumer) -> None:
         """SEM-6.2: the retry topic's consumer feeds this consumer's messages."""
         self.retry_consumer = retry

@@ -171,7 +171,7 @@ class ConsumerAcks:
         )
         acked = 0
         for target in targets:
-            if slow or target.__class__ is not Message:
+            if slow or isinstance(target, MessageId):
                 ids = target._ack_ids if isinstance(target, Message) else (target,)
                 for msg_id in ids:
                     if self._ack_id(msg_id):

@@ -29,6 +29,9 @@ from magnetar.proto.ids import MessageId, to_signed64
 
 _U32 = struct.Struct(">I")
 _parse_single = pb.SingleMessageMetadata.FromString
+# SingleMessageMetadata tags: payload_size (field 3) and compacted_out (field 4), varints.
+_PAYLOAD_SIZE_TAG = 3 << 3
+_COMPACTED_OUT_TAG = 4 << 3
 
 
 @dataclass
@@ -55,6 +58,8 @@ class MessageDecoder:
         self.chunks = chunks
         # crypto_failure_action CONSUME: hand encrypted payloads out as they are.
         self.consume_encrypted = consume_encrypted
+        # What to build: the blocking facade has its messages built as its own subclass.
+        self.message_class: type[Message] = Message
 
     def clear(self) -> None:
         self.chunks.clear()
@@ -97,15 +102,15 @@ class MessageDecoder:
                     out.skipped = 1
                     return out
                 entry.batch_size = 0
-                out.messages.append(Message(body, entry))
+                out.messages.append(self.message_class(body, entry))
                 out.size = len(body)
                 return out
             if meta.compression:
                 body = decompress(meta.compression, body, meta.uncompressed_size)
             if batches.is_batch(meta):
-                _split(entry, body, list(command.ack_set), out)
+                _split(entry, body, list(command.ack_set), out, self.message_class)
             else:
-                out.messages.append(Message(body, entry))
+                out.messages.append(self.message_class(body, entry))
                 out.size = len(body)
         except (PulsarException, ProtocolError) as exc:
             out.error = str(exc)
@@ -116,7 +121,7 @@ class MessageDecoder:
         return out
 
 
-def _split(entry: Entry, body: bytes, ack_set: list[int], out: Decoded) -> None:
+def _split(entry: Entry, body: bytes, ack_set: list[int], out: Decoded, new: type[Message]) -> None:
     """The messages of a batch payload (format in magnetar.proto.messages), in one pass.
 
     Raises ProtocolError unless the payload holds exactly the entry's count of
@@ -132,24 +137,45 @@ def _split(entry: Entry, body: bytes, ack_set: list[int], out: Decoded) -> None:
     append = messages.append
     unpack = _U32.unpack_from
     parse = _parse_single
-    new = Message
+    entry.body = body
     index = 0
     try:
         for index in range(count):
-            meta_end = offset + 4 + unpack(body, offset)[0]
+            start = offset + 4
+            meta_end = start + unpack(body, offset)[0]
             if meta_end > end:
                 raise ProtocolError(f"batch message {index}: metadata exceeds the payload")
-            single = parse(body[offset + 4 : meta_end])
-            size = single.payload_size
-            if not size and not single.HasField("payload_size"):
-                raise ProtocolError(f"batch message {index}: metadata without payload_size")
+            # The common metadata, read here: payload_size first (field 3, varint
+            # of one or two bytes) and no compacted_out (field 4) after it.
+            # Serializers write fields in number order, so anything else (keys,
+            # properties, compacted_out) takes the full parse.
+            single: pb.SingleMessageMetadata | int = start
+            size = body[start + 1] if body[start] == _PAYLOAD_SIZE_TAG else 0x80
+            if size < 0x80:
+                rest = start + 2
+            elif body[start] == _PAYLOAD_SIZE_TAG and body[start + 2] < 0x80:
+                size = (size & 0x7F) | body[start + 2] << 7
+                rest = start + 3
+            else:
+                rest = -1
+            if rest < 0 or (rest < meta_end and body[rest] == _COMPACTED_OUT_TAG):
+                single = parse(body[start:meta_end])
+                size = single.payload_size
+                if not size and not single.HasField("payload_size"):
+                    raise ProtocolError(f"batch message {index}: metadata without payload_size")
+                if single.compacted_out:
+                    out.skipped += 1
+                    offset = meta_end + size
+                    continue
+            elif rest > meta_end:
+                raise ProtocolError(f"batch message {index}: metadata truncated")
             offset = meta_end + size
             if offset > end:
                 raise ProtocolError(
                     f"batch message {index}: payload size {size} does not fit the payload"
                 )
             # ack_set bits mark the indexes still unacked (WIRE 14).
-            if single.compacted_out or (ack_set and not (ack_set[index // 64] >> (index % 64)) & 1):
+            if ack_set and not (ack_set[index // 64] >> (index % 64)) & 1:
                 out.skipped += 1
                 continue
             append(new(body[meta_end:offset], entry, index, single))
@@ -161,7 +187,7 @@ def _split(entry: Entry, body: bytes, ack_set: list[int], out: Decoded) -> None:
     except (DecodeError, RuntimeError, ValueError) as exc:
         raise ProtocolError(f"batch message {index}: undecodable metadata: {exc}") from exc
     except IndexError:
-        raise ProtocolError(f"batch message {index}: ack_set too short") from None
+        raise ProtocolError(f"batch message {index}: truncated, or beyond the ack_set") from None
     if offset != end:
         raise ProtocolError(f"batch of {count} messages has {end - offset} trailing bytes")
     out.size = size_total

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable, Mapping, Sequence
+from typing import Self
+
+from google.protobuf.message import DecodeError
 
 from magnetar.client.aio.errors import PulsarException
 from magnetar.proto import pulsar_api_pb2 as pb
@@ -11,6 +15,8 @@ from magnetar.proto.messages import ordering_key, partition_key
 
 # Called once per message with (None, id) on success or (error, None).
 SendCallback = Callable[[PulsarException | None, MessageId | None], None]
+
+_U32 = struct.Struct(">I")
 
 # replicate_to value that keeps a message in the local cluster (Pulsar's marker).
 LOCAL_CLUSTER_ONLY = "__local__"
@@ -108,6 +114,7 @@ class Entry:
 
     __slots__ = (
         "batch_size",
+        "body",
         "chunk_ids",
         "entry_id",
         "key",
@@ -140,6 +147,18 @@ class Entry:
         self.batch_size = batch_size
         # A reassembled chunked message: the ids of its chunks, acked together.
         self.chunk_ids = chunk_ids
+        # A batch's (decompressed) payload, where its messages' metadata is read.
+        self.body = b""
+
+    def single_at(self, offset: int) -> pb.SingleMessageMetadata:
+        """The SingleMessageMetadata of the batch message whose metadata starts
+        at `offset` of the body (its u32 size just before it)."""
+        size = _U32.unpack_from(self.body, offset - 4)[0]
+        try:
+            return pb.SingleMessageMetadata.FromString(self.body[offset : offset + size])
+        except DecodeError:
+            # Its framing was checked when the batch was split; the rest reads as unset.
+            return pb.SingleMessageMetadata()
 
 
 class Message:
@@ -158,25 +177,41 @@ class Message:
         data: bytes,
         entry: Entry,
         index: int = -1,
-        single: pb.SingleMessageMetadata | None = None,
+        single: pb.SingleMessageMetadata | int | None = None,
     ) -> None:
+        # Kept to plain stores: one of these is built per received message.
         self._data = data
         self._entry = entry
         # Batch index, -1 for a message that is a whole entry.
         self._index = index
+        # A batch message's SingleMessageMetadata, or where in the entry's body
+        # it starts (parsed on first use); None for a whole entry.
         self._single = single
         self._id: MessageId | None = None
+
+    @classmethod
+    def of(cls, msg: Message) -> Self:
+        """`msg` as an instance of this class (a subclass's view of a message)."""
+        if msg.__class__ is cls:
+            return msg
+        out = cls(msg._data, msg._entry, msg._index, msg._single)
+        out._id = msg._id
+        return out
 
     @property
     def _meta(self) -> pb.MessageMetadata | pb.SingleMessageMetadata:
         single = self._single
-        return single if single is not None else self._entry.metadata
+        if single is None:
+            return self._entry.metadata
+        if isinstance(single, int):
+            single = self._single = self._entry.single_at(single)
+        return single
 
     @property
     def _ack_ids(self) -> tuple[MessageId, ...]:
         """The ids to acknowledge for this message: its chunks', or its own."""
         chunks = self._entry.chunk_ids
-        return chunks if chunks is not None else (self.message_id(),)
+        return chunks if chunks is not None else (self._msg_id(),)
 
     def data(self) -> bytes:
         return self._data
@@ -203,6 +238,11 @@ class Message:
         return self._meta.event_time
 
     def message_id(self) -> MessageId:
+        return self._msg_id()
+
+    def _msg_id(self) -> MessageId:
+        # What this package's code calls: the blocking facade's subclass
+        # returns its own MessageId type from message_id().
         msg_id = self._id
         if msg_id is None:
             entry = self._entry
@@ -231,4 +271,4 @@ class Message:
         return self._meta.null_value
 
     def __repr__(self) -> str:
-        return f"Message({self.message_id()}, {len(self._data)} bytes)"
+        return f"Message({self._msg_id()}, {len(self._data)} bytes)"

@@ -48,6 +48,7 @@ class MultiTopicsConsumer:
         self._topic_of: dict[MessageId, str] = {}
         # The blocking facade's hooks (as on the single-topic Consumer).
         self._app_sink: Callable[[Any, list[Message]], None] | None = None
+        self._message_class: type[Message] = Message
         self.on_queue_cleared: Callable[[], None] | None = None
         self.on_closed: Callable[[], None] | None = None
         self._discovery: asyncio.Task[None] | None = None
@@ -75,13 +76,14 @@ class MultiTopicsConsumer:
             per_topic = _without_listener(per_topic)
         consumer = await self._subscribe_one(name, self.subscription, per_topic)
         consumer.set_message_sink(self._sink)
+        consumer.set_message_class(self._message_class)
         self.consumers[str(name)] = consumer
         if name.partition_index >= 0:
             self._by_partition[name.partition_index] = consumer
         # What arrived before the sink was set is handed on in order.
         queued = consumer.queue.clear()
         if queued:
-            self._sink(consumer, queued)
+            self._sink(consumer, [self._message_class.of(m) for m in queued])
 
     def discover(self, list_topics: ListTopics, parse: Callable[[str], Any], period: float) -> None:
         """Pattern consumers: every `period` seconds, subscribe to topics that
@@ -122,6 +124,12 @@ class MultiTopicsConsumer:
     def set_message_sink(self, sink: Callable[[Any, list[Message]], None] | None) -> None:
         """Route every topic's messages to `sink` (the blocking facade's buffer)."""
         self._app_sink = sink
+
+    def set_message_class(self, cls: type[Message]) -> None:
+        """Build every topic's received messages as `cls`."""
+        self._message_class = cls
+        for consumer in self.consumers.values():
+            consumer.set_message_class(cls)
 
     def request_one(self) -> None:
         """Zero-queue consumers are refused at creation; nothing to ask for."""
@@ -170,7 +178,7 @@ class MultiTopicsConsumer:
 
     def _delivered(self, msg: Message) -> Message:
         self._owner(msg).message_delivered(msg)
-        self._topic_of[msg.message_id()] = msg.topic_name()
+        self._topic_of[msg._msg_id()] = msg.topic_name()
         return msg
 
     async def _next_for_listener(self) -> Message:
@@ -187,7 +195,7 @@ class MultiTopicsConsumer:
 
     def _forget(self, target: Message | MessageId) -> Consumer:
         owner = self._owner(target)
-        self._topic_of.pop(target.message_id() if isinstance(target, Message) else target, None)
+        self._topic_of.pop(target._msg_id() if isinstance(target, Message) else target, None)
         return owner
 
     def ack_nowait(self, target: Message | MessageId) -> asyncio.Future[None] | None:
