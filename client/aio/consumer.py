@@ -383,6 +383,9 @@ class Consumer(ConnectionHandler):
         owner = self._owner_of(target)
         if owner is not self:
             return owner.ack_nowait(target)
+        if not self.conf.ack_receipt_enabled:
+            self.acks.ack_many((target,))  # nothing to wait for: the cheap path
+            return None
         ids = target._ack_ids if isinstance(target, Message) else (target,)
         return self.acks.ack_ids(ids)
 

@@ -34,6 +34,7 @@ from magnetar.client.aio.unacked_tracker import UnAckedMessageTracker
 from magnetar.proto import pulsar_api_pb2 as pb
 from magnetar.proto.ids import MessageId, to_unsigned64
 
+# The consumer owns this object and is called back for its connection and redelivery.
 if TYPE_CHECKING:
     from magnetar.client.aio.consumer import Consumer
 
