@@ -99,6 +99,7 @@ class Consumer:
         return self._consumer.is_connected()
 
     def _receiving(self) -> ThreadQueue[Message]:
+        self._check_open()
         buffer = self._buffer
         if buffer is None:
             raise InvalidConfiguration(
@@ -158,7 +159,13 @@ class Consumer:
         if not self._zero_queue:
             self._events.hand_over(_HAND_OVER_WAIT)
 
+    def _check_open(self) -> None:
+        # Events for a stopped loop would be lost (and its submit refuses them).
+        if self._client.closed:
+            raise AlreadyClosed("the client is closed")
+
     def _target(self, message: Message | MessageId) -> AckTarget:
+        self._check_open()
         target = message if isinstance(message, Message) else message.inner
         if self._routes_acks:
             self._consumer.check_target(target)
