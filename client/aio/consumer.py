@@ -341,8 +341,10 @@ class Consumer(ConnectionHandler):
     async def receive(self, timeout_millis: int | None = None) -> Message:
         """The next message; raises Timeout after `timeout_millis` without one."""
         self._check_receive()
-        self._zero_queue_permit()
-        msg = await self.queue.get(timeout_millis)
+        msg = self.queue.get_nowait()  # queued already: no coroutine to wait in
+        if msg is None:
+            self._zero_queue_permit()
+            msg = await self.queue.get(timeout_millis)
         self.messages_delivered((msg,))
         return msg
 
