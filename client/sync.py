@@ -16,6 +16,10 @@ from collections import deque
 from collections.abc import Callable, Coroutine
 from typing import Any, Generic, TypeVar
 
+from magnetar.client.aio.log import get_logger
+
+_log = get_logger("magnetar.client")
+
 R = TypeVar("R")
 
 
@@ -99,7 +103,10 @@ class Submitter:
         while True:
             while items:
                 fn, args = items.popleft()
-                fn(*args)
+                try:
+                    fn(*args)
+                except Exception as exc:  # one failed call must not strand the ones after it
+                    _log.exception("submitted call failed", call=repr(fn), error=str(exc))
             self._scheduled = False
             if not items:
                 return

@@ -110,3 +110,27 @@ def test_thread_queue_takes_in_bulk_and_gives_back_in_order() -> None:
     queue.give_back(taken[1:])
     assert queue.take(10) == [4, 5]
     assert not queue.wait(0.01)
+
+
+def test_submitter_goes_on_after_a_failing_call() -> None:
+    """A call that raises is logged; the calls after it, and later submits, still run."""
+    loop_thread = LoopThread()
+    seen: list[int] = []
+    first, second = threading.Event(), threading.Event()
+
+    def boom() -> None:
+        raise ValueError("the application's mistake")
+
+    try:
+        submitter = Submitter(loop_thread.loop)
+        submitter.submit(seen.append, 1)
+        submitter.submit(boom)
+        submitter.submit(seen.append, 2)
+        submitter.submit(first.set)
+        assert first.wait(5)
+        submitter.submit(seen.append, 3)
+        submitter.submit(second.set)
+        assert second.wait(5)
+        assert seen == [1, 2, 3]
+    finally:
+        loop_thread.stop()
