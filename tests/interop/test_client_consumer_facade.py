@@ -201,3 +201,28 @@ def test_batch_receive_bytes_limit_bulk_acks_and_closed_client(
         again.receive(10)
     with pytest.raises(magnetar.AlreadyClosed):
         again.acknowledge(got[0])
+
+
+def test_reconsume_later_comes_back_through_the_blocking_receive(
+    ours: magnetar.Client, broker: BrokerUnderTest
+) -> None:
+    """SEM-6.2 through the facade: the retry topic's messages reach the blocking
+    consumer's receive, with RECONSUMETIMES counted, and are acked from there."""
+    broker.require("delayed_delivery")
+    topic = broker.topic("fretry")
+    consumer = ours.subscribe(
+        topic,
+        "sub",
+        consumer_type=magnetar.ConsumerType.Shared,
+        enable_retry=True,
+        dead_letter_policy=magnetar.ConsumerDeadLetterPolicy(3),
+    )
+    ours.create_producer(topic).send(b"again")
+    msg = consumer.receive(5000)
+    consumer.reconsume_later(msg, 100)
+    retried = consumer.receive(10000)
+    assert retried.data() == b"again" and retried.properties()["RECONSUMETIMES"] == "1"
+    assert retried.topic_name() == f"{topic}-sub-RETRY"
+    consumer.acknowledge(retried)
+    with pytest.raises(magnetar.Timeout):
+        consumer.receive(300)
