@@ -22,9 +22,6 @@ from datetime import timedelta
 from typing import Any, TypeVar
 
 from magnetar.client.aio import client as _aio_client
-from magnetar.client.aio import consumer as _aio_consumer
-from magnetar.client.aio import message as _aio_message
-from magnetar.client.aio import multi_topic as _aio_multi
 from magnetar.client.aio.enums import (
     BatchingType,
     CompressionType,
@@ -43,7 +40,6 @@ from magnetar.client.aio.errors import (
     ProducerQueueIsFull,
     PulsarException,
     Result,
-    Timeout,
 )
 from magnetar.client.aio.message import LOCAL_CLUSTER_ONLY, OutgoingMessage
 from magnetar.client.aio.partitioned_producer import PartitionedProducer as _AioPartitioned
@@ -51,9 +47,10 @@ from magnetar.client.aio.policies import BatchReceivePolicy as ConsumerBatchRece
 from magnetar.client.aio.policies import DeadLetterPolicy as ConsumerDeadLetterPolicy
 from magnetar.client.aio.policies import KeySharedPolicy as ConsumerKeySharedPolicy
 from magnetar.client.aio.producer import Producer as _AioProducer
-from magnetar.client.messages import Message, MessageId
+from magnetar.client.consumer import Consumer
+from magnetar.client.messages import Message, MessageId, message_class
 from magnetar.client.reader import Reader
-from magnetar.client.sync import LoopThread, Permits, Submitter, ThreadQueue
+from magnetar.client.sync import LoopThread, Permits, Submitter
 from magnetar.proto import ids as _ids
 from magnetar.proto.hashes import DEFAULT_HASHING_SCHEME, HashingScheme
 
@@ -279,154 +276,6 @@ class Producer:
             self._call(self._producer.close)
 
 
-class Consumer:
-    """A consumer; methods named as in `pulsar.Consumer`, plus our additions."""
-
-    def __init__(
-        self,
-        client: Client,
-        consumer: _aio_consumer.Consumer | _aio_multi.MultiTopicsConsumer,
-        schema: Any,
-    ) -> None:
-        self._client = client
-        self._consumer = consumer
-        self._schema = schema
-        # Filled by the loop thread (install_buffer) unless a listener consumes.
-        self._buffer: ThreadQueue[_aio_message.Message] | None = None
-
-    def install_buffer(self) -> None:
-        """On the loop thread: messages go to a thread-side buffer, so receive()
-        takes them without a loop round trip, as the official client's does."""
-        buffer: ThreadQueue[_aio_message.Message] = ThreadQueue()
-        core = self._consumer
-        while (msg := core.queue.get_nowait()) is not None:
-            buffer.put(msg)
-        core.set_message_sink(lambda _c, msg: buffer.put(msg))
-        core.on_queue_cleared = buffer.clear
-        core.on_closed = lambda: buffer.close(
-            lambda: AlreadyClosed(f"consumer on {core.topic()} is closed")
-        )
-        self._buffer = buffer
-
-    def topic(self) -> str:
-        return self._consumer.topic()
-
-    def subscription_name(self) -> str:
-        return self._consumer.subscription_name()
-
-    def consumer_name(self) -> str:
-        return self._consumer.consumer_name()
-
-    def is_connected(self) -> bool:
-        return self._consumer.is_connected()
-
-    def _take(
-        self, timeout: float | None, delivered: list[_aio_message.Message] | None = None
-    ) -> _aio_message.Message | None:
-        buffer = self._buffer
-        if buffer is None:
-            raise InvalidConfiguration(
-                "the consumer has a message listener: receive is not allowed"
-            )
-        if self._consumer.conf.receiver_queue_size == 0 and not len(buffer):
-            self._client.submit(self._consumer.request_one)
-        msg = buffer.get(timeout)
-        if msg is not None:
-            if delivered is None:
-                self._client.submit(self._consumer.message_delivered, msg)
-            else:
-                delivered.append(msg)  # the caller reports them in one submit
-        return msg
-
-    def receive(self, timeout_millis: int | None = None) -> Message:
-        msg = self._take(None if timeout_millis is None else timeout_millis / 1000)
-        if msg is None:
-            raise Timeout(f"no message within {timeout_millis} ms")
-        return Message(msg, self._schema)
-
-    def batch_receive(self) -> list[Message]:
-        """Messages until a limit of the batch receive policy (SEM-1) is hit."""
-        policy = self._consumer.conf.batch_receive_policy
-        deadline = time.monotonic() + policy.timeout_ms / 1000 if policy.timeout_ms > 0 else None
-        out: list[Message] = []
-        delivered: list[_aio_message.Message] = []
-        size = 0
-        try:
-            while not (0 < policy.max_num_message <= len(out)):
-                remaining = None if deadline is None else max(deadline - time.monotonic(), 0.0)
-                msg = self._take(remaining, delivered)
-                if msg is None:
-                    break
-                out.append(Message(msg, self._schema))
-                size += len(msg._data)
-                if 0 < policy.max_num_bytes <= size:
-                    break
-        finally:
-            if delivered:
-                self._client.submit(self._consumer.messages_delivered, delivered)
-        return out
-
-    @staticmethod
-    def _target(message: Message | MessageId) -> Any:
-        return message._msg if isinstance(message, Message) else message.inner
-
-    def acknowledge(self, message: Message | MessageId) -> None:
-        """SEM-3.4: grouped and sent by the loop; waits for the broker with ack receipts."""
-        target = self._target(message)
-        self._consumer.check_target(target)
-        if self._consumer.conf.ack_receipt_enabled:
-            self._client.run(self._consumer.acknowledge(target))
-        else:
-            self._client.submit(self._consumer.ack_nowait, target)
-
-    def acknowledge_cumulative(self, message: Message | MessageId) -> None:
-        self._consumer.check_cumulative()
-        target = self._target(message)
-        self._consumer.check_target(target)
-        if self._consumer.conf.ack_receipt_enabled:
-            self._client.run(self._consumer.acknowledge_cumulative(target))
-        else:
-            self._client.submit(self._consumer.ack_cumulative_nowait, target)
-
-    def negative_acknowledge(self, message: Message | MessageId) -> None:
-        self._client.submit(self._consumer.negative_acknowledge, self._target(message))
-
-    def redeliver_unacknowledged_messages(self) -> None:
-        self._client.run_ordered(self._redeliver_all)
-
-    async def _redeliver_all(self) -> None:
-        self._consumer.redeliver_unacknowledged_messages()
-
-    def pause_message_listener(self) -> None:
-        self._client.submit(self._consumer.pause_message_listener)
-
-    def resume_message_listener(self) -> None:
-        self._client.submit(self._consumer.resume_message_listener)
-
-    def seek(self, messageid: MessageId | int) -> None:
-        """To a message id, or to a publish time in ms since the epoch."""
-        target = messageid.inner if isinstance(messageid, MessageId) else int(messageid)
-        self._client.run_ordered(lambda: self._consumer.seek(target))
-
-    def get_last_message_id(self) -> MessageId:
-        return MessageId.wrap(self._client.run(self._consumer.get_last_message_id()))
-
-    def reconsume_later(
-        self, message: Message, delay_millis: int, properties: dict[str, str] | None = None
-    ) -> None:
-        """SEM-6.2 (not in the official Python client): retry `message` after a delay."""
-        self._client.run_ordered(
-            lambda: self._consumer.reconsume_later(message._msg, delay_millis, properties)
-        )
-
-    def unsubscribe(self) -> None:
-        self._client.run_ordered(self._consumer.unsubscribe)
-
-    def close(self) -> None:
-        if not self._client.closed:
-            self._client.run_ordered(self._consumer.close)
-
-
 class Client:
     """Blocking client; one private event-loop thread per client."""
 
@@ -477,6 +326,11 @@ class Client:
     def run(self, coro: Coroutine[Any, Any, _R], timeout: float | None = None) -> _R:
         """Run a coroutine on the client's loop thread and wait for its result."""
         return self._loop.run(coro, timeout)
+
+    @property
+    def submitter(self) -> Submitter:
+        """What `submit` goes through (the consumers' bulk event hand-off uses it)."""
+        return self._submitter
 
     def submit(self, fn: Callable[..., object], *args: Any) -> None:
         """Call `fn(*args)` on the loop thread, in submission order, without waiting."""
@@ -612,10 +466,11 @@ class Client:
         if message_listener is not None:
             user_listener = message_listener
             pool = self._listener_pool()
+            cls = message_class(schema)
 
             def listener(_consumer: Any, msg: Any) -> Any:
                 loop = self._loop.loop
-                return loop.run_in_executor(pool, user_listener, facade[0], Message(msg, schema))
+                return loop.run_in_executor(pool, user_listener, facade[0], cls.of(msg))
 
         consumer = self._loop.run(
             self._client.subscribe(
@@ -648,14 +503,13 @@ class Client:
             )
         )
         wrapper = Consumer(self, consumer, schema)
-        if listener is None:
-            self._loop.run(self._install(wrapper))
+        self._loop.run(self._install(wrapper, buffered=listener is None))
         facade.append(wrapper)
         return wrapper
 
     @staticmethod
-    async def _install(consumer: Consumer) -> None:
-        consumer.install_buffer()
+    async def _install(consumer: Consumer, buffered: bool) -> None:
+        consumer.install(buffered)
 
     def _listener_pool(self) -> concurrent.futures.ThreadPoolExecutor:
         """The message listener threads (message_listener_threads of them)."""

@@ -80,51 +80,35 @@ MessageId.earliest = MessageId.wrap(_ids.MessageId.earliest)
 MessageId.latest = MessageId.wrap(_ids.MessageId.latest)
 
 
-class Message:
-    """A received message (official accessor names)."""
+class Message(_aio_message.Message):
+    """A received message (official accessor names).
 
-    __slots__ = ("_msg", "_schema")
+    The async core's Message with the official types where they differ:
+    `message_id()` gives this module's MessageId and `value()` decodes with the
+    consumer's schema. The consumer's decoder builds these directly, so
+    receiving wraps nothing.
+    """
 
-    def __init__(self, msg: _aio_message.Message, schema: Any = None) -> None:
-        self._msg = msg
-        self._schema = schema
+    __slots__ = ()
 
-    def data(self) -> bytes:
-        return self._msg.data()
+    # Set on the per-schema subclass that `message_class(schema)` makes.
+    _schema: Any = None
 
     def value(self) -> Any:
-        data = self._msg.data()
-        return self._schema.decode(data) if self._schema is not None else data
+        schema = self._schema
+        return schema.decode(self._data) if schema is not None else self._data
 
-    def properties(self) -> dict[str, str]:
-        return self._msg.properties()
+    def message_id(self) -> MessageId:  # type: ignore[override]
+        return MessageId.wrap(self._msg_id())
 
-    def partition_key(self) -> str:
-        return self._msg.partition_key()
+    @property
+    def _msg(self) -> _aio_message.Message:
+        """The message as the async core takes it (itself)."""
+        return self
 
-    def ordering_key(self) -> str:
-        return self._msg.ordering_key()
 
-    def publish_timestamp(self) -> int:
-        return self._msg.publish_timestamp()
-
-    def event_timestamp(self) -> int:
-        return self._msg.event_timestamp()
-
-    def message_id(self) -> MessageId:
-        return MessageId.wrap(self._msg.message_id())
-
-    def topic_name(self) -> str:
-        return self._msg.topic_name()
-
-    def redelivery_count(self) -> int:
-        return self._msg.redelivery_count()
-
-    def schema_version(self) -> bytes:
-        return self._msg.schema_version()
-
-    def producer_name(self) -> str:
-        return self._msg.producer_name()
-
-    def has_null_value(self) -> bool:
-        return self._msg.has_null_value()
+def message_class(schema: Any) -> type[Message]:
+    """The Message class a consumer with `schema` builds its messages as."""
+    if schema is None:
+        return Message
+    return type("Message", (Message,), {"__slots__": (), "_schema": schema})

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from magnetar.client.aio import reader as _aio_reader
 from magnetar.client.aio.partitioned_reader import PartitionedReader
-from magnetar.client.messages import Message, MessageId
+from magnetar.client.messages import Message, MessageId, message_class
 
 # The facade's Client (which creates readers) runs our calls on its loop thread.
 if TYPE_CHECKING:
@@ -20,12 +20,14 @@ class Reader:
         self._client = client
         self._reader = reader
         self._schema = schema
+        self._message_class = message_class(schema)
 
     def topic(self) -> str:
         return self._reader.topic()
 
     def read_next(self, timeout_millis: int | None = None) -> Message:
-        return Message(self._client.run(self._reader.read_next(timeout_millis)), self._schema)
+        msg = self._client.run(self._reader.read_next(timeout_millis))
+        return self._message_class.of(msg)
 
     def has_message_available(self) -> bool:
         return self._client.run(self._reader.has_message_available())

@@ -16,6 +16,10 @@ from collections import deque
 from collections.abc import Callable, Coroutine
 from typing import Any, Generic, TypeVar
 
+from magnetar.client.aio.log import get_logger
+
+_log = get_logger("magnetar.client")
+
 R = TypeVar("R")
 
 
@@ -99,7 +103,10 @@ class Submitter:
         while True:
             while items:
                 fn, args = items.popleft()
-                fn(*args)
+                try:
+                    fn(*args)
+                except Exception as exc:  # one failed call must not strand the ones after it
+                    _log.exception("submitted call failed", call=repr(fn), error=str(exc))
             self._scheduled = False
             if not items:
                 return
@@ -146,6 +153,83 @@ class Permits:
 
 
 T = TypeVar("T")
+A = TypeVar("A")
+
+
+class AppEvents(Generic[T, A]):
+    """Deliveries and acks from application threads, handed to the loop in bulk.
+
+    The blocking consumer's receive and acknowledge append here (no lock, no
+    loop wake-up per call); one drain on the loop, submitted through the
+    Submitter so it keeps its order with the client's other calls, hands
+    everything over at once. A message's delivery is always handed over no
+    later than its ack: the drain takes the acks present first, then every
+    delivery, which includes those of the acked messages.
+    """
+
+    def __init__(
+        self,
+        submitter: Submitter,
+        on_delivered: Callable[[list[T]], object],
+        on_acked: Callable[[list[A]], object],
+    ) -> None:
+        self._submitter = submitter
+        self._on_delivered = on_delivered
+        self._on_acked = on_acked
+        self._delivered: deque[T] = deque()
+        self._acked: deque[A] = deque()
+        self._scheduled = False
+
+    def delivered(self, item: T) -> None:
+        self._delivered.append(item)
+        if not self._scheduled:
+            self._schedule()
+
+    def delivered_many(self, items: list[T]) -> None:
+        self._delivered.extend(items)
+        if not self._scheduled:
+            self._schedule()
+
+    def acked(self, item: A) -> None:
+        self._acked.append(item)
+        if not self._scheduled:
+            self._schedule()
+
+    def hand_over(self, timeout: float) -> bool:
+        """Wait (at most `timeout` seconds) until the loop has taken every event so far.
+
+        Appending never wakes the loop at once: the application thread keeps
+        the GIL for up to the interpreter's switch interval. When an event
+        matters soon (enough permits freed for a FLOW), waiting here lets the
+        loop run now, so the broker works while the application goes on.
+        """
+        done = threading.Event()
+        if not self._scheduled:
+            self._schedule()
+        self._submitter.submit(done.set)
+        return done.wait(timeout)
+
+    def _schedule(self) -> None:
+        self._scheduled = True
+        self._submitter.submit(self._drain)
+
+    def _drain(self) -> None:
+        delivered, acked = self._delivered, self._acked
+        try:
+            while True:
+                acks = [acked.popleft() for _ in range(len(acked))]
+                deliveries = [delivered.popleft() for _ in range(len(delivered))]
+                if deliveries:
+                    self._on_delivered(deliveries)
+                if acks:
+                    self._on_acked(acks)
+                self._scheduled = False
+                if not acked and not delivered:
+                    return
+                self._scheduled = True
+        except BaseException:
+            self._scheduled = False  # the next event schedules a drain again
+            raise
 
 
 class ThreadQueue(Generic[T]):
@@ -168,8 +252,50 @@ class ThreadQueue(Generic[T]):
             if self._waiting:
                 self._cond.notify()
 
+    def put_many(self, items: list[T]) -> None:
+        with self._cond:
+            self._items.extend(items)
+            if self._waiting:
+                self._cond.notify_all()
+
     def clear(self) -> None:
-        self._items.clear()
+        with self._cond:
+            self._items.clear()
+
+    def take(self, limit: int) -> list[T]:
+        """Up to `limit` items (all when `limit` <= 0) in one step, without waiting."""
+        with self._cond:
+            items = self._items
+            count = len(items)
+            if count <= limit or limit <= 0:
+                out = list(items)
+                items.clear()
+                return out
+            return [items.popleft() for _ in range(limit)]
+
+    def give_back(self, items: list[T]) -> None:
+        """Put taken items back at the front, in their order."""
+        with self._cond:
+            self._items.extendleft(reversed(items))
+
+    def wait(self, timeout: float | None) -> bool:
+        """Wait until an item is there; False after `timeout` seconds without one."""
+        if self._items:
+            return True
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cond:
+            while not self._items:
+                if self._error is not None:
+                    raise self._error()
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    return False
+                self._waiting += 1
+                try:
+                    self._cond.wait(remaining)
+                finally:
+                    self._waiting -= 1
+            return True
 
     def close(self, error: Callable[[], BaseException]) -> None:
         with self._cond:

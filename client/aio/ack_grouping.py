@@ -106,9 +106,12 @@ class AckGroupingTracker:
 
     def is_pending(self, msg_id: MessageId) -> bool:
         """Acked but not yet sent (a redelivered copy of it can be dropped)."""
+        return self.is_entry_pending(msg_id.entry_key())
+
+    def is_entry_pending(self, key: tuple[int, int]) -> bool:
+        """The whole entry is acked but the ack not yet sent."""
         if not self._entries and self._cumulative is None:
             return False
-        key = msg_id.entry_key()
         if key in self._entries:
             return True
         cumulative = self._cumulative

@@ -1,22 +1,22 @@
 """Consumer: one topic or one partition, with its trackers.
 
 Incoming MESSAGE frames are split (batches), decompressed, reassembled
-(chunks) and queued; permits follow SEM-2. Acks go through the
-AckGroupingTracker (SEM-3.4), received messages through the
-UnAckedMessageTracker (SEM-3.6) and nacks through the NegativeAcksTracker
-(SEM-3.5); one Ticker task drives their timers and the stats log. Retry and
-dead letter topics are handled by a DeadLetterHandler (SEM-6).
+(chunks) and queued; permits follow SEM-2. The acknowledgement side (ack
+grouping SEM-3.4, ack timeout SEM-3.6, nacks SEM-3.5, redelivery requests
+SEM-3.7) lives in ConsumerAcks; one Ticker task drives its timers and the
+stats log. Retry and dead letter topics are handled by a DeadLetterHandler
+(SEM-6).
 
 Public surface for composite consumers (the multi-topic consumer reuses this
 class per topic or partition):
 
-- `set_message_sink(sink)`: messages go to `sink(consumer, message)` instead
-  of this consumer's own IncomingQueue; the owner then calls
-  `message_delivered(message)` when it hands one to the application (this
-  frees a permit and starts its ack timeout).
+- `set_message_sink(sink)`: messages go to `sink(consumer, messages)` (a list
+  per received entry) instead of this consumer's own IncomingQueue; the owner
+  then calls `messages_delivered(messages)` when it hands them to the
+  application (this frees their permits and starts their ack timeouts).
 - `acknowledge`, `acknowledge_cumulative`, `negative_acknowledge`,
   `redeliver_unacknowledged_messages`, `redeliver(ids)`: per-message hooks
-  the owner routes by `message.topic_name()`.
+  the owner routes by `message.topic_name()`; `ack_many` for many at once.
 - `receive`, `batch_receive`, `seek`, `get_last_message_id`, `unsubscribe`,
   `close` as in the official client.
 """
@@ -26,13 +26,13 @@ from __future__ import annotations
 import asyncio
 import functools
 import uuid as _uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from magnetar.client.aio.ack_grouping import AckGroupingTracker, PendingAcks
 from magnetar.client.aio.chunking import ChunkAssembler
 from magnetar.client.aio.config import ConsumerConfiguration
 from magnetar.client.aio.connection import ClientConnection
+from magnetar.client.aio.consumer_acks import SHARED_TYPES, AckTarget, ConsumerAcks
 from magnetar.client.aio.consumer_stats import ConsumerStats
 from magnetar.client.aio.context import ClientContext
 from magnetar.client.aio.dead_letter import DeadLetterHandler
@@ -43,25 +43,21 @@ from magnetar.client.aio.errors import (
     CumulativeAcknowledgementNotAllowedError,
     InvalidConfiguration,
     PulsarException,
-    from_server_error,
 )
 from magnetar.client.aio.handler import ConnectionHandler, State
 from magnetar.client.aio.incoming import MessageDecoder
 from magnetar.client.aio.incoming_queue import IncomingQueue
 from magnetar.client.aio.listener import ListenerRunner
 from magnetar.client.aio.message import Message
-from magnetar.client.aio.nack_tracker import NegativeAcksTracker
 from magnetar.client.aio.ticker import Job, Ticker
-from magnetar.client.aio.unacked_tracker import UnAckedMessageTracker
 from magnetar.proto import pulsar_api_pb2 as pb
 from magnetar.proto.frames import Frame
-from magnetar.proto.ids import MessageId, to_unsigned64
+from magnetar.proto.ids import MessageId
 from magnetar.proto.naming import TopicName
 
 _ACK = pb.CommandAck
-_SHARED = (ConsumerType.Shared, ConsumerType.KeyShared)
 
-MessageSink = Callable[["Consumer", Message], None]
+MessageSink = Callable[["Consumer", list[Message]], None]
 
 
 class Consumer(ConnectionHandler):
@@ -89,7 +85,6 @@ class Consumer(ConnectionHandler):
         self.on_queue_cleared: Callable[[], None] | None = None
         self.on_closed: Callable[[], None] | None = None
         self._freed_permits = 0
-        self._batch_unacked: dict[tuple[int, int], set[int]] = {}
         self._decoder = MessageDecoder(
             str(topic),
             self.partition,
@@ -99,24 +94,17 @@ class Consumer(ConnectionHandler):
             ),
             consume_encrypted=conf.crypto_failure_action == ConsumerCryptoFailureAction.CONSUME,
         )
-        self.acks = AckGroupingTracker(
-            self.consumer_id,
-            group_time=conf.ack_group_time_ms / 1000.0,
-            max_pending=conf.ack_group_max_size,
-        )
-        self.unacked = (
-            UnAckedMessageTracker(conf.ack_timeout, conf.ack_timeout_tick_time_ms / 1000.0)
-            if conf.ack_timeout > 0
-            else None
-        )
-        self.nacks = NegativeAcksTracker(conf.negative_ack_redelivery_delay_ms / 1000.0)
         self.stats = ConsumerStats()
+        self.acks = ConsumerAcks(self, conf, self.stats)
         self.dead_letter = dead_letter
         self.retry_consumer: Consumer | None = None
         self.is_active: bool | None = None
-        self._ack_tasks: set[asyncio.Task[None]] = set()
         self._ticker = Ticker(f"pulsar-consumer-timers-{topic}")
-        self._add_jobs()
+        for job in self.acks.jobs(self._ticker.poke):
+            self._ticker.add(job)
+        interval = conf.stats_interval_seconds
+        if interval > 0:
+            self._ticker.add(Job("stats", lambda: interval, self._log_stats))
         self._listener: ListenerRunner | None = None
         if conf.message_listener is not None:
             self._listener = ListenerRunner(self, conf.message_listener, self._next_for_listener)
@@ -129,49 +117,6 @@ class Consumer(ConnectionHandler):
 
     def consumer_name(self) -> str:
         return self.name
-
-    # -- timers -----------------------------------------------------------
-
-    def _add_jobs(self) -> None:
-        acks = self.acks
-        if not acks.immediate:
-            self._ticker.add(
-                Job(
-                    "ack-flush",
-                    lambda: acks.group_time,
-                    self.flush_acks,
-                    lambda: bool(acks.pending_count),
-                )
-            )
-        nacks = self.nacks
-        self._ticker.add(
-            Job("nack", lambda: nacks.tick_time, self._nack_tick, lambda: bool(len(nacks)))
-        )
-        unacked = self.unacked
-        if unacked is not None:
-            self._ticker.add(
-                Job(
-                    "ack-timeout",
-                    lambda: unacked.tick_time,
-                    self._unacked_tick,
-                    lambda: bool(len(unacked)),
-                )
-            )
-        interval = self.conf.stats_interval_seconds
-        if interval > 0:
-            self._ticker.add(Job("stats", lambda: interval, self._log_stats))
-
-    def _nack_tick(self) -> None:
-        due = self.nacks.tick()
-        if due:
-            self.redeliver(due)
-
-    def _unacked_tick(self) -> None:
-        assert self.unacked is not None
-        expired = self.unacked.tick()
-        if expired:
-            self._log.info("ack timeout: redelivering", count=len(expired))
-            self.redeliver(expired)
 
     def _log_stats(self) -> None:
         self._log.info("consumer stats", **self.stats.snapshot(len(self.queue)))
@@ -219,10 +164,8 @@ class Consumer(ConnectionHandler):
             raise AlreadyClosed(f"consumer on {self.topic_name} closed while subscribing")
         # Whatever was queued and not received will be redelivered: drop it.
         self._clear_queue()
-        self._batch_unacked.clear()
         self._decoder.clear()
-        if self.unacked is not None:
-            self.unacked.clear()
+        self.acks.forget_delivered()
         self._freed_permits = 0
         self.cnx = cnx
         self.state = State.READY
@@ -233,10 +176,7 @@ class Consumer(ConnectionHandler):
         cnx.send_command(pb.CommandFlow(consumer_id=self.consumer_id, messagePermits=permits))
 
     def on_disconnected(self) -> None:
-        # Grouped acks not sent are lost with the connection: the broker redelivers.
-        for waiter in self.acks.clear():
-            if not waiter.done():
-                waiter.set_exception(ConnectError("disconnected before the ack was sent"))
+        self.acks.on_disconnected()
 
     def handle_close_consumer(self) -> None:
         cnx = self.cnx
@@ -260,64 +200,68 @@ class Consumer(ConnectionHandler):
 
     def handle_bad_checksum(self, frame: Frame) -> None:
         data = frame.command.message.message_id
-        self._send_validation_ack(data.ledgerId, data.entryId, _ACK.ChecksumMismatch)
+        self.acks.send_validation_ack(data.ledgerId, data.entryId, _ACK.ChecksumMismatch)
         self._free_permits(1)
 
     def handle_message(self, frame: Frame) -> None:
-        decoded = self._decoder.decode(frame)
+        decoder = self._decoder
+        decoded = decoder.decode(frame)
+        if decoder.chunks.dropped:
+            self._chunks_dropped()
+        if decoded.error is not None:
+            data = frame.command.message.message_id
+            self._log.warning("undecodable message", error=decoded.error)
+            self.acks.send_validation_ack(data.ledgerId, data.entryId, _ACK.DecompressionError)
+        if decoded.undecryptable:
+            self._undecryptable(decoded.entry)
+        if decoded.skipped:
+            self._free_permits(decoded.skipped)
+        messages = decoded.messages
+        if not messages:
+            return
+        # Everything an entry's messages share is checked once for the entry.
+        if self.acks.grouping.is_entry_pending(decoded.entry):
+            self._free_permits(len(messages))  # already acked, redelivered before the ack went out
+            return
+        if decoded.batch_indexes:
+            self.acks.batch_unacked[decoded.entry] = decoded.batch_indexes
+        dead_letter = self.dead_letter
+        if dead_letter is not None and dead_letter.should_dead_letter(messages[0]):
+            self._free_permits(len(messages))
+            for msg in messages:
+                dead_letter.dead_letter_in_background(
+                    msg,
+                    functools.partial(self.acks.ack_ids, msg._ack_ids),
+                    functools.partial(self.negative_acknowledge, msg),
+                )
+            return
+        self.stats.received += len(messages)
+        self.stats.received_bytes += decoded.size
+        self._hand_out(messages)
+
+    def _hand_out(self, messages: list[Message]) -> None:
+        sink = self._sink
+        if sink is not None:
+            sink(self, messages)
+        else:
+            self.queue.put_many(messages)
+
+    def _chunks_dropped(self) -> None:
         for reason, ids in self._decoder.chunks.take_dropped():
             self._log.warning("chunked message dropped", reason=reason)
             if self.conf.auto_ack_oldest_chunked_message_on_queue_full:
                 for msg_id in ids:
-                    self.acks.add_individual(msg_id.entry_key())
+                    self.acks.grouping.add_individual(msg_id.entry_key())
                 self.flush_acks()
-        if decoded.error is not None:
-            data = frame.command.message.message_id
-            self._log.warning("undecodable message", error=decoded.error)
-            self._send_validation_ack(data.ledgerId, data.entryId, _ACK.DecompressionError)
-        if decoded.undecryptable:
-            self._undecryptable(decoded.entry)
-        if decoded.batch_indexes:
-            self._batch_unacked[decoded.entry] = decoded.batch_indexes
-        if decoded.skipped:
-            self._free_permits(decoded.skipped)
-        for msg in decoded.messages:
-            if self.acks.is_pending(msg.message_id()):
-                self._free_permits(1)  # already acked, redelivered before the ack went out
-                continue
-            dead_letter = self.dead_letter
-            if dead_letter is not None and dead_letter.should_dead_letter(msg):
-                self._free_permits(1)
-                dead_letter.dead_letter_in_background(
-                    msg,
-                    functools.partial(self._ack_ids, msg._ack_ids),
-                    functools.partial(self.negative_acknowledge, msg),
-                )
-                continue
-            self.stats.received += 1
-            self.stats.received_bytes += len(msg._data)
-            if self._sink is not None:
-                self._sink(self, msg)
-            else:
-                self.queue.put(msg)
 
     def _undecryptable(self, entry: tuple[int, int]) -> None:
         """An encrypted message we cannot decrypt: crypto_failure_action decides."""
         if self.conf.crypto_failure_action == ConsumerCryptoFailureAction.DISCARD:
             self._log.warning("encrypted message discarded", entry=entry)
-            self.acks.add_individual(entry)
+            self.acks.grouping.add_individual(entry)
             self.flush_acks()
         else:  # FAIL: not delivered, left unacked for redelivery
             self._log.warning("encrypted message not delivered (crypto FAIL)", entry=entry)
-
-    def _send_validation_ack(self, ledger: int, entry: int, error: int) -> None:
-        cnx = self.cnx
-        if cnx is None:
-            return
-        ack = pb.CommandAck(consumer_id=self.consumer_id, ack_type=_ACK.Individual)
-        ack.message_id.add(ledgerId=ledger, entryId=entry)
-        ack.validation_error = error  # type: ignore[assignment]
-        cnx.send_command(ack)
 
     def _free_permits(self, count: int) -> None:
         """SEM-2.3: FLOW the freed permits once they reach half the receiver queue."""
@@ -335,30 +279,32 @@ class Consumer(ConnectionHandler):
         """Route incoming messages to `sink` (a composite consumer's shared queue)."""
         self._sink = sink
 
-    def attach_retry_consumer(self, retry: Consumer) -> None:
-        """SEM-6.2: the retry topic's consumer feeds this consumer's queue."""
-        self.retry_consumer = retry
-        retry.set_message_sink(lambda _owner, msg: self.queue.put(msg))
+    def set_message_class(self, cls: type[Message]) -> None:
+        """Build received messages as `cls` (the blocking facade's Message)."""
+        self._decoder.message_class = cls
+        if self.retry_consumer is not None:
+            self.retry_consumer.set_message_class(cls)
 
-    def messages_delivered(self, messages: Iterable[Message]) -> None:
-        """message_delivered for several at once (one loop call from another thread)."""
-        for msg in messages:
-            self.message_delivered(msg)
+    def attach_retry_consumer(self, retry: Consumer) -> None:
+        """SEM-6.2: the retry topic's consumer feeds this consumer's messages."""
+        self.retry_consumer = retry
+        retry.set_message_sink(lambda _owner, messages: self._hand_out(messages))
 
     def message_delivered(self, msg: Message) -> None:
         """`msg` reached the application: free its permit, start its ack timeout."""
-        owner = self._owner_of(msg)
-        if owner is not self:
-            owner.message_delivered(msg)
-            return
-        self._free_permits(1)
-        unacked = self.unacked
-        if unacked is not None:
-            was_empty = not len(unacked)
-            for msg_id in msg._ack_ids:
-                unacked.add(msg_id)
-            if was_empty:
-                self._ticker.poke()
+        self.messages_delivered((msg,))
+
+    def messages_delivered(self, messages: Sequence[Message]) -> None:
+        """message_delivered for several at once (one loop call from another thread)."""
+        retry = self.retry_consumer
+        if retry is not None:
+            theirs = [m for m in messages if m.topic_name() == retry.topic()]
+            if theirs:
+                retry.messages_delivered(theirs)
+                messages = [m for m in messages if m.topic_name() != retry.topic()]
+        if messages:
+            self._free_permits(len(messages))
+            self.acks.delivered(messages)
 
     def _check_receive(self) -> None:
         if self._listener is not None:
@@ -395,9 +341,11 @@ class Consumer(ConnectionHandler):
     async def receive(self, timeout_millis: int | None = None) -> Message:
         """The next message; raises Timeout after `timeout_millis` without one."""
         self._check_receive()
-        self._zero_queue_permit()
-        msg = await self.queue.get(timeout_millis)
-        self.message_delivered(msg)
+        msg = self.queue.get_nowait()  # queued already: no coroutine to wait in
+        if msg is None:
+            self._zero_queue_permit()
+            msg = await self.queue.get(timeout_millis)
+        self.messages_delivered((msg,))
         return msg
 
     async def batch_receive(self) -> list[Message]:
@@ -405,8 +353,7 @@ class Consumer(ConnectionHandler):
         self._check_receive()
         self._zero_queue_permit()
         messages = await self.queue.get_batch(self.conf.batch_receive_policy)
-        for msg in messages:
-            self.message_delivered(msg)
+        self.messages_delivered(messages)
         return messages
 
     def pause_message_listener(self) -> None:
@@ -417,7 +364,7 @@ class Consumer(ConnectionHandler):
         if self._listener is not None:
             self._listener.resume()
 
-    # -- acknowledgement --------------------------------------------------
+    # -- acknowledgement (routing; the work is in ConsumerAcks) -----------
 
     def _owner_of(self, target: Message | MessageId) -> Consumer:
         retry = self.retry_consumer
@@ -438,48 +385,19 @@ class Consumer(ConnectionHandler):
         owner = self._owner_of(target)
         if owner is not self:
             return owner.ack_nowait(target)
-        ids = target._ack_ids if isinstance(target, Message) else (target,)
-        return self._ack_ids(ids)
-
-    def _ack_ids(self, ids: Iterable[MessageId]) -> asyncio.Future[None] | None:
-        waiter = self._new_waiter()
-        was_idle = not self.acks.pending_count
-        flush = False
-        for msg_id in ids:
-            if self.unacked is not None:
-                self.unacked.remove(msg_id)
-            self.nacks.remove(msg_id)
-            self.stats.acked += 1
-            if msg_id.batch_index >= 0:
-                key = msg_id.entry_key()
-                if self.conf.batch_index_ack_enabled:
-                    flush |= self.acks.add_batch_index(msg_id)
-                    continue
-                unacked = self._batch_unacked.get(key)
-                if unacked is None:
-                    continue
-                unacked.discard(msg_id.batch_index)
-                if unacked:
-                    continue
-                del self._batch_unacked[key]
-            flush |= self.acks.add_individual(msg_id.entry_key())
-        return self._after_ack(waiter, flush, was_idle)
-
-    def _new_waiter(self) -> asyncio.Future[None] | None:
         if not self.conf.ack_receipt_enabled:
+            self.acks.ack_many((target,))  # nothing to wait for: the cheap path
             return None
-        return asyncio.get_running_loop().create_future()
+        ids = target._ack_ids if isinstance(target, Message) else (target,)
+        return self.acks.ack_ids(ids)
 
-    def _after_ack(
-        self, waiter: asyncio.Future[None] | None, flush: bool, was_idle: bool
-    ) -> asyncio.Future[None] | None:
-        if waiter is not None:
-            self.acks.wait(waiter)
-        if flush:
-            self.flush_acks()
-        elif was_idle or waiter is not None:
-            self._ticker.poke()  # the flush job starts; later acks ride on it
-        return waiter
+    def ack_many(self, targets: Sequence[AckTarget]) -> None:
+        """Acknowledge several messages or ids at once (no receipts awaited)."""
+        if self.retry_consumer is not None or self.conf.ack_receipt_enabled:
+            for target in targets:
+                self.ack_nowait(target)
+            return
+        self.acks.ack_many(targets)
 
     async def acknowledge(self, target: Message | MessageId) -> None:
         """Acknowledge one message (SEM-3.1); waits for ACK_RESPONSE with ack receipts."""
@@ -488,7 +406,7 @@ class Consumer(ConnectionHandler):
             await waiter
 
     def check_cumulative(self) -> None:
-        if self.conf.consumer_type in _SHARED:
+        if self.conf.consumer_type in SHARED_TYPES:
             raise CumulativeAcknowledgementNotAllowedError(
                 "cumulative ack is not allowed on Shared and Key_Shared subscriptions"
             )
@@ -496,25 +414,7 @@ class Consumer(ConnectionHandler):
     def ack_cumulative_nowait(self, target: Message | MessageId) -> asyncio.Future[None] | None:
         self.check_cumulative()
         msg_id = target._ack_ids[-1] if isinstance(target, Message) else target
-        if self.unacked is not None:
-            self.unacked.remove_up_to(msg_id)
-        for key in [k for k in self._batch_unacked if k <= msg_id.entry_key()]:
-            if key < msg_id.entry_key():
-                del self._batch_unacked[key]
-        self.stats.acked += 1
-        was_idle = not self.acks.pending_count
-        position = msg_id
-        if msg_id.batch_index >= 0 and not self.conf.batch_index_ack_enabled:
-            size = msg_id.batch_size
-            if size <= 0 or msg_id.batch_index < size - 1:
-                # Part of the batch stays unacked: ack up to the entry before it.
-                if msg_id.entry_id <= 0:
-                    return self._after_ack(self._new_waiter(), False, was_idle)
-                position = MessageId(msg_id.ledger_id, msg_id.entry_id - 1, msg_id.partition)
-            else:
-                position = MessageId(msg_id.ledger_id, msg_id.entry_id, msg_id.partition)
-        waiter = self._new_waiter()
-        return self._after_ack(waiter, self.acks.add_cumulative(position), was_idle)
+        return self.acks.ack_cumulative(msg_id)
 
     async def acknowledge_cumulative(self, target: Message | MessageId) -> None:
         """SEM-3.2: everything up to `target`; refused on Shared and Key_Shared."""
@@ -523,46 +423,7 @@ class Consumer(ConnectionHandler):
             await waiter
 
     def flush_acks(self) -> None:
-        for pending in self.acks.take():
-            self._send_acks(pending)
-
-    def _send_acks(self, pending: PendingAcks) -> None:
-        cnx = self.cnx
-        if cnx is None or cnx.is_closed:
-            for waiter in pending.waiters:
-                if not waiter.done():
-                    waiter.set_exception(ConnectError("not connected: the ack was not sent"))
-            return
-        if not self.conf.ack_receipt_enabled:
-            cnx.send_command(pending.command)
-            for waiter in pending.waiters:
-                if not waiter.done():
-                    waiter.set_result(None)
-            return
-        request_id = cnx.new_request_id()
-        pending.command.request_id = request_id
-        task = asyncio.get_running_loop().create_task(self._ack_request(cnx, pending, request_id))
-        self._ack_tasks.add(task)
-        task.add_done_callback(self._ack_tasks.discard)
-
-    async def _ack_request(
-        self, cnx: ClientConnection, pending: PendingAcks, request_id: int
-    ) -> None:
-        error: PulsarException | None = None
-        try:
-            frame = await cnx.request(pending.command, request_id)
-            answer = frame.command.ackResponse
-            if answer.HasField("error"):
-                error = from_server_error(answer.error, answer.message)
-        except PulsarException as exc:
-            error = exc
-        for waiter in pending.waiters:
-            if waiter.done():
-                continue
-            if error is None:
-                waiter.set_result(None)
-            else:
-                waiter.set_exception(error)
+        self.acks.flush()
 
     # -- negative acks and redelivery -------------------------------------
 
@@ -572,39 +433,21 @@ class Consumer(ConnectionHandler):
         if owner is not self:
             owner.negative_acknowledge(target)
             return
-        ids = target._ack_ids if isinstance(target, Message) else (target,)
-        was_empty = not len(self.nacks)
-        for msg_id in ids:
-            if self.unacked is not None:
-                self.unacked.remove(msg_id)
-            self.nacks.add(msg_id)
-        self.stats.nacked += 1
-        if was_empty:
-            self._ticker.poke()
+        self.acks.negative(target._ack_ids if isinstance(target, Message) else (target,))
 
     def redeliver(self, ids: Iterable[MessageId]) -> None:
         """SEM-3.7: Shared / Key_Shared name the entries; the others ask for all."""
-        if self.conf.consumer_type not in _SHARED:
+        if self.conf.consumer_type not in SHARED_TYPES:
             self.redeliver_unacknowledged_messages()
             return
-        entries = sorted({m.entry_key() for m in ids})
-        cnx = self.cnx
-        if not entries or cnx is None:
-            return  # a reconnect redelivers everything unacked anyway
-        self.stats.redelivery_requests += 1
-        command = pb.CommandRedeliverUnacknowledgedMessages(consumer_id=self.consumer_id)
-        for ledger, entry in entries:
-            command.message_ids.add(ledgerId=to_unsigned64(ledger), entryId=to_unsigned64(entry))
-        cnx.send_command(command)
+        self.acks.request_redelivery(ids)
 
     def redeliver_unacknowledged_messages(self) -> None:
         """Everything delivered and unacked comes again; the incoming queue is emptied."""
         cleared = self._clear_queue()
-        self._batch_unacked.clear()
         self._decoder.clear()
-        if self.unacked is not None:
-            self.unacked.clear()
-        self.nacks.clear()
+        self.acks.forget_delivered()
+        self.acks.nacks.clear()
         cnx = self.cnx
         if cnx is None:
             return
@@ -651,10 +494,8 @@ class Consumer(ConnectionHandler):
         # came in flight; one that does not sends the new position's messages
         # before or after its answer, so nothing is cleared after the request.
         self._clear_queue()
-        self._batch_unacked.clear()
-        self.nacks.clear()
-        if self.unacked is not None:
-            self.unacked.clear()
+        self.acks.forget_delivered()
+        self.acks.nacks.clear()
         await cnx.request(command, request_id)
 
     async def get_last_message_id(self) -> MessageId:
@@ -687,8 +528,7 @@ class Consumer(ConnectionHandler):
         if self._listener is not None:
             await self._listener.stop()
         await self._ticker.stop()
-        if self._ack_tasks:
-            await asyncio.gather(*self._ack_tasks, return_exceptions=True)
+        await self.acks.close()
         if self.retry_consumer is not None:
             await self.retry_consumer.close()
         if self.dead_letter is not None:

@@ -11,10 +11,13 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import Callable
+from operator import attrgetter
 
 from magnetar.client.aio.errors import PulsarException, Timeout
 from magnetar.client.aio.message import Message
 from magnetar.client.aio.policies import BatchReceivePolicy
+
+_data_of = attrgetter("_data")
 
 
 class IncomingQueue:
@@ -39,6 +42,17 @@ class IncomingQueue:
             if not waiter.done():
                 waiter.set_result(None)
                 break
+
+    def put_many(self, messages: list[Message]) -> None:
+        """Queue the messages of one entry at once."""
+        self._items.extend(messages)
+        self._bytes += sum(map(len, map(_data_of, messages)))
+        wake = len(messages)
+        while wake and self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():  # a cancelled receive left its waiter behind
+                waiter.set_result(None)
+                wake -= 1
 
     def get_nowait(self) -> Message | None:
         if not self._items:
@@ -106,7 +120,21 @@ class IncomingQueue:
         deadline = loop.time() + policy.timeout_ms / 1000 if policy.timeout_ms > 0 else None
         out: list[Message] = []
         size = 0
+        items = self._items
         while True:
+            limit = policy.max_num_message
+            if items and not out and not (0 < policy.max_num_bytes < self._bytes):
+                # Everything queued fits the byte limit: up to the count in one step.
+                count = len(items) if limit <= 0 else min(limit, len(items))
+                if count == len(items):
+                    out = list(items)
+                    items.clear()
+                else:
+                    out = [items.popleft() for _ in range(count)]
+                size = sum(map(len, map(_data_of, out)))
+                self._bytes -= size
+                if count == limit or 0 < policy.max_num_bytes <= size:
+                    return out
             while self._items:
                 nxt = self._items[0]
                 if out and 0 < policy.max_num_bytes < size + len(nxt._data):

@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from typing import Self
+
+from google.protobuf.message import DecodeError
 
 from magnetar.client.aio.errors import PulsarException
 from magnetar.proto import pulsar_api_pb2 as pb
 from magnetar.proto.ids import MessageId
+from magnetar.proto.messages import ordering_key, partition_key
 
 # Called once per message with (None, id) on success or (error, None).
 SendCallback = Callable[[PulsarException | None, MessageId | None], None]
+
+_U32 = struct.Struct(">I")
 
 # replicate_to value that keeps a message in the local cluster (Pulsar's marker).
 LOCAL_CLUSTER_ONLY = "__local__"
@@ -101,24 +107,111 @@ class OutgoingMessage:
         return meta.SerializeToString()
 
 
-@dataclass(frozen=True, slots=True)
-class Message:
-    """A received message; accessors are named as in the official client."""
+class Entry:
+    """What the messages of one received entry share: where it is stored, its
+    MessageMetadata, its redelivery count. A batch's messages point here rather
+    than each carrying copies (SEM-3.3: they are acked as one entry)."""
 
-    _data: bytes
-    _message_id: MessageId
-    _topic: str
-    _properties: dict[str, str]
-    _partition_key: str | None
-    _ordering_key: bytes | None
-    _publish_time: int
-    _event_time: int
-    _producer_name: str
-    _redelivery_count: int
-    _null_value: bool
-    _schema_version: bytes
-    # The ids to acknowledge for this message: its chunks', or its own.
-    _ack_ids: tuple[MessageId, ...] = ()
+    __slots__ = (
+        "batch_size",
+        "body",
+        "chunk_ids",
+        "entry_id",
+        "key",
+        "ledger_id",
+        "metadata",
+        "partition",
+        "redelivery_count",
+        "topic",
+    )
+
+    def __init__(
+        self,
+        topic: str,
+        ledger_id: int,
+        entry_id: int,
+        partition: int,
+        metadata: pb.MessageMetadata,
+        redelivery_count: int = 0,
+        batch_size: int = 0,
+        chunk_ids: tuple[MessageId, ...] | None = None,
+    ) -> None:
+        self.topic = topic
+        self.ledger_id = ledger_id
+        self.entry_id = entry_id
+        self.key = (ledger_id, entry_id)
+        self.partition = partition
+        self.metadata = metadata
+        self.redelivery_count = redelivery_count
+        # num_messages_in_batch for a batch entry, else 0.
+        self.batch_size = batch_size
+        # A reassembled chunked message: the ids of its chunks, acked together.
+        self.chunk_ids = chunk_ids
+        # A batch's (decompressed) payload, where its messages' metadata is read.
+        self.body = b""
+
+    def single_at(self, offset: int) -> pb.SingleMessageMetadata:
+        """The SingleMessageMetadata of the batch message whose metadata starts
+        at `offset` of the body (its u32 size just before it)."""
+        size = _U32.unpack_from(self.body, offset - 4)[0]
+        try:
+            return pb.SingleMessageMetadata.FromString(self.body[offset : offset + size])
+        except DecodeError:
+            # Its framing was checked when the batch was split; the rest reads as unset.
+            return pb.SingleMessageMetadata()
+
+
+class Message:
+    """A received message; accessors are named as in the official client.
+
+    Built once per message on the receive path, so it holds only its payload,
+    its entry and its batch index; the message id, properties and keys are
+    computed when asked (a batch message reads them from its
+    SingleMessageMetadata, a whole entry from the entry's metadata).
+    """
+
+    __slots__ = ("_data", "_entry", "_id", "_index", "_single")
+
+    def __init__(
+        self,
+        data: bytes,
+        entry: Entry,
+        index: int = -1,
+        single: pb.SingleMessageMetadata | int | None = None,
+    ) -> None:
+        # Kept to plain stores: one of these is built per received message.
+        self._data = data
+        self._entry = entry
+        # Batch index, -1 for a message that is a whole entry.
+        self._index = index
+        # A batch message's SingleMessageMetadata, or where in the entry's body
+        # it starts (parsed on first use); None for a whole entry.
+        self._single = single
+        self._id: MessageId | None = None
+
+    @classmethod
+    def of(cls, msg: Message) -> Self:
+        """`msg` as an instance of this class (a subclass's view of a message)."""
+        if msg.__class__ is cls:
+            return msg
+        out = cls(msg._data, msg._entry, msg._index, msg._single)
+        out._id = msg._id
+        return out
+
+    @property
+    def _meta(self) -> pb.MessageMetadata | pb.SingleMessageMetadata:
+        single = self._single
+        if single is None:
+            return self._entry.metadata
+        if isinstance(single, int):
+            single = self._single = self._entry.single_at(single)
+        return single
+
+    @property
+    def _ack_ids(self) -> tuple[MessageId, ...]:
+        """The ids to acknowledge for this message: its chunks', or its own."""
+        chunks = self._entry.chunk_ids
+        return chunks if chunks is not None else (self._msg_id(),)
 
     def data(self) -> bytes:
         return self._data
@@ -127,37 +220,55 @@ class Message:
         return self._data
 
     def properties(self) -> dict[str, str]:
-        return dict(self._properties)
+        return {kv.key: kv.value for kv in self._meta.properties}
 
     def partition_key(self) -> str:
-        return self._partition_key or ""
+        return partition_key(self._meta) or ""
 
     def ordering_key(self) -> str:
-        return (self._ordering_key or b"").decode(errors="replace")
+        return (ordering_key(self._meta) or b"").decode(errors="replace")
 
     def ordering_key_bytes(self) -> bytes | None:
-        return self._ordering_key
+        return ordering_key(self._meta)
 
     def publish_timestamp(self) -> int:
-        return self._publish_time
+        return self._entry.metadata.publish_time
 
     def event_timestamp(self) -> int:
-        return self._event_time
+        return self._meta.event_time
 
     def message_id(self) -> MessageId:
-        return self._message_id
+        return self._msg_id()
+
+    def _msg_id(self) -> MessageId:
+        # What this package's code calls: the blocking facade's subclass
+        # returns its own MessageId type from message_id().
+        msg_id = self._id
+        if msg_id is None:
+            entry = self._entry
+            if self._index < 0:
+                msg_id = MessageId(entry.ledger_id, entry.entry_id, entry.partition)
+            else:
+                msg_id = MessageId(
+                    entry.ledger_id, entry.entry_id, entry.partition, self._index, entry.batch_size
+                )
+            self._id = msg_id
+        return msg_id
 
     def topic_name(self) -> str:
-        return self._topic
+        return self._entry.topic
 
     def redelivery_count(self) -> int:
-        return self._redelivery_count
+        return self._entry.redelivery_count
 
     def schema_version(self) -> bytes:
-        return self._schema_version
+        return self._entry.metadata.schema_version
 
     def producer_name(self) -> str:
-        return self._producer_name
+        return self._entry.metadata.producer_name
 
     def has_null_value(self) -> bool:
-        return self._null_value
+        return self._meta.null_value
+
+    def __repr__(self) -> str:
+        return f"Message({self._msg_id()}, {len(self._data)} bytes)"

@@ -46,7 +46,8 @@ class MultiTopicsConsumer:
         # acking `msg.message_id()` works as with the official client.
         self._topic_of: dict[MessageId, str] = {}
         # The blocking facade's hooks (as on the single-topic Consumer).
-        self._app_sink: Callable[[Any, Message], None] | None = None
+        self._app_sink: Callable[[Any, list[Message]], None] | None = None
+        self._message_class: type[Message] = Message
         self.on_queue_cleared: Callable[[], None] | None = None
         self.on_closed: Callable[[], None] | None = None
         self._discovery: PatternDiscovery | None = None
@@ -75,12 +76,14 @@ class MultiTopicsConsumer:
             per_topic = _without_listener(per_topic)
         consumer = await self._subscribe_one(name, self.subscription, per_topic)
         consumer.set_message_sink(self._sink)
+        consumer.set_message_class(self._message_class)
         self.consumers[str(name)] = consumer
         if name.partition_index >= 0:
             self._by_partition[name.partition_index] = consumer
         # What arrived before the sink was set is handed on in order.
-        for msg in consumer.queue.clear():
-            self._sink(consumer, msg)
+        queued = consumer.queue.clear()
+        if queued:
+            self._sink(consumer, [self._message_class.of(m) for m in queued])
 
     def discover(
         self,
@@ -107,16 +110,22 @@ class MultiTopicsConsumer:
         if consumer is not None:
             await consumer.close()
 
-    def _sink(self, _consumer: Consumer, msg: Message) -> None:
+    def _sink(self, _consumer: Consumer, messages: list[Message]) -> None:
         sink = self._app_sink
         if sink is not None:
-            sink(self, msg)
+            sink(self, messages)
         else:
-            self.queue.put(msg)
+            self.queue.put_many(messages)
 
-    def set_message_sink(self, sink: Callable[[Any, Message], None] | None) -> None:
+    def set_message_sink(self, sink: Callable[[Any, list[Message]], None] | None) -> None:
         """Route every topic's messages to `sink` (the blocking facade's buffer)."""
         self._app_sink = sink
+
+    def set_message_class(self, cls: type[Message]) -> None:
+        """Build every topic's received messages as `cls`."""
+        self._message_class = cls
+        for consumer in self.consumers.values():
+            consumer.set_message_class(cls)
 
     def request_one(self) -> None:
         """Zero-queue consumers are refused at creation; nothing to ask for."""
@@ -165,7 +174,7 @@ class MultiTopicsConsumer:
 
     def _delivered(self, msg: Message) -> Message:
         self._owner(msg).message_delivered(msg)
-        self._topic_of[msg.message_id()] = msg.topic_name()
+        self._topic_of[msg._msg_id()] = msg.topic_name()
         return msg
 
     async def _next_for_listener(self) -> Message:
@@ -182,11 +191,15 @@ class MultiTopicsConsumer:
 
     def _forget(self, target: Message | MessageId) -> Consumer:
         owner = self._owner(target)
-        self._topic_of.pop(target.message_id() if isinstance(target, Message) else target, None)
+        self._topic_of.pop(target._msg_id() if isinstance(target, Message) else target, None)
         return owner
 
     def ack_nowait(self, target: Message | MessageId) -> asyncio.Future[None] | None:
         return self._forget(target).ack_nowait(target)
+
+    def ack_many(self, targets: Sequence[Message | MessageId]) -> None:
+        for target in targets:
+            self._forget(target).ack_nowait(target)
 
     async def acknowledge(self, target: Message | MessageId) -> None:
         await self._forget(target).acknowledge(target)

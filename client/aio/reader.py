@@ -68,7 +68,7 @@ class Reader:
             if deadline is not None:
                 remaining = max(0, int((deadline - time.monotonic()) * 1000))
             msg = await self.consumer.receive(remaining)
-            msg_id = msg.message_id()
+            msg_id = msg._msg_id()
             if not self._wanted(msg_id):
                 continue  # before the start, or already read before a reconnect
             self._last_read = msg_id

@@ -163,3 +163,66 @@ async def test_failover_priority_and_active_listener(broker: BrokerUnderTest) ->
         assert isinstance(c1, Consumer) and isinstance(c2, Consumer)  # one topic each
         assert c2.is_active is True and changes["bbb"][-1] is True
         assert c1.is_active is False
+
+
+def test_batch_receive_bytes_limit_bulk_acks_and_closed_client(
+    ours: magnetar.Client, broker: BrokerUnderTest
+) -> None:
+    """SEM-1 batch_receive_policy / SEM-3.4: a byte limit cuts a batch after the
+    message that reaches it and the rest comes next, in order; acks handed to the
+    loop in bulk all reach the broker (nothing is redelivered to the next consumer);
+    a closed client refuses receive and acknowledge."""
+    topic = broker.topic("fbulk")
+    producer = ours.create_producer(topic, batching_enabled=True, batching_max_messages=20)
+    for i in range(20):
+        producer.send_async(b"%02d-" % i + b"x" * 7, None)  # 10 bytes each
+    producer.flush()
+    consumer = ours.subscribe(
+        topic,
+        "sub",
+        consumer_type=magnetar.ConsumerType.Shared,
+        initial_position=magnetar.InitialPosition.Earliest,
+        batch_receive_policy=magnetar.ConsumerBatchReceivePolicy(-1, 45, 2000),
+    )
+    got: list[magnetar.Message] = []
+    while len(got) < 20:
+        batch = consumer.batch_receive()
+        assert 0 < len(batch) <= 5 and sum(len(m.data()) for m in batch[:-1]) < 45
+        got += batch
+    assert [m.data()[:2] for m in got] == [b"%02d" % i for i in range(20)]
+    for msg in got:
+        consumer.acknowledge(msg)
+    consumer.close()  # flushes the grouped acks
+    again = ours.subscribe(topic, "sub", consumer_type=magnetar.ConsumerType.Shared)
+    with pytest.raises(magnetar.Timeout):
+        again.receive(300)
+    ours.close()
+    with pytest.raises(magnetar.AlreadyClosed):
+        again.receive(10)
+    with pytest.raises(magnetar.AlreadyClosed):
+        again.acknowledge(got[0])
+
+
+def test_reconsume_later_comes_back_through_the_blocking_receive(
+    ours: magnetar.Client, broker: BrokerUnderTest
+) -> None:
+    """SEM-6.2 through the facade: the retry topic's messages reach the blocking
+    consumer's receive, with RECONSUMETIMES counted, and are acked from there."""
+    broker.require("delayed_delivery")
+    topic = broker.topic("fretry")
+    consumer = ours.subscribe(
+        topic,
+        "sub",
+        consumer_type=magnetar.ConsumerType.Shared,
+        enable_retry=True,
+        dead_letter_policy=magnetar.ConsumerDeadLetterPolicy(3),
+    )
+    ours.create_producer(topic).send(b"again")
+    msg = consumer.receive(5000)
+    consumer.reconsume_later(msg, 100)
+    retried = consumer.receive(10000)
+    assert retried.data() == b"again" and retried.properties()["RECONSUMETIMES"] == "1"
+    assert retried.topic_name() == f"{topic}-sub-RETRY"
+    consumer.acknowledge(retried)
+    with pytest.raises(magnetar.Timeout):
+        consumer.receive(300)
