@@ -302,11 +302,20 @@ class Consumer:
         while (msg := core.queue.get_nowait()) is not None:
             buffer.put(msg)
         core.set_message_sink(lambda _c, msg: buffer.put(msg))
+        if isinstance(core, _aio_consumer.Consumer) and core.retry_consumer is not None:
+            # SEM-6.2: the retry topic's messages reach the same buffer.
+            core.retry_consumer.set_message_sink(lambda _c, msg: buffer.put(msg))
         core.on_queue_cleared = buffer.clear
-        core.on_closed = lambda: buffer.close(
-            lambda: AlreadyClosed(f"consumer on {core.topic()} is closed")
-        )
+        core.on_closed = lambda: self._closed_buffer(buffer)
         self._buffer = buffer
+
+    def _closed_buffer(self, buffer: ThreadQueue[_aio_message.Message]) -> None:
+        """Closed or unsubscribed by the application: receive raises at once, as
+        the official client's does; what was prefetched goes to the next
+        consumer (the broker redelivers unacked messages)."""
+        buffer.clear()
+        topic = self._consumer.topic()
+        buffer.close(lambda: AlreadyClosed(f"consumer on {topic} is closed"))
 
     def topic(self) -> str:
         return self._consumer.topic()
