@@ -16,11 +16,6 @@ from tests.interop.conftest import PARTITIONS, BrokerUnderTest
 COUNT = 10
 
 
-@pytest.fixture(params=["official", "magnetar"])
-def api(request: pytest.FixtureRequest) -> Any:
-    return pulsar if request.param == "official" else magnetar_client
-
-
 def _client(api: Any, url: str) -> Any:
     return api.Client(url, operation_timeout_seconds=10)
 
