@@ -6,7 +6,9 @@ into one shared IncomingQueue through `set_message_sink`, carrying their
 topic. Acks, nacks and cumulative acks are routed to the consumer of the
 message's topic; a bare MessageId is routed by its partition index on a
 partitioned topic, and refused with OperationNotSupported when it cannot name
-its topic (as the official client refuses it).
+its topic (as the official client refuses it). With enable_retry each topic's
+retry consumer feeds the shared queue too, and its messages are routed to the
+topic's consumer (which hands them to its retry consumer).
 """
 
 from __future__ import annotations
@@ -45,6 +47,8 @@ class MultiTopicsConsumer:
         # Delivered, not yet acked: which topic an id came from, so that
         # acking `msg.message_id()` works as with the official client.
         self._topic_of: dict[MessageId, str] = {}
+        # SEM-6.2: a retry topic's name -> the topic whose consumer owns it.
+        self._retry_of: dict[str, str] = {}
         # The blocking facade's hooks (as on the single-topic Consumer).
         self._app_sink: Callable[[Any, Message], None] | None = None
         self.on_queue_cleared: Callable[[], None] | None = None
@@ -75,6 +79,10 @@ class MultiTopicsConsumer:
             per_topic = _without_listener(per_topic)
         consumer = await self._subscribe_one(name, self.subscription, per_topic)
         consumer.set_message_sink(self._sink)
+        retry = consumer.retry_consumer
+        if retry is not None:  # its sink was the topic consumer's own queue
+            retry.set_message_sink(self._sink)
+            self._retry_of[retry.topic()] = str(name)
         self.consumers[str(name)] = consumer
         if name.partition_index >= 0:
             self._by_partition[name.partition_index] = consumer
@@ -105,6 +113,8 @@ class MultiTopicsConsumer:
     async def remove_topic(self, name: str) -> None:
         consumer = self.consumers.pop(name, None)
         if consumer is not None:
+            if consumer.retry_consumer is not None:
+                self._retry_of.pop(consumer.retry_consumer.topic(), None)
             await consumer.close()
 
     def _sink(self, _consumer: Consumer, msg: Message) -> None:
@@ -145,11 +155,13 @@ class MultiTopicsConsumer:
 
     def _owner(self, target: Message | MessageId) -> Consumer:
         if isinstance(target, Message):
-            owner = self.consumers.get(target.topic_name())
+            owner = self._of_topic(target.topic_name())
             if owner is not None:
                 return owner
         elif target in self._topic_of:
-            return self.consumers[self._topic_of[target]]
+            owner = self._of_topic(self._topic_of[target])
+            if owner is not None:
+                return owner
         elif len(self.consumers) == 1:
             return next(iter(self.consumers.values()))
         elif target.partition >= 0 and target.partition in self._by_partition:
@@ -157,6 +169,9 @@ class MultiTopicsConsumer:
         raise OperationNotSupported(
             "a multi-topic consumer needs the message (or an id that names its partition)"
         )
+
+    def _of_topic(self, topic: str) -> Consumer | None:
+        return self.consumers.get(self._retry_of.get(topic, topic))
 
     def check_target(self, target: Message | MessageId) -> None:
         """Raise OperationNotSupported now (in the caller's thread) for an id

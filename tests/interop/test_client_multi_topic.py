@@ -159,3 +159,31 @@ def test_nack_on_a_topics_consumer_redelivers_once(broker: BrokerUnderTest) -> N
             consumer.receive(timeout_millis=3000)  # past both timers: nothing more
     finally:
         client.close()
+
+
+def test_reconsume_later_on_a_topics_consumer(broker: BrokerUnderTest) -> None:
+    """SEM-6.2 (ours: the official Python client has no retry topics): on a
+    topics consumer each topic's retry topic feeds the same receive, and the
+    retried message is acked through it (nothing comes again)."""
+    broker.require("delayed_delivery")
+    topics = [broker.topic("retry") for _ in range(2)]
+    client = magnetar_client.Client(broker.url, operation_timeout_seconds=10)
+    try:
+        options: dict[str, Any] = {
+            "consumer_type": magnetar_client.ConsumerType.Shared,
+            "enable_retry": True,
+            "dead_letter_policy": magnetar_client.ConsumerDeadLetterPolicy(3),
+        }
+        consumer = client.subscribe(topics, "s", **options)
+        client.create_producer(topics[1]).send(b"again")
+        consumer.reconsume_later(consumer.receive(timeout_millis=10000), 100)
+        retried = consumer.receive(timeout_millis=10000)
+        assert retried.data() == b"again" and retried.topic_name() == f"{topics[1]}-s-RETRY"
+        assert retried.properties()["RECONSUMETIMES"] == "1"
+        consumer.acknowledge(retried)
+        consumer.close()
+        again = client.subscribe(topics, "s", **options)
+        with pytest.raises(magnetar_client.Timeout):
+            again.receive(timeout_millis=500)
+    finally:
+        client.close()
