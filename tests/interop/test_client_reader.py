@@ -204,7 +204,8 @@ def test_partitioned_reader_seeks_one_partition_to_a_message_id(
     id moves only its partition, to just after it (the reader is exclusive); the
     other partitions keep their place. Ours also takes an id from send (it
     names its partition); the official client refuses one (OperationNotSupported:
-    it routes by the topic name only a received id carries)."""
+    it routes by the topic name only a received id carries). Both refuse an id
+    that names no partition."""
     broker.require("seek")
     url, topic = broker.partitioned_topic("pseekid")
     client = _client(api, url)
@@ -228,6 +229,9 @@ def test_partitioned_reader_seeks_one_partition_to_a_message_id(
                 for i, m in enumerate(ids)
                 if m.partition() == ids[1].partition() and i > 1
             ]
+            bare = api.MessageId(-1, ids[1].ledger_id(), ids[1].entry_id(), -1)
+            with pytest.raises(api.OperationNotSupported):
+                reader.seek(bare)  # names no partition
         reader.close()
     finally:
         client.close()
