@@ -205,7 +205,9 @@ def test_partitioned_reader_seeks_one_partition_to_a_message_id(
     other partitions keep their place. Ours also takes an id from send (it
     names its partition); the official client refuses one (OperationNotSupported:
     it routes by the topic name only a received id carries). Both refuse an id
-    that names no partition."""
+    that names no partition. After such a seek, with everything read, ours says
+    has_message_available False; the official client's answer is not stable
+    (True in about half the runs against our broker, with nothing to read)."""
     broker.require("seek")
     url, topic = broker.partitioned_topic("pseekid")
     client = _client(api, url)
@@ -218,7 +220,8 @@ def test_partitioned_reader_seeks_one_partition_to_a_message_id(
         reader.seek(target)
         after = [b"p%d" % i for i, m in enumerate(ids) if m.partition() == partition and i > 5]
         assert _read_until_quiet(reader, api) == after
-        assert not reader.has_message_available()
+        if api is not pulsar:  # the official client answers True about half the time here
+            assert not reader.has_message_available()
         if api is pulsar:
             with pytest.raises(pulsar.OperationNotSupported):
                 reader.seek(ids[5])
