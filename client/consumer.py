@@ -81,10 +81,16 @@ class Consumer:
             sink(core, queued)
         core.set_message_sink(sink)
         core.on_queue_cleared = buffer.clear
-        core.on_closed = lambda: buffer.close(
-            lambda: AlreadyClosed(f"consumer on {core.topic()} is closed")
-        )
+        core.on_closed = lambda: self._closed_buffer(buffer)
         self._buffer = buffer
+
+    def _closed_buffer(self, buffer: ThreadQueue[Message]) -> None:
+        """Closed or unsubscribed by the application: receive raises at once, as
+        the official client's does; what was prefetched goes to the next
+        consumer (the broker redelivers unacked messages)."""
+        buffer.clear()
+        topic = self._consumer.topic()
+        buffer.close(lambda: AlreadyClosed(f"consumer on {topic} is closed"))
 
     def topic(self) -> str:
         return self._consumer.topic()

@@ -34,7 +34,6 @@ from magnetar.client.aio.errors import (
     ConsumerBusy,
     InvalidConfiguration,
     InvalidTopicName,
-    OperationNotSupported,
     PulsarException,
     Timeout,
 )
@@ -430,10 +429,8 @@ class Client:
         if name.partition_index < 0:
             partitions = await self.get_partitioned_metadata(name)
         if partitions > 0:
-            if start_message_id not in (MessageId.earliest, MessageId.latest):
-                raise OperationNotSupported(
-                    f"{name} is partitioned: read it from earliest or latest, or read a partition"
-                )
+            # Every partition starts at the id's position, as Pulsar's multi-topic
+            # reader does (see partitioned_reader's docstring).
             readers: list[Reader] = []
             try:
                 for index in range(partitions):

@@ -6,7 +6,9 @@ into one shared IncomingQueue through `set_message_sink`, carrying their
 topic. Acks, nacks and cumulative acks are routed to the consumer of the
 message's topic; a bare MessageId is routed by its partition index on a
 partitioned topic, and refused with OperationNotSupported when it cannot name
-its topic (as the official client refuses it).
+its topic (as the official client refuses it). With enable_retry each topic's
+retry consumer feeds the shared queue too, and its messages are routed to the
+topic's consumer (which hands them to its retry consumer).
 """
 
 from __future__ import annotations
@@ -45,6 +47,8 @@ class MultiTopicsConsumer:
         # Delivered, not yet acked: which topic an id came from, so that
         # acking `msg.message_id()` works as with the official client.
         self._topic_of: dict[MessageId, str] = {}
+        # SEM-6.2: a retry topic's name -> the topic whose consumer owns it.
+        self._retry_of: dict[str, str] = {}
         # The blocking facade's hooks (as on the single-topic Consumer).
         self._app_sink: Callable[[Any, list[Message]], None] | None = None
         self._message_class: type[Message] = Message
@@ -77,6 +81,11 @@ class MultiTopicsConsumer:
         consumer = await self._subscribe_one(name, self.subscription, per_topic)
         consumer.set_message_sink(self._sink)
         consumer.set_message_class(self._message_class)
+        retry = consumer.retry_consumer
+        if retry is not None:  # its sink was the topic consumer's own queue
+            retry.set_message_sink(self._sink)
+            retry.set_message_class(self._message_class)
+            self._retry_of[retry.topic()] = str(name)
         self.consumers[str(name)] = consumer
         if name.partition_index >= 0:
             self._by_partition[name.partition_index] = consumer
@@ -108,6 +117,8 @@ class MultiTopicsConsumer:
     async def remove_topic(self, name: str) -> None:
         consumer = self.consumers.pop(name, None)
         if consumer is not None:
+            if consumer.retry_consumer is not None:
+                self._retry_of.pop(consumer.retry_consumer.topic(), None)
             await consumer.close()
 
     def _sink(self, _consumer: Consumer, messages: list[Message]) -> None:
@@ -154,11 +165,13 @@ class MultiTopicsConsumer:
 
     def _owner(self, target: Message | MessageId) -> Consumer:
         if isinstance(target, Message):
-            owner = self.consumers.get(target.topic_name())
+            owner = self._of_topic(target.topic_name())
             if owner is not None:
                 return owner
         elif target in self._topic_of:
-            return self.consumers[self._topic_of[target]]
+            owner = self._of_topic(self._topic_of[target])
+            if owner is not None:
+                return owner
         elif len(self.consumers) == 1:
             return next(iter(self.consumers.values()))
         elif target.partition >= 0 and target.partition in self._by_partition:
@@ -166,6 +179,9 @@ class MultiTopicsConsumer:
         raise OperationNotSupported(
             "a multi-topic consumer needs the message (or an id that names its partition)"
         )
+
+    def _of_topic(self, topic: str) -> Consumer | None:
+        return self.consumers.get(self._retry_of.get(topic, topic))
 
     def check_target(self, target: Message | MessageId) -> None:
         """Raise OperationNotSupported now (in the caller's thread) for an id

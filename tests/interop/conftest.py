@@ -1,23 +1,36 @@
-"""Brokers the client suite runs against: pulsar-lite and our own broker.
+"""Brokers the client suite runs against: pulsar-lite and our own broker;
+and the two client modules the scenario tests run through.
 
 `broker` is parametrised over both, so every client test runs against each;
 a feature one of them lacks is skipped there with the reason
 (`broker.require(...)`). pulsar-lite runs as a subprocess (tests/support/lite),
 ours as a BrokerServer on a background thread (the broker suite's harness),
 each on a free port with its own data directory.
+
+`api` is parametrised over `pulsar` (the official client) and
+`magnetar.client`: a scenario written against the official module's API runs
+through each; what the official Python client lacks is skipped there
+(`require_api(api, ...)`, OFFICIAL_LACKS).
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
+import pulsar
 import pytest
 
-from tests.integration.broker.harness import BrokerThread, broker_config
+import magnetar.client as magnetar_client
+from tests.integration.broker.harness import BrokerThread, broker_config, http_call
 from tests.support.lite import PulsarLite
+from tests.support.official import official_client
 
 # What pulsar-lite does not do (probed: see tests/support/lite.py).
 LITE_LACKS = {
@@ -34,8 +47,22 @@ LITE_LACKS = {
     "has_message_available False after a new message (the official client too)",
     "topics_of_namespace": "pulsar-lite does not answer GET_TOPICS_OF_NAMESPACE "
     "(regex subscriptions cannot list topics)",
+    "foreign_start_position": "pulsar-lite starts a partition's reader at the end when the "
+    "start id's ledger is not one of that partition's, yet has_message_available says True "
+    "(the official client sees the same)",
     "redeliver_all": "pulsar-lite sends nothing again after a REDELIVER_UNACKNOWLEDGED_MESSAGES "
     "without ids (our broker passes the same test)",
+    "batch_index_ack": "pulsar-lite takes an ack of some indexes of a batch for the whole entry "
+    "(nothing of it comes again; the official client sees the same)",
+    "active_consumer_change": "pulsar-lite sends no ACTIVE_CONSUMER_CHANGE to Failover consumers",
+    "admin_stats": "pulsar-lite has no admin API (a subscription's backlog cannot be read)",
+}
+# What the official Python client (pulsar-client 3.x) does not offer (SEM-10.2).
+OFFICIAL_LACKS = {
+    "priority_level": "the official Python client has no priority_level on subscribe",
+    "reconsume_later": "the official Python client has no retry topics (reconsume_later)",
+    "active_consumer_listener": "the official Python client's subscribe takes no "
+    "active-consumer (consumer event) listener",
 }
 MAGNETAR_LACKS: dict[str, str] = {}
 PARTITIONS = 4
@@ -54,6 +81,16 @@ class BrokerUnderTest:
     def require(self, feature: str) -> None:
         if feature in self.lacks:
             pytest.skip(self.lacks[feature])
+
+    def backlog(self, topic: str, subscription: str) -> int:
+        """The subscription's backlog as our broker's admin API reports it."""
+        self.require("admin_stats")
+        assert self.magnetar is not None
+        path = topic.removeprefix("persistent://")
+        url = f"{self.magnetar.http_url}/admin/v2/persistent/{path}/stats"
+        status, stats = http_call("GET", url)
+        assert status == 200, stats
+        return int(stats["subscriptions"][subscription]["msgBacklog"])
 
     def topic(self, prefix: str = "t") -> str:
         return f"persistent://public/default/{prefix}-{self.kind}-{next(_names)}"
@@ -123,3 +160,40 @@ def restartable_broker(
     ).start()
     yield broker
     broker.stop()
+
+
+@pytest.fixture(params=["official", "magnetar"])
+def api(request: pytest.FixtureRequest) -> ModuleType:
+    """The client module a scenario runs through."""
+    return pulsar if request.param == "official" else magnetar_client
+
+
+def is_official(api: ModuleType) -> bool:
+    return api is pulsar
+
+
+def require_api(api: ModuleType, feature: str) -> None:
+    if is_official(api) and feature in OFFICIAL_LACKS:
+        pytest.skip(OFFICIAL_LACKS[feature])
+
+
+@contextmanager
+def open_client(api: ModuleType, url: str) -> Iterator[Any]:
+    """A blocking client of `api` for `url`, closed on exit."""
+    if is_official(api):
+        with official_client(url) as client:
+            yield client
+        return
+    client = magnetar_client.Client(url, operation_timeout_seconds=10)
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+def wait_until(condition: Callable[[], bool], timeout: float = 10.0) -> None:
+    """Poll `condition` until it holds; fail after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.02)

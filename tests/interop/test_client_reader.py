@@ -16,11 +16,6 @@ from tests.interop.conftest import PARTITIONS, BrokerUnderTest
 COUNT = 10
 
 
-@pytest.fixture(params=["official", "magnetar"])
-def api(request: pytest.FixtureRequest) -> Any:
-    return pulsar if request.param == "official" else magnetar_client
-
-
 def _client(api: Any, url: str) -> Any:
     return api.Client(url, operation_timeout_seconds=10)
 
@@ -134,6 +129,138 @@ def test_partitioned_reader_seek_by_time(broker: BrokerUnderTest, api: Any) -> N
         assert sorted(again) == expected
         with pytest.raises(api.Timeout):
             reader.read_next(timeout_millis=300)
+        reader.close()
+    finally:
+        client.close()
+
+
+def _fill_partitions(api: Any, client: Any, topic: str) -> list[Any]:
+    producer = client.create_producer(
+        topic,
+        batching_enabled=False,
+        message_routing_mode=api.PartitionsRoutingMode.RoundRobinDistribution,
+    )
+    return [producer.send(b"p%d" % i) for i in range(3 * PARTITIONS)]
+
+
+def _read_until_quiet(reader: Any, api: Any, at_least: int = 0, quiet_ms: int = 500) -> list[bytes]:
+    """The next `at_least` messages (10 s each), then until none comes for `quiet_ms`."""
+    out = [reader.read_next(timeout_millis=10_000).data() for _ in range(at_least)]
+    while True:
+        try:
+            out.append(reader.read_next(timeout_millis=quiet_ms).data())
+        except api.Timeout:
+            return out
+
+
+def _after(msg_id: Any, start: Any, inclusive: bool) -> bool:
+    """Whether a reader started at `start` reads `msg_id`: positions compare, partitions not."""
+    here = (msg_id.ledger_id(), msg_id.entry_id())
+    there = (start.ledger_id(), start.entry_id())
+    return here >= there if inclusive else here > there
+
+
+@pytest.mark.parametrize("inclusive", [False, True], ids=["exclusive", "inclusive"])
+def test_partitioned_reader_starts_at_a_message_id(
+    broker: BrokerUnderTest, api: Any, inclusive: bool
+) -> None:
+    """SEM-5.6, SEM-1 start_message_id_inclusive, partitioned: the id's own
+    partition starts just after it (or at it); every other partition starts at
+    the same position of its own, as Pulsar's multi-topic reader does (the
+    official client against our broker does exactly this), so it reads its
+    entries past that (ledger, entry). has_message_available agrees."""
+    url, topic = broker.partitioned_topic("pstart")
+    client = _client(api, url)
+    try:
+        ids = _fill_partitions(api, client, topic)
+        for start in (ids[5], ids[-1]):
+            expected = sorted(b"p%d" % i for i, m in enumerate(ids) if _after(m, start, inclusive))
+            own = [
+                b"p%d" % i
+                for i, m in enumerate(ids)
+                if m.partition() == start.partition() and _after(m, start, inclusive)
+            ]
+            positioned = "foreign_start_position" not in broker.lacks
+            if not positioned:
+                expected = sorted(own)
+            reader = client.create_reader(topic, start, start_message_id_inclusive=inclusive)
+            if positioned:
+                assert reader.has_message_available() == bool(expected)
+            got = _read_until_quiet(reader, api, len(expected))
+            assert sorted(got) == expected
+            assert [d for d in got if d in own] == own  # in order within the partition
+            if positioned:
+                assert not reader.has_message_available()
+            reader.close()
+        # The last message's own partition: nothing after it, or just itself.
+        assert own == ([b"p%d" % (len(ids) - 1)] if inclusive else [])
+    finally:
+        client.close()
+
+
+def test_partitioned_reader_seeks_one_partition_to_a_message_id(
+    broker: BrokerUnderTest, api: Any
+) -> None:
+    """SEMANTICS 5 readers, partitioned (WIRE 12): seek to a received message's
+    id moves only its partition, to just after it (the reader is exclusive); the
+    other partitions keep their place. Ours also takes an id from send (it
+    names its partition); the official client refuses one (OperationNotSupported:
+    it routes by the topic name only a received id carries). Both refuse an id
+    that names no partition. After such a seek, with everything read, ours says
+    has_message_available False; the official client's answer is not stable
+    (True in about half the runs against our broker, with nothing to read)."""
+    broker.require("seek")
+    url, topic = broker.partitioned_topic("pseekid")
+    client = _client(api, url)
+    try:
+        ids = _fill_partitions(api, client, topic)
+        reader = client.create_reader(topic, api.MessageId.earliest)
+        got = {m.data(): m for m in (reader.read_next(timeout_millis=10_000) for _ in ids)}
+        target = got[b"p5"].message_id()
+        partition = [m.partition() for m in ids][5]
+        reader.seek(target)
+        after = [b"p%d" % i for i, m in enumerate(ids) if m.partition() == partition and i > 5]
+        assert _read_until_quiet(reader, api, len(after)) == after
+        if api is not pulsar:  # the official client answers True about half the time here
+            assert not reader.has_message_available()
+        if api is pulsar:
+            with pytest.raises(pulsar.OperationNotSupported):
+                reader.seek(ids[5])
+        else:
+            reader.seek(ids[1])
+            later = [
+                b"p%d" % i
+                for i, m in enumerate(ids)
+                if m.partition() == ids[1].partition() and i > 1
+            ]
+            assert _read_until_quiet(reader, api, len(later)) == later
+            bare = api.MessageId(-1, ids[1].ledger_id(), ids[1].entry_id(), -1)
+            with pytest.raises(api.OperationNotSupported):
+                reader.seek(bare)  # names no partition
+        reader.close()
+    finally:
+        client.close()
+
+
+def test_partitioned_reader_seek_keeps_other_partitions_read_ahead(
+    broker: BrokerUnderTest,
+) -> None:
+    """SEMANTICS 5 readers, partitioned: after a one-partition seek, what the
+    other partitions had read ahead is still read, once. (Ours only: the
+    official client's core clears its shared queue on such a seek and the other
+    partitions' prefetched messages are not read again.)"""
+    broker.require("seek")
+    url, topic = broker.partitioned_topic("pseekahead")
+    client = _client(magnetar_client, url)
+    try:
+        ids = _fill_partitions(magnetar_client, client, topic)
+        reader = client.create_reader(topic, magnetar_client.MessageId.earliest)
+        first = reader.read_next(timeout_millis=10_000)
+        reader.seek(first.message_id())  # its partition: on after it; the rest untouched
+        rest = _read_until_quiet(reader, magnetar_client, len(ids) - 1)
+        assert sorted(rest) == sorted(
+            b"p%d" % i for i in range(len(ids)) if b"p%d" % i != first.data()
+        )
         reader.close()
     finally:
         client.close()
