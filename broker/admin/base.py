@@ -28,6 +28,7 @@ from magnetar.proto.errors import ServerError
 from magnetar.proto.naming import InvalidTopicName, TopicName
 
 if TYPE_CHECKING:
+    # Typing only: the service imports nothing of admin, but keep it that way.
     from magnetar.broker.service import BrokerService
 
 log = structlog.get_logger(__name__)
