@@ -27,8 +27,8 @@ from magnetar.broker.storage.api import StorageError
 from magnetar.proto.errors import ServerError
 from magnetar.proto.naming import InvalidTopicName, TopicName
 
+# Typing only: the admin leaves must not import the service they serve.
 if TYPE_CHECKING:
-    # Typing only: the service imports nothing of admin, but keep it that way.
     from magnetar.broker.service import BrokerService
 
 log = structlog.get_logger(__name__)
