@@ -112,13 +112,23 @@ class LedgerFile:
         when its ``recovered`` is True the file was cut back to its previous end
         and the next append may proceed.
         """
-        start = self._write_end
-        ends = array("q", accumulate(map(_PLUS_HEADER, map(len, datas)), initial=start))
+        parts, ends = self.encode(datas, nmsgs)
+        return self.write_records(parts, ends, sync)
+
+    def encode(self, datas: list[bytes], nmsgs: list[int]) -> tuple[list[bytes], array[int]]:
+        """The buffers of a group's records and the end offset of each, for
+        :meth:`write_records`. Loop thread: the encoding holds the GIL wherever
+        it runs, so the I/O thread is left with the syscalls alone."""
+        ends = array("q", accumulate(map(_PLUS_HEADER, map(len, datas)), initial=self._write_end))
         del ends[0]
+        return encode_group(datas, nmsgs), ends
+
+    def write_records(self, parts: list[bytes], ends: array[int], sync: bool) -> array[int]:
+        """Write encoded records at the end, optionally fsync. *Blocking*; see append."""
+        start = self._write_end
         end = ends[-1]
-        buf = b"".join(encode_group(datas, nmsgs))
         try:
-            _pwrite_all(self._fd, buf, start)
+            _pwritev_all(self._fd, parts, start)
         except OSError as exc:
             try:
                 os.ftruncate(self._fd, start)
@@ -221,6 +231,28 @@ def _pread_all(fd: int, size: int, offset: int) -> bytes:
         parts.append(chunk)
         got += len(chunk)
     return b"".join(parts)
+
+
+# Buffers one pwritev may take (Linux's UIO_MAXIOV).
+_IOV_MAX = os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 1024
+
+
+def _pwritev_all(fd: int, parts: list[bytes], offset: int) -> None:
+    """Gather-write `parts` at `offset`: no joined copy of the group."""
+    pending: list[bytes | memoryview] = list(parts)
+    while pending:
+        batch = pending[:_IOV_MAX]
+        written = os.pwritev(fd, batch, offset)
+        offset += written
+        if written == sum(map(len, batch)):
+            del pending[:_IOV_MAX]
+            continue
+        # A short write: drop the buffers written, keep the rest of the last one.
+        k = 0
+        while written >= len(batch[k]):
+            written -= len(batch[k])
+            k += 1
+        pending[: k + 1] = [memoryview(batch[k])[written:]]
 
 
 def _pwrite_all(fd: int, buf: bytes, offset: int) -> None:
