@@ -45,6 +45,7 @@ class LedgerFile:
     __slots__ = (
         "_alloc_end",
         "_fd",
+        "_prealloc_failed",
         "_write_end",
         "cum_messages",
         "ledger_id",
@@ -62,6 +63,7 @@ class LedgerFile:
         self._write_end = scan_result.valid_end
         # The file's size: zeros may follow the last record (preallocation).
         self._alloc_end = scan_result.valid_end
+        self._prealloc_failed = False
         # Reads in flight on a worker thread; the fd is closed only at zero.
         self.refs = 0
 
@@ -160,6 +162,37 @@ class LedgerFile:
                 os.ftruncate(self._fd, end)
             self._alloc_end = end
 
+    def needs_preallocation(self) -> bool:
+        """Less than half a step of zeros left ahead of the data (loop thread).
+        A file without data has none: a ledger that is never written to (a
+        topic that is only read, say) costs no zeros."""
+        return (
+            self._fd >= 0
+            and self._write_end > 0
+            and not self._prealloc_failed
+            and self._alloc_end - self._write_end < len(_ZEROS) // 2
+        )
+
+    def preallocate_ahead(self) -> None:
+        """The next step of zeros, made durable now. *Blocking*; called by the
+        writer between group commits while nothing waits, so the fdatasync
+        that commits the new size and blocks (and, on a shared ext4, whatever
+        other files' data that commit must flush first) delays no receipt.
+        Best effort: after a failure appends preallocate for themselves."""
+        fd = self._fd
+        if fd < 0:
+            return
+        start = max(self._alloc_end, self._write_end)
+        try:
+            _pwrite_all(fd, _ZEROS, start)
+            os.fdatasync(fd)
+        except OSError:
+            self._prealloc_failed = True
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, start)
+            return
+        self._alloc_end = start + len(_ZEROS)
+
     def trim_tail(self) -> None:
         """Cut preallocated zeros after the last record (ledger closed). *Blocking*."""
         if self._fd >= 0 and self._alloc_end > self._write_end:
@@ -214,7 +247,11 @@ class LedgerFile:
             cum.append(total)
 
 
-_ZEROS = bytes(4 * 1024 * 1024)
+# Preallocated at a time. The fdatasync after the zeros flushes them all and
+# stalls that group commit: 4 MiB took 3-40 ms here (the end-to-end p99 at
+# 2,000 msg/s), 1 MiB about 1 ms; the zeros flushed per byte stored are the same.
+PREALLOCATION_STEP = 1024 * 1024
+_ZEROS = bytes(PREALLOCATION_STEP)
 _PLUS_HEADER = HEADER_SIZE.__add__
 
 

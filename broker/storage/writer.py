@@ -113,6 +113,11 @@ class LedgerWriter:
             if not self._futs:
                 if self._stopping:
                     return
+                if self._sync and not self._ml.is_closed:
+                    lf = self._ml.layout.current.file
+                    if lf.needs_preallocation():
+                        await self._ml.run_blocking(lf.preallocate_ahead)
+                        continue
                 wakeup: asyncio.Future[None] = loop.create_future()
                 self._wakeup = wakeup
                 await wakeup

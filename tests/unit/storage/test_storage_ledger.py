@@ -20,6 +20,7 @@ from magnetar.broker.storage import (
     SyncPolicy,
 )
 from magnetar.broker.storage.ledger import ManagedLedgerImpl
+from magnetar.broker.storage.segment import PREALLOCATION_STEP
 
 NAME = "public/default/persistent/t"
 
@@ -375,6 +376,32 @@ async def test_groups_are_bounded_and_files_stay_under_the_segment_size(
     assert len(await ml.read_entries(positions[0], 1000, 1 << 30)) == 100
 
 
+async def _until(condition: Any) -> None:
+    for _ in range(1000):
+        if condition():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("condition not reached")
+
+
+async def test_zeros_are_written_ahead_while_the_writer_is_idle(tmp_path: Path) -> None:
+    """Under fsync the writer preallocates between group commits, when nothing
+    waits: the next step of zeros is there before an append needs it."""
+    f = await FileManagedLedgerFactory.create(str(tmp_path))
+    try:
+        ml = await f.open_impl(NAME)
+        path = ml.layout.current.file.path
+        await ml.add_entry(b"first")  # zeros come with the first write
+        assert _file_size(path) >= PREALLOCATION_STEP
+        position = await ml.add_entry(b"x" * (PREALLOCATION_STEP // 2 + 1000))
+        # Less than half a step left ahead: one more step follows, unasked.
+        await _until(lambda: _file_size(path) >= 2 * PREALLOCATION_STEP)
+        (entry,) = await ml.read_entries(position, 10)
+        assert entry.data == b"x" * (PREALLOCATION_STEP // 2 + 1000)
+    finally:
+        await f.close()
+
+
 async def test_preallocated_zeros_are_cut_on_close_of_a_ledger_and_on_recovery(
     tmp_path: Path,
 ) -> None:
@@ -385,9 +412,9 @@ async def test_preallocated_zeros_are_cut_on_close_of_a_ledger_and_on_recovery(
     await ml.open_cursor("keep")
     positions = [await ml.add_entry(b"r%d" % i) for i in range(3)]
     path = ml.layout.current.file.path
-    assert _file_size(path) > 4 * 1024 * 1024
+    assert _file_size(path) >= PREALLOCATION_STEP
     await f.close()  # as after a crash: the zeros are still there
-    assert _file_size(path) > 4 * 1024 * 1024
+    assert _file_size(path) >= PREALLOCATION_STEP
     f = await FileManagedLedgerFactory.create(str(tmp_path))
     try:
         ml = await f.open_impl(NAME)
