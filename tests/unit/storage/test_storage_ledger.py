@@ -20,7 +20,11 @@ from magnetar.broker.storage import (
     SyncPolicy,
 )
 from magnetar.broker.storage.ledger import ManagedLedgerImpl
-from magnetar.broker.storage.segment import PREALLOCATION_STEP
+from magnetar.broker.storage.segment import (
+    FIRST_PREALLOCATION_STEP,
+    IDLE_PREALLOCATION_STEP,
+    PREALLOCATION_STEP,
+)
 
 NAME = "public/default/persistent/t"
 
@@ -386,18 +390,21 @@ async def _until(condition: Any) -> None:
 
 async def test_zeros_are_written_ahead_while_the_writer_is_idle(tmp_path: Path) -> None:
     """Under fsync the writer preallocates between group commits, when nothing
-    waits: the next step of zeros is there before an append needs it."""
+    waits: zeros are there before an append needs them, a little for a
+    ledger not written to yet, a step whenever less than one is left."""
     f = await FileManagedLedgerFactory.create(str(tmp_path))
     try:
         ml = await f.open_impl(NAME)
         path = ml.layout.current.file.path
-        await ml.add_entry(b"first")  # zeros come with the first write
-        assert _file_size(path) >= PREALLOCATION_STEP
-        position = await ml.add_entry(b"x" * (PREALLOCATION_STEP // 2 + 1000))
-        # Less than half a step left ahead: one more step follows, unasked.
-        await _until(lambda: _file_size(path) >= 2 * PREALLOCATION_STEP)
-        (entry,) = await ml.read_entries(position, 10)
-        assert entry.data == b"x" * (PREALLOCATION_STEP // 2 + 1000)
+        await _until(lambda: _file_size(path) == FIRST_PREALLOCATION_STEP)
+        first = await ml.add_entry(b"first")
+        await _until(lambda: _file_size(path) >= IDLE_PREALLOCATION_STEP)
+        big = b"x" * (PREALLOCATION_STEP + IDLE_PREALLOCATION_STEP)
+        second = await ml.add_entry(big)  # runs past the zeros: a step after it
+        assert _file_size(path) >= len(big) + PREALLOCATION_STEP
+        entries = await ml.read_entries(first, 10, 1 << 30)
+        assert [e.position for e in entries] == [first, second]
+        assert entries[1].data == big
     finally:
         await f.close()
 
@@ -412,9 +419,9 @@ async def test_preallocated_zeros_are_cut_on_close_of_a_ledger_and_on_recovery(
     await ml.open_cursor("keep")
     positions = [await ml.add_entry(b"r%d" % i) for i in range(3)]
     path = ml.layout.current.file.path
-    assert _file_size(path) >= PREALLOCATION_STEP
+    assert _file_size(path) >= FIRST_PREALLOCATION_STEP
     await f.close()  # as after a crash: the zeros are still there
-    assert _file_size(path) >= PREALLOCATION_STEP
+    assert _file_size(path) >= FIRST_PREALLOCATION_STEP
     f = await FileManagedLedgerFactory.create(str(tmp_path))
     try:
         ml = await f.open_impl(NAME)
