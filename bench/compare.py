@@ -12,6 +12,11 @@ strace: a handful of fsyncs for thousands of receipts). Magnetar under `none`
 is shown too, for what fsync costs. Each figure is the median of the rounds,
 with ± half the spread between the best and the worst round.
 
+Each throughput workload also gets a "broker CPU" row: the broker process's
+CPU time (all threads) per message. On a small shared machine the client and
+the broker split the free CPU, so the broker's share bounds the throughput
+even where the client is the bottleneck.
+
 Both brokers are started here as subprocesses on free loopback ports with
 fresh data directories and stopped at the end.
 """
@@ -133,6 +138,16 @@ def _peak_rss_mib(pid: int) -> float:
         if line.startswith("VmHWM:"):
             return int(line.split()[1]) / 1024
     return 0.0
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User plus system CPU time of a process and all its threads, from /proc."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return float("nan")
+    fields = stat.rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _client(url: str) -> pulsar.Client:
@@ -317,6 +332,9 @@ def run(scale: float, rounds: int) -> list[Row]:
     n_batched = int(300_000 * scale)
     n_plain = int(40_000 * scale)
     rows: dict[str, Row] = {}
+    # Broker CPU per message (all its threads): on a shared 2-core machine the
+    # client and the broker split what is free, so this decides the rest.
+    cpu_rows: list[tuple[str, str, float]] = []
 
     def record(name: str, unit: str, higher: bool, broker: str, value: float) -> None:
         row = rows.setdefault(name, Row(name, unit, higher, {}))
@@ -343,9 +361,13 @@ def run(scale: float, rounds: int) -> list[Row]:
                     ]  # fmt: skip
                     for name, fn, prefix, count, flag, callback in throughput:
                         extra = {"callback": True} if callback else {}
+                        cpu = _cpu_seconds(broker.proc.pid)
                         value = fn(url, f"{prefix}-{tag}", count, flag, **extra)
+                        cpu_us = (_cpu_seconds(broker.proc.pid) - cpu) / count * 1e6
                         record(name, "msg/s", True, kind, value)
-                        print(f"  [{kind} round {rnd}] {name}: {value:,.0f} msg/s", flush=True)
+                        cpu_rows.append((f"broker CPU: {name}", kind, cpu_us))
+                        print(f"  [{kind} round {rnd}] {name}: {value:,.0f} msg/s, "
+                              f"broker CPU {cpu_us:.1f} us/msg", flush=True)  # fmt: skip
                     p50, p99 = publish_latency(url, f"lat-{tag}", int(2000 * min(scale, 1.0)))
                     record("sync send latency p50, no batching", "ms", False, kind, p50)
                     record("sync send latency p99, no batching", "ms", False, kind, p99)
@@ -356,6 +378,8 @@ def run(scale: float, rounds: int) -> list[Row]:
                           f"e2e {e50:.2f}/{e99:.2f} ms", flush=True)  # fmt: skip
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+    for name, kind, cpu_us in cpu_rows:
+        record(name, "us/msg", False, kind, cpu_us)
     for kind, mib in _PEAK_RSS_MIB.items():
         record("broker peak RSS", "MiB", False, kind, mib)
     return list(rows.values())

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import sys
 from collections.abc import Coroutine, Sequence
 from pathlib import Path
@@ -67,6 +68,20 @@ def config_from_args(args: argparse.Namespace, warnings: list[str] | None = None
     return load_config(config_file=args.config, overrides=overrides, warnings=warnings)
 
 
+# The hot paths allocate many short-lived objects (frames, futures, receipts),
+# few of them in cycles. Under CPython's default thresholds (700, 10, 10) the
+# collector ran every 700 allocations and took about 8 us per published
+# message, a third of the broker's CPU (bench compare, unbatched produce).
+# Cycles are still collected, in fewer and larger young sweeps.
+GC_THRESHOLDS = (50_000, 20, 100)
+
+
+def tune_gc() -> None:
+    """Fewer collections; what startup built is frozen out of them."""
+    gc.freeze()
+    gc.set_threshold(*GC_THRESHOLDS)
+
+
 def _run(coro: Coroutine[Any, Any, None]) -> None:
     try:
         import uvloop
@@ -90,6 +105,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for warning in warnings:
         structlog.get_logger("magnetar.broker").warning(warning)
     server = BrokerServer(config)
+    tune_gc()
     try:
         _run(server.serve())
     except (OSError, StorageError) as exc:

@@ -205,8 +205,8 @@ class ServerCnx(asyncio.Protocol):
         if self._throttle is None and not self._reading_paused and self._transport is not None:
             self._transport.resume_reading()
 
-    def publish_completed(self, size: int) -> None:
-        self._in_flight_publishes -= 1
+    def publish_completed(self, size: int, count: int = 1) -> None:
+        self._in_flight_publishes -= count
         self._in_flight_bytes -= size
         config = self.config
         if (

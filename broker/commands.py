@@ -1,15 +1,16 @@
 """Every frame the broker sends is built here.
 
-The hot builders (SEND_RECEIPT, MESSAGE) fill a protobuf object field by
-field and skip the generic `_frame` helper: they run once per entry.
+The hot ones (SEND_RECEIPT, MESSAGE) run once per entry: proto.fastpath
+writes their bytes directly instead of building a protobuf object.
 """
 
 from __future__ import annotations
 
 from magnetar.broker.storage.api import Position
+from magnetar.proto import fastpath
 from magnetar.proto import pulsar_api_pb2 as pb
 from magnetar.proto.errors import ServerError
-from magnetar.proto.frames import encode_command, encode_payload_command
+from magnetar.proto.frames import encode_command
 from magnetar.proto.ids import to_unsigned64
 
 T = pb.BaseCommand
@@ -109,10 +110,6 @@ def send_error(producer_id: int, sequence_id: int, code: ServerError, message: s
     )
 
 
-_SEND_RECEIPT = T.SEND_RECEIPT
-_MESSAGE = T.MESSAGE
-
-
 def send_receipt(
     producer_id: int,
     sequence_id: int,
@@ -121,23 +118,10 @@ def send_receipt(
     partition: int,
 ) -> bytes:
     """SEND_RECEIPT for a durable entry (hot path: one per SEND); a dropped
-    duplicate's position is (-1, -1) (WIRE 5)."""
-    command = pb.BaseCommand(type=_SEND_RECEIPT)
-    receipt = command.send_receipt
-    receipt.producer_id = producer_id
-    receipt.sequence_id = sequence_id
-    if highest_sequence_id:
-        receipt.highest_sequence_id = highest_sequence_id
-    mid = receipt.message_id
-    if position.ledger_id < 0:
-        mid.ledgerId = to_unsigned64(position.ledger_id)
-        mid.entryId = to_unsigned64(position.entry_id)
-    else:
-        mid.ledgerId = position.ledger_id
-        mid.entryId = position.entry_id
-    if partition >= 0:
-        mid.partition = partition
-    return encode_command(command)
+    duplicate's position is (-1, -1), sent as unsigned 64-bit (WIRE 5)."""
+    return fastpath.send_receipt(
+        producer_id, sequence_id, highest_sequence_id, position[0], position[1], partition
+    )
 
 
 def message(
@@ -149,22 +133,11 @@ def message(
     epoch: int | None,
     data: bytes,
 ) -> bytes:
-    """MESSAGE around an entry's stored bytes (hot path: one per entry sent)."""
-    command = pb.BaseCommand(type=_MESSAGE)
-    body = command.message
-    body.consumer_id = consumer_id
-    mid = body.message_id
-    mid.ledgerId = position.ledger_id
-    mid.entryId = position.entry_id
-    if partition >= 0:
-        mid.partition = partition
-    if redelivery_count:
-        body.redelivery_count = redelivery_count
-    if ack_set is not None:
-        body.ack_set.extend(ack_set)
-    if epoch is not None:
-        body.consumer_epoch = epoch
-    return encode_payload_command(command, data)
+    """MESSAGE around an entry's stored bytes; dispatch uses `message_parts`."""
+    head, body = fastpath.message_parts(
+        consumer_id, position[0], position[1], partition, redelivery_count, ack_set, epoch, data
+    )
+    return head + body
 
 
 def partitioned_metadata(request_id: int, partitions: int) -> bytes:

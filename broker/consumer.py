@@ -15,10 +15,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from magnetar.broker import commands
 from magnetar.broker.endpoint import ClientConnection
 from magnetar.broker.storage.api import Entry, Position
 from magnetar.proto import pulsar_api_pb2 as pb
+from magnetar.proto.fastpath import message_parts
 
 SubType = pb.CommandSubscribe.SubType
 KeySharedMode = pb.KeySharedMeta.KeySharedMode
@@ -139,20 +139,22 @@ class Consumer:
 
         The caller chose entries that fit in the permits; they are deducted here.
         """
-        frames: list[bytes] = []
+        parts: list[bytes] = []
+        append = parts.extend
         sent = 0
         consumer_id = self.consumer_id
         partition = self.partition_index
         pending = self.pending_acks
         epoch = self.epoch
-        build = commands.message
+        build = message_parts
         for entry in entries:
             position = entry.position
             bits = None if ack_set is None else ack_set(position)
-            frames.append(
+            append(
                 build(
                     consumer_id,
-                    position,
+                    position[0],
+                    position[1],
                     partition,
                     redelivery_count(position),
                     bits,
@@ -164,7 +166,9 @@ class Consumer:
             pending[position] = n
             sent += n
         self.permits -= sent
-        self.cnx.write_frames(frames)
+        # One buffer, one transport write for the whole round; each entry's
+        # bytes are copied once.
+        self.cnx.write_frames([b"".join(parts)])
         return sent
 
     def remove_pending(self, positions: Iterable[Position]) -> list[Position]:

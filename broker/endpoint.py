@@ -24,8 +24,8 @@ class ClientConnection(Protocol):
         """Queue encoded frames for the socket (no-op once closed)."""
         ...
 
-    def publish_completed(self, size: int) -> None:
-        """One in-flight publish of `size` bytes got its receipt or error."""
+    def publish_completed(self, size: int, count: int = 1) -> None:
+        """`count` in-flight publishes of `size` bytes in all got their receipt or error."""
         ...
 
     def producer_closed_by_broker(self, producer_id: int) -> None:

@@ -138,10 +138,7 @@ class Producer:
             if status is DupStatus.DUPLICATE:
                 done: asyncio.Future[Position] = asyncio.get_running_loop().create_future()
                 done.set_result(DUPLICATE)
-                self._pending.append(
-                    _PendingPublish(sequence_id, highest_sequence_id, done, len(data))
-                )
-                self._on_append_done(done)
+                self._track(_PendingPublish(sequence_id, highest_sequence_id, done, len(data)))
                 return
             if status is DupStatus.UNKNOWN:
                 self.reject(
@@ -159,9 +156,20 @@ class Producer:
             future = self._first_copy(window, idempotency_key, data, num_messages)
         else:
             future = self.topic.append(data, num_messages)
-        item = _PendingPublish(sequence_id, highest_sequence_id, future, len(data), dedup)
-        self._pending.append(item)
-        future.add_done_callback(self._on_append_done)
+        self._track(_PendingPublish(sequence_id, highest_sequence_id, future, len(data), dedup))
+
+    def _track(self, item: _PendingPublish) -> None:
+        """Queue a publish for its answer. Only the head of the queue has a
+        done-callback: answers leave in SEND order, so nothing behind the head
+        can be answered before it, and appends of one group commit complete
+        together, so one callback answers the whole group."""
+        pending = self._pending
+        pending.append(item)
+        if len(pending) == 1:
+            if item.future.done():
+                self._on_append_done(item.future)
+            else:
+                item.future.add_done_callback(self._on_append_done)
 
     def _first_copy(
         self, window: KeyWindowIndex, key: str, data: bytes, num_messages: int
@@ -186,57 +194,63 @@ class Producer:
         its pending queue and drops the connection otherwise)."""
         future: asyncio.Future[Position] = asyncio.get_running_loop().create_future()
         future.set_exception(SendRejected(code, message))
-        self._pending.append(_PendingPublish(sequence_id, sequence_id, future, size))
-        self._on_append_done(future)
+        self._track(_PendingPublish(sequence_id, sequence_id, future, size))
 
     def _on_append_done(self, future: asyncio.Future[Position]) -> None:
         if not future.cancelled():
             future.exception()  # retrieved here even when nobody waits any more
+        if self.is_closed:
+            return
         # Answer every completed append at the head, keeping SEND order.
         pending = self._pending
         frames: list[bytes] = []
+        answered = size = 0
         while pending and pending[0].future.done():
             item = pending.popleft()
             frames.append(self._answer(item))
-            self.cnx.publish_completed(item.size)
-        if frames and not self.is_closed:
+            answered += 1
+            size += item.size
+        if answered:
+            self.cnx.publish_completed(size, answered)
             self.cnx.write_frames(frames)
+        if pending:
+            pending[0].future.add_done_callback(self._on_append_done)
 
     def _answer(self, item: _PendingPublish) -> bytes:
         future = item.future
+        if not future.cancelled() and future.exception() is None:
+            position = future.result()
+            if item.dedup is not None:
+                item.dedup.persisted_entry(
+                    self.name, max(item.sequence_id, item.highest_sequence_id), position
+                )
+            return commands.send_receipt(
+                self.producer_id,
+                item.sequence_id,
+                item.highest_sequence_id,
+                position,
+                self._partition,
+            )
         exc = None if future.cancelled() else future.exception()
         if isinstance(exc, SendRejected):
             return commands.send_error(self.producer_id, item.sequence_id, exc.code, exc.message)
-        if future.cancelled() or exc is not None:
-            if isinstance(exc, ManagedLedgerClosed | ManagedLedgerFenced):
-                message = f"topic {self.topic.name} is not writable: {exc}"
-            elif isinstance(exc, StorageError):
-                message = f"append failed: {exc}"
-            else:
-                message = f"append failed: {exc!r}"
-            suppressed = _FAILURE_LOG.admit(self.topic.name)
-            if suppressed is not None:
-                log.warning(
-                    "publish failed",
-                    topic=self.topic.name,
-                    producer=self.name,
-                    error=message,
-                    suppressed_since_last=suppressed,
-                )
-            return commands.send_error(
-                self.producer_id, item.sequence_id, ServerError.PersistenceError, message
+        if isinstance(exc, ManagedLedgerClosed | ManagedLedgerFenced):
+            message = f"topic {self.topic.name} is not writable: {exc}"
+        elif isinstance(exc, StorageError):
+            message = f"append failed: {exc}"
+        else:
+            message = f"append failed: {exc!r}"
+        suppressed = _FAILURE_LOG.admit(self.topic.name)
+        if suppressed is not None:
+            log.warning(
+                "publish failed",
+                topic=self.topic.name,
+                producer=self.name,
+                error=message,
+                suppressed_since_last=suppressed,
             )
-        position = future.result()
-        if item.dedup is not None:
-            item.dedup.persisted_entry(
-                self.name, max(item.sequence_id, item.highest_sequence_id), position
-            )
-        return commands.send_receipt(
-            self.producer_id,
-            item.sequence_id,
-            item.highest_sequence_id,
-            position,
-            self._partition,
+        return commands.send_error(
+            self.producer_id, item.sequence_id, ServerError.PersistenceError, message
         )
 
     def close(self) -> None:
@@ -244,9 +258,18 @@ class Producer:
         if self.is_closed:
             return
         self.is_closed = True
-        for item in self._pending:
-            self.cnx.publish_completed(item.size)
-        self._pending.clear()
+        pending = self._pending
+        if pending:
+            self.cnx.publish_completed(sum(item.size for item in pending), len(pending))
+        for item in pending:
+            # Only the head had a callback; every outcome is still retrieved.
+            item.future.add_done_callback(_retrieve)
+        pending.clear()
+
+
+def _retrieve(future: asyncio.Future[Position]) -> None:
+    if not future.cancelled():
+        future.exception()
 
 
 def _copy_outcome(target: asyncio.Future[Position], source: asyncio.Future[Position]) -> None:

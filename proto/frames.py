@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import NoReturn
 
 import crc32c as _crc32c
@@ -43,6 +42,8 @@ _U16 = struct.Struct(">H")
 _U32 = struct.Struct(">I")
 _U32_PAIR = struct.Struct(">II")
 _MAGIC_AND_U32 = struct.Struct(">HI")
+# Magic, checksum and metadata size: how a checksummed payload section starts.
+_PAYLOAD_HEAD = struct.Struct(">HII")
 
 _T = pb.BaseCommand.Type
 # BaseCommand carries its body in the field whose number equals the type value.
@@ -58,6 +59,9 @@ _TYPE_BY_BODY: dict[str, tuple[int, str]] = {
 _PAYLOAD_TYPES = frozenset({_T.SEND, _T.MESSAGE})
 # Bodies that carry no fields: a peer may leave them out.
 _EMPTY_BODY_TYPES = frozenset({_T.PING, _T.PONG})
+# What BaseCommand.type reads as when it is missing (the enum's first value).
+_UNSET_TYPE_READS_AS = pb.BaseCommand().type
+_parse_command = pb.BaseCommand.FromString
 
 
 def command_name(command_type: int) -> str:
@@ -180,12 +184,18 @@ class Payload:
         return f"Payload({len(self.data)} bytes, metadata {self.meta_size} bytes)"
 
 
-@dataclass(frozen=True, slots=True)
 class Frame:
-    """One decoded frame: the command and, for SEND and MESSAGE, its payload."""
+    """One decoded frame: the command and, for SEND and MESSAGE, its payload.
 
-    command: pb.BaseCommand
-    payload: Payload | None = None
+    A plain slotted class rather than a frozen dataclass: one is built per
+    frame on the hot path, and the frozen __init__ cost three times as much.
+    """
+
+    __slots__ = ("command", "payload")
+
+    def __init__(self, command: pb.BaseCommand, payload: Payload | None = None) -> None:
+        self.command = command
+        self.payload = payload
 
     @property
     def type(self) -> int:
@@ -202,6 +212,16 @@ class Frame:
         body: Message = getattr(self.command, field)
         return body
 
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Frame):
+            return NotImplemented
+        return self.command == other.command and self.payload is other.payload
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Frame({self.name}, payload={self.payload!r})"
+
 
 class FrameDecoder:
     """Incremental decoder: feed bytes, iterate complete frames.
@@ -217,7 +237,9 @@ class FrameDecoder:
     ) -> None:
         self.max_frame_size = max_frame_size
         self.verify_checksum = verify_checksum
-        self._buf = bytearray()
+        # The bytes fed last while they hold whole frames (sliced without a
+        # copy into a buffer first); a bytearray once a partial frame waits.
+        self._buf: bytes | bytearray = b""
         self._pos = 0
         self._error: ProtocolError | None = None
 
@@ -227,8 +249,18 @@ class FrameDecoder:
         return len(self._buf) - self._pos
 
     def feed(self, data: bytes | bytearray | memoryview) -> None:
-        if self._error is None:
-            self._buf += data
+        if self._error is not None or not data:
+            return
+        buf = self._buf
+        if self._pos >= len(buf):
+            self._buf = data if type(data) is bytes else bytes(data)
+            self._pos = 0
+            return
+        if type(buf) is bytes:
+            buf = bytearray(memoryview(buf)[self._pos :])
+            self._pos = 0
+        buf += data
+        self._buf = buf
 
     def __iter__(self) -> Iterator[Frame]:
         while (frame := self.next_frame()) is not None:
@@ -261,47 +293,58 @@ class FrameDecoder:
         cmd_end = cmd_start + cmd_size
         frame_end = pos + 4 + total
         self._pos = frame_end
-        command = self._decode_command(bytes(buf[cmd_start:cmd_end]))
+        if type(buf) is bytes:
+            command = self._decode_command(buf[cmd_start:cmd_end])
+        else:
+            command = self._decode_command(bytes(memoryview(buf)[cmd_start:cmd_end]))
         if cmd_end == frame_end:
             return Frame(command)
-        if command.type not in _PAYLOAD_TYPES:
-            self._fail(ProtocolError(f"{command_name(command.type)} must not carry a payload"))
-        frame = Frame(command, self._decode_payload(bytes(buf[cmd_end:frame_end]), command.type))
-        if (
-            self.verify_checksum
-            and frame.payload is not None
-            and frame.payload.checksum is not None
-        ):
-            view = memoryview(frame.payload.data)[6:]
-            actual = _crc32c.crc32c(view)
-            view.release()
-            if actual != frame.payload.checksum:
-                raise ChecksumMismatch(frame.payload.checksum, actual, frame)
+        command_type = command.type
+        if command_type not in _PAYLOAD_TYPES:
+            self._fail(ProtocolError(f"{command_name(command_type)} must not carry a payload"))
+        if type(buf) is bytes:
+            data = buf[cmd_end:frame_end]
+        else:
+            data = bytes(memoryview(buf)[cmd_end:frame_end])
+        payload = self._decode_payload(data, command_type)
+        frame = Frame(command, payload)
+        checksum = payload.checksum
+        if self.verify_checksum and checksum is not None:
+            with memoryview(payload.data) as view:
+                actual = _crc32c.crc32c(view[6:])
+            if actual != checksum:
+                raise ChecksumMismatch(checksum, actual, frame)
         return frame
 
     def _decode_command(self, raw: bytes) -> pb.BaseCommand:
         try:
-            command = pb.BaseCommand.FromString(raw)
+            command = _parse_command(raw)
         except (DecodeError, RuntimeError, ValueError) as exc:
             self._fail(ProtocolError(f"undecodable command: {exc}"))
-        if not command.HasField("type"):
-            # An enum value we do not know is parsed as "unset", which would read as CONNECT.
+        command_type = command.type
+        # An enum value we do not know is parsed as "unset", which reads as
+        # the first value, CONNECT: only then is the presence check needed.
+        if command_type == _UNSET_TYPE_READS_AS and not command.HasField("type"):
             self._fail(ProtocolError("command without a type, or with a type we do not know"))
-        field = _FIELD_BY_TYPE.get(command.type)
+        field = _FIELD_BY_TYPE.get(command_type)
         if field is None:
-            self._fail(ProtocolError(f"unsupported command type {command.type}"))
-        has_body = command.HasField(field)  # type: ignore[arg-type]
-        if not has_body and command.type not in _EMPTY_BODY_TYPES:
-            self._fail(ProtocolError(f"{command_name(command.type)} command without its body"))
+            self._fail(ProtocolError(f"unsupported command type {command_type}"))
+        if command_type not in _EMPTY_BODY_TYPES and not command.HasField(field):  # type: ignore[arg-type]
+            self._fail(ProtocolError(f"{command_name(command_type)} command without its body"))
         # upb parses required fields without checking them; Pulsar's broker rejects such commands.
         if not command.IsInitialized():
             missing = _missing_fields(command)
             self._fail(
-                ProtocolError(f"{command_name(command.type)} without required fields: {missing}")
+                ProtocolError(f"{command_name(command_type)} without required fields: {missing}")
             )
         return command
 
     def _decode_payload(self, data: bytes, command_type: int) -> Payload:
+        if len(data) >= 10:
+            magic, checksum, meta_size = _PAYLOAD_HEAD.unpack_from(data, 0)
+            # The common shape first: checksum block, metadata, payload.
+            if magic == MAGIC_CHECKSUM and meta_size <= len(data) - 10:
+                return Payload(data, 10, meta_size, checksum)
         broker_entry_metadata: pb.BrokerEntryMetadata | None = None
         if len(data) >= 2 and _U16.unpack_from(data, 0)[0] == MAGIC_BROKER_ENTRY_METADATA:
             if command_type != _T.MESSAGE:
@@ -325,14 +368,19 @@ class FrameDecoder:
 
     def _fail(self, error: ProtocolError) -> NoReturn:
         self._error = error
-        self._buf = bytearray()
+        self._buf = b""
         self._pos = 0
         raise error
 
     def _compact(self) -> None:
         # Drop consumed bytes so the buffer never grows beyond one partial frame.
-        if self._pos:
-            del self._buf[: self._pos]
+        pos = self._pos
+        if pos:
+            buf = self._buf
+            if isinstance(buf, bytearray):
+                del buf[:pos]
+            else:
+                self._buf = buf[pos:]
             self._pos = 0
 
 

@@ -1,8 +1,9 @@
 """The append path of a managed ledger: group commit, rollover, interval sync.
 
 Appends queue up on the event loop. One writer task takes everything queued
-(bounded by MAX_GROUP_BYTES and the segment size), writes it with one write
-(and one fdatasync under ``fsync``) on an I/O thread, then extends the index,
+(bounded by MAX_GROUP_BYTES and the segment size), encodes the records on the
+loop, writes them with one gathering write (and one fdatasync under ``fsync``)
+on an I/O thread that runs nothing but those syscalls, then extends the index,
 fills the cache and resolves the receipts in order, in one C-level pass.
 """
 
@@ -112,6 +113,11 @@ class LedgerWriter:
             if not self._futs:
                 if self._stopping:
                     return
+                if self._sync and not self._ml.is_closed:
+                    lf = self._ml.layout.current.file
+                    if lf.needs_preallocation():
+                        await self._ml.run_blocking(lf.preallocate_ahead)
+                        continue
                 wakeup: asyncio.Future[None] = loop.create_future()
                 self._wakeup = wakeup
                 await wakeup
@@ -170,7 +176,8 @@ class LedgerWriter:
         start = lf.offsets[-1]
         started = time.perf_counter()
         try:
-            ends = await ml.run_blocking(lf.append, datas, nmsgs, self._sync)
+            parts, ends = lf.encode(datas, nmsgs)
+            ends = await ml.run_blocking(lf.write_records, parts, ends, self._sync)
         except WriteFailed as exc:
             metrics.WRITE_ERRORS.inc()
             ml.ctx.write_health.failed(f"append to {ml.name} failed: {exc}")

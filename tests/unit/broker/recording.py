@@ -24,7 +24,7 @@ class RecordingConnection:
     def write_frames(self, frames: list[bytes]) -> None:
         self.frames.extend(frames)
 
-    def publish_completed(self, size: int) -> None:
+    def publish_completed(self, size: int, count: int = 1) -> None:
         pass
 
     def producer_closed_by_broker(self, producer_id: int) -> None:

@@ -119,3 +119,19 @@ def test_truncated_frames_never_raise_other_errors(
 @given(data=st.binary(max_size=256), sizes=chunk_sizes)
 def test_random_bytes_never_raise_other_errors(data: bytes, sizes: list[int]) -> None:
     _check_decodes_safely(data, sizes)
+
+
+@FAST
+@given(cases=st.lists(frames(), min_size=1, max_size=4), cut=st.integers(0, 400))
+def test_any_buffer_type_decodes_alike(cases: list[FrameCase], cut: int) -> None:
+    """Whole frames are parsed straight from the bytes fed; a partial one is
+    kept and joined with what follows, whatever type the pieces have."""
+    data = b"".join(c.data for c in cases)
+    cut = min(cut, len(data))
+    decoder = FrameDecoder()
+    out: list[Frame] = []
+    for piece in (memoryview(data)[:cut], bytearray(data[cut:])):
+        decoder.feed(piece)
+        out.extend(decoder)
+    assert decoder.buffered == 0
+    assert [f.command for f in out] == [c.command for c in cases]

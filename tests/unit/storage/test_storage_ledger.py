@@ -20,6 +20,11 @@ from magnetar.broker.storage import (
     SyncPolicy,
 )
 from magnetar.broker.storage.ledger import ManagedLedgerImpl
+from magnetar.broker.storage.segment import (
+    FIRST_PREALLOCATION_STEP,
+    IDLE_PREALLOCATION_STEP,
+    PREALLOCATION_STEP,
+)
 
 NAME = "public/default/persistent/t"
 
@@ -375,6 +380,35 @@ async def test_groups_are_bounded_and_files_stay_under_the_segment_size(
     assert len(await ml.read_entries(positions[0], 1000, 1 << 30)) == 100
 
 
+async def _until(condition: Any) -> None:
+    for _ in range(1000):
+        if condition():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("condition not reached")
+
+
+async def test_zeros_are_written_ahead_while_the_writer_is_idle(tmp_path: Path) -> None:
+    """Under fsync the writer preallocates between group commits, when nothing
+    waits: zeros are there before an append needs them, a little for a
+    ledger not written to yet, a step whenever less than one is left."""
+    f = await FileManagedLedgerFactory.create(str(tmp_path))
+    try:
+        ml = await f.open_impl(NAME)
+        path = ml.layout.current.file.path
+        await _until(lambda: _file_size(path) == FIRST_PREALLOCATION_STEP)
+        first = await ml.add_entry(b"first")
+        await _until(lambda: _file_size(path) >= IDLE_PREALLOCATION_STEP)
+        big = b"x" * (PREALLOCATION_STEP + IDLE_PREALLOCATION_STEP)
+        second = await ml.add_entry(big)  # runs past the zeros: a step after it
+        assert _file_size(path) >= len(big) + PREALLOCATION_STEP
+        entries = await ml.read_entries(first, 10, 1 << 30)
+        assert [e.position for e in entries] == [first, second]
+        assert entries[1].data == big
+    finally:
+        await f.close()
+
+
 async def test_preallocated_zeros_are_cut_on_close_of_a_ledger_and_on_recovery(
     tmp_path: Path,
 ) -> None:
@@ -385,9 +419,9 @@ async def test_preallocated_zeros_are_cut_on_close_of_a_ledger_and_on_recovery(
     await ml.open_cursor("keep")
     positions = [await ml.add_entry(b"r%d" % i) for i in range(3)]
     path = ml.layout.current.file.path
-    assert _file_size(path) > 4 * 1024 * 1024
+    assert _file_size(path) >= FIRST_PREALLOCATION_STEP
     await f.close()  # as after a crash: the zeros are still there
-    assert _file_size(path) > 4 * 1024 * 1024
+    assert _file_size(path) >= FIRST_PREALLOCATION_STEP
     f = await FileManagedLedgerFactory.create(str(tmp_path))
     try:
         ml = await f.open_impl(NAME)
