@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from magnetar.broker import commands
+from magnetar.broker.counters import RateCounter
 from magnetar.broker.endpoint import ClientConnection
 from magnetar.broker.storage.api import Entry, Position
 from magnetar.proto import pulsar_api_pb2 as pb
@@ -62,6 +63,7 @@ class Consumer:
         "address",
         "cnx",
         "consumer_id",
+        "dispatched",
         "epoch",
         "is_closed",
         "key_shared",
@@ -105,6 +107,8 @@ class Consumer:
         # The first FLOW grants the receiver queue size (SEM-2.1).
         # position -> message count, in dispatch order.
         self.pending_acks: dict[Position, int] = {}
+        # What was sent to this consumer (admin stats msgRateOut, msgThroughputOut).
+        self.dispatched = RateCounter()
         self.is_closed = False
 
     def __repr__(self) -> str:
@@ -141,6 +145,7 @@ class Consumer:
         """
         frames: list[bytes] = []
         sent = 0
+        size = 0
         consumer_id = self.consumer_id
         partition = self.partition_index
         pending = self.pending_acks
@@ -163,7 +168,11 @@ class Consumer:
             n = entry.num_messages
             pending[position] = n
             sent += n
+            size += len(entry.data)
         self.permits -= sent
+        dispatched = self.dispatched
+        dispatched.messages += sent
+        dispatched.bytes += size
         self.cnx.write_frames(frames)
         return sent
 
