@@ -15,11 +15,12 @@ from prometheus_client import (
     Counter,
     Gauge,
     ProcessCollector,
-    generate_latest,
 )
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.gc_collector import GCCollector
+from prometheus_client.metrics_core import Metric
 from prometheus_client.platform_collector import PlatformCollector
+from prometheus_client.registry import Collector
 
 from magnetar.broker.storage import metrics as storage_metrics
 
@@ -62,5 +63,23 @@ class BrokerMetrics:
         PlatformCollector(registry=r)
         GCCollector(registry=r)
 
-    def render(self) -> bytes:
-        return generate_latest(self.registry)
+    def snapshot(self) -> CollectorRegistry:
+        """Every sample as of now, in a registry of its own.
+
+        Collecting reads topics, so it runs where they change (the event
+        loop); formatting the text, most of a scrape's time with many topics,
+        can then run on a worker thread (see web.py)."""
+        frozen = CollectorRegistry(auto_describe=False)
+        frozen.register(_Collected(list(self.registry.collect())))
+        return frozen
+
+
+class _Collected(Collector):
+    def __init__(self, families: list[Metric]) -> None:
+        self._families = families
+
+    def describe(self) -> list[Metric]:
+        return []  # nothing to check against other collectors: it stands alone
+
+    def collect(self) -> list[Metric]:
+        return self._families
