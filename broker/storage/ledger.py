@@ -100,7 +100,6 @@ class LedgerStats:
 
     groups_written: int = 0
     entries_written: int = 0
-    messages_written: int = 0
     bytes_written: int = 0
     cache_reads: int = 0
     disk_reads: int = 0

@@ -210,7 +210,6 @@ class LedgerWriter:
         stats = ml.stats
         stats.groups_written += 1
         stats.entries_written += n
-        stats.messages_written += sum(nmsgs)
         stats.bytes_written += nbytes
         done = time.perf_counter()
         stats.write_latency.observe(done - queued_at)
