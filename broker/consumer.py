@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
+from magnetar.broker.counters import RateCounter
 from magnetar.broker.endpoint import ClientConnection
 from magnetar.broker.storage.api import Entry, Position
 from magnetar.proto import pulsar_api_pb2 as pb
@@ -62,6 +63,7 @@ class Consumer:
         "address",
         "cnx",
         "consumer_id",
+        "dispatched",
         "epoch",
         "is_closed",
         "key_shared",
@@ -105,6 +107,8 @@ class Consumer:
         # The first FLOW grants the receiver queue size (SEM-2.1).
         # position -> message count, in dispatch order.
         self.pending_acks: dict[Position, int] = {}
+        # What was sent to this consumer (admin stats msgRateOut, msgThroughputOut).
+        self.dispatched = RateCounter()
         self.is_closed = False
 
     def __repr__(self) -> str:
@@ -142,6 +146,7 @@ class Consumer:
         parts: list[bytes] = []
         append = parts.extend
         sent = 0
+        size = 0
         consumer_id = self.consumer_id
         partition = self.partition_index
         pending = self.pending_acks
@@ -165,7 +170,11 @@ class Consumer:
             n = entry.num_messages
             pending[position] = n
             sent += n
+            size += len(entry.data)
         self.permits -= sent
+        dispatched = self.dispatched
+        dispatched.messages += sent
+        dispatched.bytes += size
         # One buffer, one transport write for the whole round; each entry's
         # bytes are copied once.
         self.cnx.write_frames([b"".join(parts)])

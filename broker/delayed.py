@@ -42,6 +42,8 @@ class DelayedDeliveryTracker:
         # bucket index -> (due times, packed positions), in insertion order.
         self._buckets: SortedDict = SortedDict()
         self._size = 0
+        # Entries ever held (a counter for metrics; never decreases).
+        self.held_total = 0
 
     def __len__(self) -> int:
         return self._size
@@ -60,6 +62,7 @@ class DelayedDeliveryTracker:
         bucket[0].append(deliver_at_ms)
         bucket[1].append(_pack(position))
         self._size += 1
+        self.held_total += 1
         return True
 
     def next_due_ms(self) -> int | None:

@@ -2,13 +2,25 @@
 
 Each BrokerServer owns its own CollectorRegistry (never the global one), so
 several brokers in one test process do not collide. Names follow Pulsar's
-`pulsar_*` vocabulary where one exists.
+`pulsar_*` vocabulary where one exists. The connection-level series below
+change once per connection event; topic, subscription and broker-wide
+series come from topic_metrics.TopicMetricsCollector, built when scraped
+from plain counters, so the publish path updates no metric object.
 """
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    ProcessCollector,
+)
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.gc_collector import GCCollector
+from prometheus_client.metrics_core import Metric
+from prometheus_client.platform_collector import PlatformCollector
+from prometheus_client.registry import Collector
 
 from magnetar.broker.storage import metrics as storage_metrics
 
@@ -39,41 +51,35 @@ class BrokerMetrics:
             "Times a connection stopped reading: too many publishes (or bytes) awaiting receipts",
             registry=r,
         )
-        self.topics = Gauge("pulsar_topics_count", "Loaded topics", registry=r)
-        self.producers = Gauge("pulsar_producers_count", "Connected producers", registry=r)
-        self.consumers = Gauge("pulsar_consumers_count", "Connected consumers", registry=r)
-        self.subscriptions = Gauge(
-            "pulsar_subscriptions_count", "Subscriptions of loaded topics", registry=r
-        )
-        self.messages_in = Counter(
-            "pulsar_in_messages", "Messages published (batch members counted)", registry=r
-        )
-        self.bytes_in = Counter("pulsar_in_bytes", "Entry bytes published", registry=r)
-        self.entries_in = Counter("magnetar_in_entries", "Entries appended", registry=r)
-        self.messages_out = Counter(
-            "pulsar_out_messages", "Messages dispatched to consumers", registry=r
-        )
-        self.bytes_out = Counter("pulsar_out_bytes", "Entry bytes dispatched", registry=r)
-        self.redelivered = Counter(
-            "magnetar_redelivered_messages", "Messages dispatched again", registry=r
-        )
         self.storage_writable = Gauge(
             "magnetar_storage_writable",
             "1 while appends succeed, 0 after a failed one until one succeeds again",
             registry=r,
         )
-        self.publish_errors = Counter(
-            "magnetar_publish_errors", "SENDs answered with SEND_ERROR", ["error"], registry=r
-        )
-        self.publish_latency = Histogram(
-            "pulsar_storage_write_latency_seconds",
-            "From SEND received to entry durable",
-            buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 5.0),
-            registry=r,
-        )
-
         # Storage's process-wide counters (write errors, group commits, ...).
         storage_metrics.register(r)
+        # process_* (CPU, memory, file descriptors), python_info, python_gc_*.
+        ProcessCollector(registry=r)
+        PlatformCollector(registry=r)
+        GCCollector(registry=r)
 
-    def render(self) -> bytes:
-        return generate_latest(self.registry)
+    def snapshot(self) -> CollectorRegistry:
+        """Every sample as of now, in a registry of its own.
+
+        Collecting reads topics, so it runs where they change (the event
+        loop); formatting the text, most of a scrape's time with many topics,
+        can then run on a worker thread (see web.py)."""
+        frozen = CollectorRegistry(auto_describe=False)
+        frozen.register(_Collected(list(self.registry.collect())))
+        return frozen
+
+
+class _Collected(Collector):
+    def __init__(self, families: list[Metric]) -> None:
+        self._families = families
+
+    def describe(self) -> list[Metric]:
+        return []  # nothing to check against other collectors: it stands alone
+
+    def collect(self) -> list[Metric]:
+        return self._families

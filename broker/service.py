@@ -43,8 +43,10 @@ from magnetar.broker.resources import (
     ResourceNotFound,
 )
 from magnetar.broker.schemas.registry import SchemaRegistry
+from magnetar.broker.stats_update import StatsUpdater
 from magnetar.broker.storage.api import ManagedLedgerFactory, MetadataStore, Position
 from magnetar.broker.storage_setup import ledger_config
+from magnetar.broker.topic_metrics import TopicMetricsCollector
 from magnetar.broker.topic_watchers import TopicListWatchers
 from magnetar.broker.topics.base import Topic
 from magnetar.broker.topics.loader import (
@@ -126,16 +128,17 @@ class BrokerService:
         self.topic_watchers = TopicListWatchers(
             lambda namespace: self.topics_of_namespace(namespace, ("persistent",))
         )
-        # Computed when scraped, so they never drift from the registry.
-        metrics.topics.set_function(lambda: len(self.topics))
-        metrics.subscriptions.set_function(
-            lambda: sum(len(t.subscriptions) for t in self.topics.values())
+        # Rates for metrics and admin stats, from the topics' plain counters.
+        self.stats_updater = StatsUpdater(
+            lambda: self.topics.values(), config.stats_update_frequency_seconds
         )
+        # Computed when scraped, so they never drift from the registry.
         metrics.storage_writable.set_function(lambda: 0 if factory.write_error else 1)
-        metrics.producers.set_function(lambda: sum(len(t.producers) for t in self.topics.values()))
-        metrics.consumers.set_function(
-            lambda: sum(
-                len(s.consumers) for t in self.topics.values() for s in t.subscriptions.values()
+        metrics.registry.register(
+            TopicMetricsCollector(
+                lambda: self.topics.values(),
+                config.cluster_name,
+                per_topic=config.expose_topic_level_metrics_in_prometheus,
             )
         )
 
@@ -154,6 +157,7 @@ class BrokerService:
             f"pulsar://{host}:{config.port}", f"http://{host}:{config.http_port}"
         )
         self.expiry.start()
+        self.stats_updater.start()
 
     def generate_producer_name(self) -> str:
         return f"{self._name_prefix}-{next(self._name_counter)}"
@@ -324,7 +328,7 @@ class BrokerService:
         if not await self._may_create(name, create) and not await topic_exists(name, self.factory):
             why = " and automatic topic creation is disabled" if create else ""
             raise TopicNotFoundError(f"topic {name} does not exist{why}")
-        topic = await open_topic(name, self.factory, self._topic_settings, self.metrics)
+        topic = await open_topic(name, self.factory, self._topic_settings)
         try:
             await self._apply_policies(topic)
             terminated = await self.resources.get_terminated(name)
@@ -456,6 +460,7 @@ class BrokerService:
         self.is_closed = True
         await self.expiry.stop()
         await self.topic_watchers.stop()
+        await self.stats_updater.stop()
         for task in list(self._loading.values()):
             task.cancel()
         await asyncio.gather(*self._loading.values(), return_exceptions=True)

@@ -17,6 +17,7 @@ import structlog
 
 from magnetar.broker.compaction.view import CompactedView
 from magnetar.broker.consumer import Consumer, SubType, sub_type_name
+from magnetar.broker.counters import RateCounter
 from magnetar.broker.dispatchers.base import DispatcherSettings, PersistentDispatcher
 from magnetar.broker.dispatchers.factory import new_dispatcher
 from magnetar.broker.entries import last_entry_id, publish_time
@@ -75,6 +76,9 @@ class PersistentSubscription:
         # The topic is terminated: consumers at its end are told (once each).
         self._terminated = False
         self._told_end: set[int] = set()
+        # Counted per dispatch (the topic adds its own; rates by stats_update.py).
+        self.dispatched = RateCounter()
+        self.redelivered = RateCounter()
 
     def __repr__(self) -> str:
         return f"PersistentSubscription({self.topic_name!r}, {self.name!r})"
@@ -346,6 +350,22 @@ class PersistentSubscription:
             last = kept.position if kept is not None else Position(-1, -1)
             batch_index = -1 if kept is None or kept.num_messages == 1 else kept.num_messages - 1
         return LastMessageId(last, batch_index, self.cursor.mark_delete_position)
+
+    @property
+    def unacked_messages(self) -> int:
+        return sum(c.unacked_messages for c in self.consumers)
+
+    @property
+    def delayed_messages(self) -> int:
+        """Entries held until their deliver time (SEMANTICS 8.1)."""
+        delayed = self._dispatcher.delayed if self._dispatcher is not None else None
+        return len(delayed) if delayed is not None else 0
+
+    @property
+    def delayed_total(self) -> int:
+        """Entries ever held for a later deliver time by the current dispatcher."""
+        delayed = self._dispatcher.delayed if self._dispatcher is not None else None
+        return delayed.held_total if delayed is not None else 0
 
     def stats(self) -> SubscriptionStats:
         return SubscriptionStats(

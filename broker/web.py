@@ -7,9 +7,11 @@ Pulsar's `/admin/v2/brokers/health` and the classic `/status.html`.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 
 from aiohttp import web
+from prometheus_client import generate_latest
 
 from magnetar.broker.metrics import CONTENT_TYPE_LATEST, BrokerMetrics
 
@@ -21,7 +23,10 @@ def build_app(metrics: BrokerMetrics, problem: Callable[[], str | None]) -> web.
     """`problem()` says what keeps the broker from being healthy (None: nothing)."""
 
     async def metrics_handler(_request: web.Request) -> web.Response:
-        body = metrics.render()
+        # Samples are read on the loop; the text is built on a worker thread
+        # so a large scrape does not hold up publishes for its whole length.
+        samples = metrics.snapshot()
+        body = await asyncio.get_running_loop().run_in_executor(None, generate_latest, samples)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     async def health_handler(_request: web.Request) -> web.Response:

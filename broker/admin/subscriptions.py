@@ -21,6 +21,7 @@ from magnetar.broker.admin.base import (
     refuse_partitioned_base,
     topic_from_path,
 )
+from magnetar.broker.backlog_quota import backlog_bytes
 from magnetar.broker.service import BrokerService
 from magnetar.broker.storage.api import EARLIEST, LATEST, Position
 from magnetar.broker.subscription import PersistentSubscription
@@ -41,12 +42,17 @@ def _message_id(body: object, *, default: Position | None = None) -> Position:
 
 
 def _subscription_stats(sub: PersistentSubscription) -> dict[str, Any]:
+    """SubscriptionStats; rates are those of the last stats update."""
     stats = sub.stats()
     consumers = [
         {
             "consumerName": c.name,
             "availablePermits": c.permits,
-            "unackedMessages": len(c.pending_acks),
+            "unackedMessages": c.unacked_messages,
+            "msgRateOut": c.dispatched.msg_rate,
+            "msgThroughputOut": c.dispatched.byte_rate,
+            "msgOutCounter": c.dispatched.messages,
+            "bytesOutCounter": c.dispatched.bytes,
             "address": str(c.address),
         }
         for c in sub.consumers
@@ -56,12 +62,19 @@ def _subscription_stats(sub: PersistentSubscription) -> dict[str, Any]:
         "type": stats.type_name,
         "isDurable": stats.is_durable,
         "unackedMessages": sum(c["unackedMessages"] for c in consumers),
+        "msgRateOut": sub.dispatched.msg_rate,
+        "msgThroughputOut": sub.dispatched.byte_rate,
+        "msgOutCounter": sub.dispatched.messages,
+        "bytesOutCounter": sub.dispatched.bytes,
+        "msgRateRedeliver": sub.redelivered.msg_rate,
+        "msgDelayed": sub.delayed_messages,
         "consumers": consumers,
     }
 
 
 async def topic_stats(topic: PersistentTopic) -> dict[str, Any]:
-    """TopicStats' fields: publishers, per-subscription stats, storage size."""
+    """TopicStats' fields: rates and counters in and out, publishers,
+    per-subscription stats, storage size and backlog."""
     subs = {
         n: _subscription_stats(await topic.get_subscription(n)) for n in topic.subscription_names()
     }
@@ -69,10 +82,20 @@ async def topic_stats(topic: PersistentTopic) -> dict[str, Any]:
         {"producerName": p.name, "producerId": p.producer_id, "accessMode": p.access_mode}
         for p in topic.producers.values()
     ]
+    published, dispatched = topic.published, topic.dispatched
     return {
+        "msgRateIn": published.msg_rate,
+        "msgThroughputIn": published.byte_rate,
+        "msgRateOut": dispatched.msg_rate,
+        "msgThroughputOut": dispatched.byte_rate,
+        "msgInCounter": published.messages,
+        "bytesInCounter": published.bytes,
+        "msgOutCounter": dispatched.messages,
+        "bytesOutCounter": dispatched.bytes,
         "publishers": publishers,
         "subscriptions": subs,
         "storageSize": topic.ledger.total_size,
+        "backlogSize": backlog_bytes(topic.ledger),
     }
 
 

@@ -29,6 +29,28 @@ from magnetar.broker.topics.persistent import PersistentTopic
 from magnetar.proto import pulsar_api_pb2 as pb
 from magnetar.proto.frames import Payload
 
+# What partitioned-stats adds up over the partitions (Pulsar's field names).
+_SUMMED_TOPIC_FIELDS = (
+    "msgRateIn",
+    "msgThroughputIn",
+    "msgRateOut",
+    "msgThroughputOut",
+    "msgInCounter",
+    "bytesInCounter",
+    "msgOutCounter",
+    "bytesOutCounter",
+    "storageSize",
+    "backlogSize",
+)
+_SUMMED_SUBSCRIPTION_FIELDS = (
+    "msgBacklog",
+    "unackedMessages",
+    "msgRateOut",
+    "msgThroughputOut",
+    "msgRateRedeliver",
+    "msgDelayed",
+)
+
 
 def _count(raw: str, what: str) -> int:
     if not raw.isdigit():
@@ -154,6 +176,7 @@ def routes(service: BrokerService, clock: Callable[[], float] = time.time) -> li
         per_partition: dict[str, Any] = {}
         merged: dict[str, dict[str, Any]] = {}
         publishers: list[Any] = []
+        totals: dict[str, float] = dict.fromkeys(_SUMMED_TOPIC_FIELDS, 0)
         for index in range(partitions):
             partition = name.partition(index)
             topic = await service.get_topic(str(partition))
@@ -162,14 +185,17 @@ def routes(service: BrokerService, clock: Callable[[], float] = time.time) -> li
             stats = await topic_stats(topic)
             per_partition[str(partition)] = stats
             publishers.extend(stats["publishers"])
+            for key in _SUMMED_TOPIC_FIELDS:
+                totals[key] += stats[key]
             for sub_name, sub in stats["subscriptions"].items():
                 into = merged.setdefault(
-                    sub_name, {"msgBacklog": 0, "unackedMessages": 0, "consumers": []}
+                    sub_name, {**dict.fromkeys(_SUMMED_SUBSCRIPTION_FIELDS, 0), "consumers": []}
                 )
-                into["msgBacklog"] += sub["msgBacklog"]
-                into["unackedMessages"] += sub["unackedMessages"]
+                for key in _SUMMED_SUBSCRIPTION_FIELDS:
+                    into[key] += sub[key]
                 into["consumers"].extend(sub["consumers"])
         body: dict[str, Any] = {
+            **totals,
             "metadata": {"partitions": partitions},
             "publishers": publishers,
             "subscriptions": merged,

@@ -38,7 +38,8 @@ from magnetar.broker.storage.api import (
 
 log = structlog.get_logger(__name__)
 
-DispatchListener = Callable[[Consumer, int, int, bool], None]
+# (consumer, messages, bytes, messages among them dispatched again)
+DispatchListener = Callable[[Consumer, int, int, int], None]
 ActiveChangeListener = Callable[[Consumer, bool], None]
 
 
@@ -364,7 +365,10 @@ class PersistentDispatcher(ABC):
         if rate is not None:
             rate.consume(sent, size)
         if on_dispatch is not None:
-            redelivered = any(self.redelivery.get(e.position) for e in entries)
+            again = self.redelivery
+            redelivered = (
+                sum(e.num_messages for e in entries if again.get(e.position)) if again else 0
+            )
             on_dispatch(consumer, sent, size, redelivered)
 
     def _ack_set(self, position: Position) -> list[int] | None:

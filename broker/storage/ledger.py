@@ -44,6 +44,7 @@ from magnetar.broker.storage.layout import (
     LedgerRecord,
     encode_ledger_list,
 )
+from magnetar.broker.storage.metrics import LatencyBuckets
 from magnetar.broker.storage.records import CorruptEntryError
 from magnetar.broker.storage.segment import LedgerFile
 from magnetar.broker.storage.writer import LedgerWriter, fail_all
@@ -104,6 +105,8 @@ class LedgerStats:
     disk_reads: int = 0
     disk_read_entries: int = 0
     rollovers: int = 0
+    # Per group commit: from its oldest entry queued to durable.
+    write_latency: LatencyBuckets = field(default_factory=LatencyBuckets)
 
 
 def ledger_meta_path(name: str) -> str:

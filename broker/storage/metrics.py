@@ -8,8 +8,12 @@ are in each ledger's ``stats`` for export with topic labels.
 from __future__ import annotations
 
 import contextlib
+from bisect import bisect_left
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
+
+# Pulsar's storage write latency thresholds (0.5 ms ... 1 s), in seconds.
+WRITE_LATENCY_BOUNDS = (0.0005, 0.001, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 1.0)
 
 ENTRIES_WRITTEN = Counter("magnetar_storage_entries_written", "Entries appended", registry=None)
 BYTES_WRITTEN = Counter("magnetar_storage_bytes_written", "Entry bytes appended", registry=None)
@@ -60,3 +64,24 @@ def register(registry: CollectorRegistry) -> None:
     for collector in ALL:
         with contextlib.suppress(ValueError):  # already there
             registry.register(collector)
+
+
+class LatencyBuckets:
+    """A histogram in plain integers, filled once per group commit and read by
+    the metrics collector at scrape time (no lock, no per-entry work)."""
+
+    __slots__ = ("bounds", "counts", "sum")
+
+    def __init__(self, bounds: tuple[float, ...] = WRITE_LATENCY_BOUNDS) -> None:
+        self.bounds = bounds
+        # One count per bound, plus the overflow; not cumulative.
+        self.counts = [0] * (len(bounds) + 1)
+        self.sum = 0.0
+
+    def observe(self, seconds: float) -> None:
+        self.counts[bisect_left(self.bounds, seconds)] += 1
+        self.sum += seconds
+
+    @property
+    def count(self) -> int:
+        return sum(self.counts)

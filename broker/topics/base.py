@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
 from magnetar.broker.consumer import Consumer, KeySharedPolicy
+from magnetar.broker.counters import RateCounter
 from magnetar.broker.dedup import MessageDeduplication
 from magnetar.broker.endpoint import ClientConnection
 from magnetar.broker.keywindow import KeyWindowIndex, KeyWindowPolicy
@@ -77,6 +78,25 @@ class Subscription(Protocol):
     @property
     def consumers(self) -> Sequence[Consumer]: ...
 
+    @property
+    def dispatched(self) -> RateCounter:
+        """Messages and bytes sent to this subscription's consumers."""
+        ...
+
+    @property
+    def redelivered(self) -> RateCounter:
+        """Messages among them sent again (msgRateRedeliver)."""
+        ...
+
+    @property
+    def unacked_messages(self) -> int: ...
+
+    @property
+    def delayed_messages(self) -> int: ...
+
+    @property
+    def delayed_total(self) -> int: ...
+
     def remove_consumer(self, consumer: Consumer) -> None:
         """Detach a consumer; its unacked messages go to the others (SEM-3.8)."""
         ...
@@ -126,6 +146,16 @@ class Topic(Protocol):
 
     @property
     def subscriptions(self) -> Mapping[str, Subscription]: ...
+
+    @property
+    def published(self) -> RateCounter:
+        """Messages and bytes accepted for publishing (msgIn)."""
+        ...
+
+    @property
+    def dispatched(self) -> RateCounter:
+        """Messages and bytes sent to consumers of any subscription (msgOut)."""
+        ...
 
     def append(self, data: bytes, num_messages: int) -> asyncio.Future[Position]:
         """Store one entry; the future resolves once it is durable."""

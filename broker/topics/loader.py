@@ -9,7 +9,6 @@ from pathlib import Path
 from magnetar.broker.compaction.state import view_path
 from magnetar.broker.compaction.view import remove
 from magnetar.broker.errors import BrokerServiceError
-from magnetar.broker.metrics import BrokerMetrics
 from magnetar.broker.storage.api import ManagedLedgerConfig, ManagedLedgerFactory, StorageError
 from magnetar.broker.topics.base import Topic
 from magnetar.broker.topics.non_persistent import NonPersistentTopic
@@ -58,10 +57,9 @@ async def open_topic(
     name: TopicName,
     factory: ManagedLedgerFactory,
     settings: TopicSettings,
-    metrics: BrokerMetrics | None,
 ) -> Topic:
     if not name.persistent:
-        return NonPersistentTopic(name, metrics=metrics)
+        return NonPersistentTopic(name)
     try:
         ledger = await factory.open(ledger_name(name), settings.ledger_config)
     except StorageError as exc:
@@ -71,7 +69,6 @@ async def open_topic(
     return PersistentTopic(
         name,
         ledger,
-        metrics=metrics,
         max_read_batch_size=settings.max_read_batch_size,
         key_shared_consistent_hashing=settings.key_shared_consistent_hashing,
         allow_auto_subscription_creation=settings.allow_auto_subscription_creation,

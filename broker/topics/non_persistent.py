@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 import structlog
 
 from magnetar.broker.consumer import Consumer, SubType, sub_type_name
+from magnetar.broker.counters import RateCounter
 from magnetar.broker.dispatchers.selectors import (
     AutoSplitSelector,
     StickySelector,
@@ -28,7 +29,6 @@ from magnetar.broker.endpoint import ClientConnection
 from magnetar.broker.entries import key_hash_and_deliver_at
 from magnetar.broker.errors import ConsumerBusyError, NotAllowedError
 from magnetar.broker.keywindow import KeyWindowPolicy
-from magnetar.broker.metrics import BrokerMetrics
 from magnetar.broker.rates import DispatchRate
 from magnetar.broker.storage.api import Entry, Position
 from magnetar.broker.topics.base import (
@@ -56,12 +56,17 @@ class NonPersistentSubscription:
         name: str,
         partition_index: int,
         on_emptied: Callable[[NonPersistentSubscription], None],
+        topic_dispatched: RateCounter | None = None,
     ) -> None:
         self.topic_name = topic_name
         self.name = name
         self.sub_type: int | None = None
         self.consumers: list[Consumer] = []
         self.dropped_messages = 0
+        # As a persistent subscription's (nothing is ever redelivered here).
+        self.dispatched = RateCounter()
+        self.redelivered = RateCounter()
+        self._topic_dispatched = topic_dispatched
         self._partition_index = partition_index
         self._selector = ConsumerSelector()
         # Key_Shared: by key hash (SEM-4.4; no ordering across joins to keep
@@ -159,7 +164,13 @@ class NonPersistentSubscription:
         if chosen is None:
             self.dropped_messages += cost
             return
-        chosen.send_entries([entry], _no_redeliveries)
+        sent = chosen.send_entries([entry], _no_redeliveries)
+        size = len(entry.data)
+        self.dispatched.messages += sent
+        self.dispatched.bytes += size
+        if self._topic_dispatched is not None:
+            self._topic_dispatched.messages += sent
+            self._topic_dispatched.bytes += size
 
     def consumer_flow(self, consumer: Consumer, permits: int) -> None:
         consumer.flow(permits)
@@ -199,6 +210,18 @@ class NonPersistentSubscription:
     async def last_message_id(self) -> LastMessageId:
         return LastMessageId(_NO_POSITION, -1, _NO_POSITION)
 
+    @property
+    def unacked_messages(self) -> int:
+        return sum(c.unacked_messages for c in self.consumers)
+
+    @property
+    def delayed_messages(self) -> int:
+        return 0  # dispatch or drop: nothing is held
+
+    @property
+    def delayed_total(self) -> int:
+        return 0
+
     def stats(self) -> SubscriptionStats:
         return SubscriptionStats(
             name=self.name,
@@ -225,10 +248,9 @@ def _name(consumer: Consumer) -> str:
 
 
 class NonPersistentTopic(TopicProducers):
-    def __init__(self, name: TopicName, *, metrics: BrokerMetrics | None = None) -> None:
+    def __init__(self, name: TopicName) -> None:
         super().__init__(str(name), name.partition_index)
         self.topic_name = name
-        self.metrics = metrics
         self.subscriptions: dict[str, NonPersistentSubscription] = {}
         # Unique ids across reloads: the load time stands in for a ledger id.
         self._ledger_id = time.time_ns() // 1_000_000
@@ -242,9 +264,9 @@ class NonPersistentTopic(TopicProducers):
         position = Position(self._ledger_id, self._next_entry)
         self._next_entry += 1
         self._last = position
-        if self.metrics is not None:
-            self.metrics.messages_in.inc(num_messages)
-            self.metrics.bytes_in.inc(len(data))
+        published = self.published
+        published.messages += num_messages
+        published.bytes += len(data)
         entry = Entry(position, data, num_messages)
         for subscription in self.subscriptions.values():
             subscription.dispatch(entry)
@@ -268,7 +290,11 @@ class NonPersistentTopic(TopicProducers):
         sub = self.subscriptions.get(options.subscription)
         if sub is None:
             sub = NonPersistentSubscription(
-                self.name, options.subscription, self.partition_index, self._emptied
+                self.name,
+                options.subscription,
+                self.partition_index,
+                self._emptied,
+                self.dispatched,
             )
         consumer = Consumer(
             sub.name,

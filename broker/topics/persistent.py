@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from functools import partial
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from magnetar.broker.backlog_quota import QuotaState, backlog_bytes
 from magnetar.broker.compaction.state import TopicCompaction
 from magnetar.broker.compaction.view import CompactedView
 from magnetar.broker.consumer import Consumer, SubType
+from magnetar.broker.counters import RateCounter
 from magnetar.broker.dedup import CURSOR_NAME as DEDUP_CURSOR
 from magnetar.broker.dedup import MessageDeduplication
 from magnetar.broker.dispatchers.base import DispatcherSettings
@@ -33,7 +33,6 @@ from magnetar.broker.errors import (
 )
 from magnetar.broker.keywindow import CURSOR_NAME as KEY_WINDOW_CURSOR
 from magnetar.broker.keywindow import KeyWindowIndex, KeyWindowPolicy
-from magnetar.broker.metrics import BrokerMetrics
 from magnetar.broker.producer import Producer, SendRejected
 from magnetar.broker.rates import DispatchRate, DispatchRateLimiter
 from magnetar.broker.storage.api import (
@@ -65,7 +64,6 @@ class PersistentTopic(TopicProducers):
         name: TopicName,
         ledger: ManagedLedger,
         *,
-        metrics: BrokerMetrics | None = None,
         max_read_batch_size: int = 100,
         key_shared_consistent_hashing: bool = False,
         allow_auto_subscription_creation: bool = True,
@@ -76,7 +74,6 @@ class PersistentTopic(TopicProducers):
         super().__init__(str(name), name.partition_index)
         self.topic_name = name
         self.ledger = ledger
-        self.metrics = metrics
         self.subscriptions: dict[str, PersistentSubscription] = {}
         # The dispatchRate quota its subscriptions share; changed in place.
         self.dispatch_rate = DispatchRateLimiter()
@@ -101,6 +98,9 @@ class PersistentTopic(TopicProducers):
         self.message_ttl_s = 0
         # The namespace's backlog quotas and the last measured backlog age.
         self.quota = QuotaState()
+        # Entries (as `messages`) and bytes storage wrote, followed by the stats
+        # update from the ledger's own counters (pulsar_storage_write_rate).
+        self.storage_writes = RateCounter()
 
     def __repr__(self) -> str:
         return f"PersistentTopic({self.name!r})"
@@ -119,25 +119,21 @@ class PersistentTopic(TopicProducers):
                 SendRejected(ServerError.TopicTerminatedError, f"topic {self.name} is terminated")
             )
             return refused
-        metrics = self.metrics
-        if metrics is not None:
-            metrics.messages_in.inc(num_messages)
-            metrics.bytes_in.inc(len(data))
+        published = self.published
+        published.messages += num_messages
+        published.bytes += len(data)
         try:
             future = asyncio.ensure_future(self.ledger.add_entry(data, num_messages))
         except StorageError as exc:
             failed: asyncio.Future[Position] = asyncio.get_running_loop().create_future()
             failed.set_exception(exc)
             return failed
-        future.add_done_callback(partial(self._appended, time.perf_counter(), len(data)))
+        future.add_done_callback(partial(self._appended, len(data)))
         return future
 
-    def _appended(self, started: float, size: int, future: asyncio.Future[Position]) -> None:
+    def _appended(self, size: int, future: asyncio.Future[Position]) -> None:
         if future.cancelled() or future.exception() is not None:
             return
-        if self.metrics is not None:
-            self.metrics.entries_in.inc()
-            self.metrics.publish_latency.observe(time.perf_counter() - started)
         for subscription in self.subscriptions.values():
             subscription.on_new_entries()
         if self.compaction.threshold_bytes:
@@ -314,14 +310,18 @@ class PersistentTopic(TopicProducers):
         return sub
 
     def _new_subscription(self, name: str, cursor: ManagedCursor) -> PersistentSubscription:
-        metrics = self.metrics
+        topic_out = self.dispatched
+        sub: PersistentSubscription | None = None
 
-        def on_dispatch(consumer: Consumer, messages: int, size: int, redelivered: bool) -> None:
-            if metrics is not None:
-                metrics.messages_out.inc(messages)
-                metrics.bytes_out.inc(size)
+        def on_dispatch(consumer: Consumer, messages: int, size: int, redelivered: int) -> None:
+            # Plain additions; the consumer counts its own in send_entries.
+            topic_out.messages += messages
+            topic_out.bytes += size
+            if sub is not None:
+                sub.dispatched.messages += messages
+                sub.dispatched.bytes += size
                 if redelivered:
-                    metrics.redelivered.inc()
+                    sub.redelivered.messages += redelivered
 
         def on_active_change(consumer: Consumer, is_active: bool) -> None:
             consumer.cnx.active_consumer_changed(consumer.consumer_id, is_active)
@@ -335,9 +335,10 @@ class PersistentTopic(TopicProducers):
             on_dispatch=on_dispatch,
             on_active_change=on_active_change,
         )
-        return PersistentSubscription(
+        sub = PersistentSubscription(
             self.name, name, self.ledger, cursor, settings, on_emptied=self._subscription_emptied
         )
+        return sub
 
     def _subscription_emptied(self, sub: PersistentSubscription) -> None:
         # A reader's subscription lives only as long as its consumer.
@@ -387,6 +388,22 @@ class PersistentTopic(TopicProducers):
         if start not in (EARLIEST, LATEST):
             await sub.reset_cursor(start)
         return sub
+
+    @property
+    def duplicates(self) -> int:
+        """SENDs answered as duplicates since the topic was loaded (SEMANTICS 7)."""
+        return self._dedup.duplicates
+
+    def idle_cursors(self) -> list[ManagedCursor]:
+        """Durable subscriptions stored but not open (after a restart a
+        subscription is a cursor until a consumer or the admin opens it)."""
+        return [
+            c
+            for c in self.ledger.cursors
+            if c.is_durable
+            and c.name not in self.subscriptions
+            and c.name not in (DEDUP_CURSOR, KEY_WINDOW_CURSOR)
+        ]
 
     def subscription_names(self) -> list[str]:
         """Open subscriptions and stored durable cursors (after a restart a

@@ -8,6 +8,7 @@ from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Callable
 
+from magnetar.broker.counters import RateCounter
 from magnetar.broker.dedup import MessageDeduplication
 from magnetar.broker.endpoint import ClientConnection
 from magnetar.broker.errors import (
@@ -36,6 +37,10 @@ class TopicProducers(ABC):
         # WaitForExclusive producers queued for the topic, in arrival order.
         self._exclusive_waiters: deque[asyncio.Future[None]] = deque()
         self.is_closed = False
+        # Plain totals on the publish and dispatch paths; rates come from the
+        # periodic stats update, exports from the metrics collector.
+        self.published = RateCounter()
+        self.dispatched = RateCounter()
 
     @abstractmethod
     def append(self, data: bytes, num_messages: int) -> asyncio.Future[Position]:

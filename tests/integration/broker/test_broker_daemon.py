@@ -95,7 +95,10 @@ def test_standalone_serves_and_exits_zero_on_sigterm(
         producer.send(b"hello daemon")
         assert consumer.receive(timeout_millis=5000).data() == b"hello daemon"
         _, metrics = _get(f"{http_url}/metrics")
-        assert b"pulsar_in_messages_total 1.0" in metrics
+        assert (
+            b'pulsar_in_messages_total{cluster="standalone",namespace="public/default",'
+            b'topic="persistent://public/default/daemon-topic"} 1.0'
+        ) in metrics
         assert b"pulsar_active_connections 1.0" in metrics
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(15) == 0
@@ -128,7 +131,7 @@ def test_health_and_metrics_in_process(broker: BrokerThread) -> None:
     status, body = _get(f"{broker.http_url}/admin/v2/brokers/health")
     assert (status, body) == (200, b"ok")
     _, metrics = _get(f"{broker.http_url}/metrics")
-    assert b"pulsar_topics_count" in metrics
+    assert b'pulsar_broker_topics_count{cluster="standalone"}' in metrics
     other = BrokerThread(broker.config.replace(data_dir=broker.config.data_dir / "other"))
     with other:
         assert _get(f"{other.http_url}/status.html") == (200, b"ok")
