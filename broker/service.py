@@ -28,6 +28,7 @@ from magnetar.broker.errors import (
 from magnetar.broker.expiry import ExpiryMonitor, apply_operations_policies
 from magnetar.broker.keywindow import POLICY_KEY as KEY_WINDOW_POLICY
 from magnetar.broker.keywindow import KeyWindowPolicy
+from magnetar.broker.lookup import LookupAnswer, Ownership
 from magnetar.broker.metrics import BrokerMetrics
 from magnetar.broker.rates import (
     DISPATCH_RATE_POLICY,
@@ -117,6 +118,8 @@ class BrokerService:
         self._name_prefix = f"standalone-{os.getpid() % 1000}-{int(time.time()) % 100000}"
         self._name_counter = itertools.count()
         self.is_closed = False
+        # Set in cluster mode: bundle ownership decides LOOKUP and loading.
+        self.ownership: Ownership | None = None
         self.expiry = ExpiryMonitor(
             lambda: self.topics.values(), config.message_expiry_check_interval_seconds
         )
@@ -154,19 +157,23 @@ class BrokerService:
 
     # --------------------------------------------------------------- lookup
 
-    async def lookup(self, topic: str, listener_name: str = "") -> tuple[str, str]:
+    async def lookup(
+        self, topic: str, listener_name: str = "", authoritative: bool = False
+    ) -> LookupAnswer:
         """The service URLs (plain, TLS) a client should connect to for `topic`."""
         name = parse_topic(topic)
         self._check_open()
         await self.check_namespace(name)
+        if self.ownership is not None:
+            return await self.ownership.lookup(name, authoritative)
         if not listener_name:
-            return self.service_url, self.service_url_tls
+            return LookupAnswer(self.service_url, self.service_url_tls)
         url = self._listeners.get(listener_name)
         if url is None:
             # Pulsar's words: the official client recognises them and keeps
             # the connection while it retries.
             raise ServiceNotReadyError(f"the broker do not have {listener_name} listener")
-        return url, url
+        return LookupAnswer(url, url)
 
     async def check_namespace(self, name: TopicName) -> None:
         """TopicNotFound for a topic in a namespace that does not exist."""
@@ -310,6 +317,8 @@ class BrokerService:
             raise TopicNotFoundError(
                 f"topic {name} does not exist and automatic topic creation is disabled"
             )
+        if self.ownership is not None:
+            await self.ownership.check_owner(name)
         topic = await open_topic(name, self.factory, self._topic_settings, self.metrics)
         try:
             await self._apply_policies(topic)
@@ -322,6 +331,9 @@ class BrokerService:
         if self.is_closed:
             await topic.close(notify_clients=False)
             raise ServiceNotReadyError("broker is shutting down")
+        if self.ownership is not None and not self.ownership.still_owns(name):
+            await topic.close(notify_clients=False)
+            raise ServiceNotReadyError(f"topic {name} moved to another broker while loading")
         self.topics[str(name)] = topic
         log.info("topic loaded", topic=str(name))
         return topic
@@ -427,6 +439,19 @@ class BrokerService:
             name = topic.topic_name
             if (name.tenant, name.namespace) == (tenant, namespace):
                 await self._apply_policies(topic)
+
+    async def unload_topics(self, select: Callable[[TopicName], bool]) -> int:
+        """Close the loaded topics `select` picks (their bundle moves away):
+        clients are told and look the topics up again. Returns how many."""
+        chosen = [t for t in self.topics.values() if select(t.topic_name)]
+        for topic in chosen:
+            if self.topics.get(topic.name) is topic:
+                del self.topics[topic.name]
+        results = await asyncio.gather(*(t.close() for t in chosen), return_exceptions=True)
+        for topic, result in zip(chosen, results, strict=True):
+            if isinstance(result, BaseException):
+                log.warning("unloading topic failed", topic=topic.name, error=repr(result))
+        return len(chosen)
 
     # ------------------------------------------------------------ lifecycle
 

@@ -1,0 +1,43 @@
+"""Three broker processes on one etcd: topics spread over them, and the
+official client follows LOOKUP redirects to each owner (DESIGN "Processes")."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.integration.cluster.conftest import BrokerMaker
+from tests.support.official import official_client
+
+pytestmark = [pytest.mark.slow, pytest.mark.official]
+
+TOPICS = [f"persistent://public/default/spread-{i}" for i in range(20)]
+
+
+def test_twenty_topics_spread_over_three_brokers(cluster_broker: BrokerMaker) -> None:
+    """The client knows only the first broker; every broker ends up owning
+    topics, so the client was redirected to the other two; every message
+    published through one client is read back through another."""
+    brokers = [cluster_broker() for _ in range(3)]
+    with official_client(brokers[0].url) as client:
+        producers = [client.create_producer(t) for t in TOPICS]
+        for i, producer in enumerate(producers):
+            for n in range(5):
+                producer.send(f"{i}-{n}".encode())
+        for producer in producers:
+            producer.close()
+    owned = {b.broker_id: b.ownership()["topics"] for b in brokers}
+    assert all(owned.values()), owned
+    assert sorted(t for topics in owned.values() for t in topics) == sorted(TOPICS)
+    # A client that knows only the last broker reads everything back.
+    with official_client(brokers[2].url) as client:
+        for i, topic in enumerate(TOPICS):
+            consumer = client.subscribe(topic, "reader", initial_position=_earliest())
+            got = [consumer.receive(10_000).data().decode() for _ in range(5)]
+            assert got == [f"{i}-{n}" for n in range(5)]
+            consumer.close()
+
+
+def _earliest() -> object:
+    import pulsar
+
+    return pulsar.InitialPosition.Earliest
