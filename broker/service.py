@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import itertools
 import os
 import time
@@ -25,7 +26,7 @@ from magnetar.broker.errors import (
     ServiceNotReadyError,
     TopicNotFoundError,
 )
-from magnetar.broker.expiry import ExpiryMonitor, apply_operations_policies
+from magnetar.broker.expiry import ExpiryMonitor, apply_operations_policies, retention_of
 from magnetar.broker.keywindow import POLICY_KEY as KEY_WINDOW_POLICY
 from magnetar.broker.keywindow import KeyWindowPolicy
 from magnetar.broker.lookup import LookupAnswer, Ownership
@@ -319,7 +320,8 @@ class BrokerService:
             )
         if self.ownership is not None:
             await self.ownership.check_owner(name)
-        topic = await open_topic(name, self.factory, self._topic_settings, self.metrics)
+        settings = await self._settings_for(name)
+        topic = await open_topic(name, self.factory, settings, self.metrics)
         try:
             await self._apply_policies(topic)
             terminated = await self.resources.get_terminated(name)
@@ -337,6 +339,23 @@ class BrokerService:
         self.topics[str(name)] = topic
         log.info("topic loaded", topic=str(name))
         return topic
+
+    async def _settings_for(self, name: TopicName) -> TopicSettings:
+        """The topic settings with the namespace's retention already in the
+        ledger config: the first trim after opening must not go by the
+        default (which keeps nothing consumed)."""
+        try:
+            policies = await self.resources.get_policies(name.tenant, name.namespace)
+        except ResourceNotFound:
+            return self._topic_settings
+        retention = retention_of(policies)
+        if retention is None:
+            return self._topic_settings
+        base = self._topic_settings.ledger_config
+        ledger = dataclasses.replace(
+            base, retention_time_s=retention[0], retention_size_bytes=retention[1]
+        )
+        return dataclasses.replace(self._topic_settings, ledger_config=ledger)
 
     async def _may_create(self, name: TopicName, create: bool) -> bool:
         if not create:
