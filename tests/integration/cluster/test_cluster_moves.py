@@ -115,10 +115,14 @@ def test_unload_moves_a_topic_with_a_consumer_attached(cluster_broker: BrokerMak
     assert read_all(brokers[1].url, topic, len(sent)) == sent
 
 
-def test_killed_broker_topics_come_back_on_the_others(cluster_broker: BrokerMaker) -> None:
-    """SIGKILL of a broker under load: its topics are served by the others
-    after its lease expires, every acknowledged message is stored exactly
-    once, and consumers carry on from their cursors."""
+@pytest.mark.parametrize("how", ["kill", "stop"])
+def test_a_lost_broker_topics_come_back_on_the_others(
+    cluster_broker: BrokerMaker, how: str
+) -> None:
+    """SIGKILL of a broker under load (its topics are served by the others
+    after its lease expires) or SIGTERM (a graceful shutdown hands them back
+    at once): every acknowledged message is stored exactly once, and
+    consumers carry on from their cursors."""
     brokers = [cluster_broker(broker_deduplication_enabled="true") for _ in range(3)]
     topics = [f"persistent://public/default/crash-{i}" for i in range(8)]
     keep_everything(brokers[0])
@@ -146,7 +150,7 @@ def test_killed_broker_topics_come_back_on_the_others(cluster_broker: BrokerMake
 
         for round_ in range(60):
             if round_ == 20:
-                victim.kill()
+                victim.kill() if how == "kill" else victim.stop()
             for t, producer in producers.items():
                 payload = f"{t[-1]}:{round_}"
                 producer.send_async(payload.encode(), on_sent(t, payload))
