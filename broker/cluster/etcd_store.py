@@ -89,7 +89,7 @@ class EtcdMetadataStore(MetadataStore):
             raise StorageError(f"cannot reach etcd at {url}: {exc}") from exc
         return cls(client, prefix, owns_client=True)
 
-    def _key(self, path: str) -> bytes:
+    def key(self, path: str) -> bytes:
         return (self._prefix + path).encode()
 
     # ------------------------------------------------------------------ interface
@@ -97,7 +97,7 @@ class EtcdMetadataStore(MetadataStore):
     async def get(self, path: str) -> GetResult | None:
         validate_path(path)
         self._check_open()
-        got = await self._call(self.client.get(self._key(path)))
+        got = await self._call(self.client.get(self.key(path)))
         if got is None:
             return None
         value, ctime, mtime = _decode(got.value)
@@ -110,7 +110,7 @@ class EtcdMetadataStore(MetadataStore):
         self._check_open()
         notes: list[Notification] = []
         await self._create_parents(_parent(path), notes)
-        key = self._key(path)
+        key = self.key(path)
         now = int(time.time() * 1000)
         txn = self.client.transactions
         while True:
@@ -143,7 +143,7 @@ class EtcdMetadataStore(MetadataStore):
     async def delete(self, path: str, expected_version: int | None = None) -> None:
         validate_path(path)
         self._check_open()
-        key = self._key(path)
+        key = self.key(path)
         current = await self._call(self.client.get(key))
         if current is None:
             raise NotFound(path)
@@ -172,7 +172,7 @@ class EtcdMetadataStore(MetadataStore):
     async def delete_recursive(self, path: str) -> None:
         validate_path(path)
         self._check_open()
-        key = self._key(path)
+        key = self.key(path)
         below = await self._call(self.client.get_prefix(key + b"/", keys_only=True))
         paths = [kv.key.decode()[len(self._prefix) :] for kv in below]
         exists = await self._call(self.client.get(key)) is not None
@@ -189,7 +189,7 @@ class EtcdMetadataStore(MetadataStore):
     async def get_children(self, path: str) -> list[str]:
         validate_path(path)
         self._check_open()
-        base = self._key(path).rstrip(b"/") + b"/"
+        base = self.key(path).rstrip(b"/") + b"/"
         found = await self._call(self.client.get_prefix(base, keys_only=True))
         names = {kv.key[len(base) :].decode() for kv in found}
         return sorted(n for n in names if n and "/" not in n)
@@ -199,7 +199,7 @@ class EtcdMetadataStore(MetadataStore):
         self._check_open()
         if path == "/":
             return True
-        return await self._call(self.client.get(self._key(path))) is not None
+        return await self._call(self.client.get(self.key(path))) is not None
 
     def register_listener(self, listener: NotificationListener) -> Callable[[], None]:
         self._listeners.append(listener)
@@ -235,14 +235,14 @@ class EtcdMetadataStore(MetadataStore):
         missing: list[str] = []
         p = path
         while p != "/":
-            if await self._call(self.client.get(self._key(p))) is not None:
+            if await self._call(self.client.get(self.key(p))) is not None:
                 break
             missing.append(p)
             p = _parent(p)
         txn = self.client.transactions
         now = int(time.time() * 1000)
         for p in reversed(missing):
-            key = self._key(p)
+            key = self.key(p)
             created, _ = await self._call(
                 self.client.transaction(
                     compare=[txn.version(key) == 0],

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 import aetcd
@@ -31,6 +31,7 @@ from magnetar.broker.cluster.brokers import (
     live_brokers,
 )
 from magnetar.broker.cluster.bundles import Bundle, bundle_of
+from magnetar.broker.cluster.policy_watch import PolicyWatcher
 from magnetar.broker.cluster.session import EtcdSession, MonotonicClock
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.errors import ServiceNotReadyError
@@ -50,8 +51,12 @@ class ClusterMember:
         client: aetcd.Client,
         config: BrokerConfig,
         clock: MonotonicClock = time.monotonic,
+        metadata_key: Callable[[str], bytes] | None = None,
     ) -> None:
+        """`metadata_key` maps metadata store paths to etcd keys: with it, the
+        member watches the policies other brokers change."""
         self.client = client
+        self._metadata_key = metadata_key
         self.config = config
         self.keys = ClusterKeys(config.cluster_name)
         self._clock = clock
@@ -62,6 +67,7 @@ class ClusterMember:
         self.owned: set[Bundle] = set()
         self._tasks: set[asyncio.Task[None]] = set()
         self._report_task: asyncio.Task[None] | None = None
+        self._policy_watch: PolicyWatcher | None = None
         self._closed = False
         self._cpu_mark = (time.process_time(), clock())
 
@@ -81,6 +87,10 @@ class ClusterMember:
     def attach(self, service: BrokerService) -> None:
         self.service = service
         service.ownership = self
+        if self._metadata_key is not None:
+            self._policy_watch = PolicyWatcher(
+                self.client, self._metadata_key, service.refresh_policies
+            )
 
     async def join(self, service_url: str, service_url_tls: str, web_url: str) -> None:
         """Register this broker (its lease must be open); then it serves."""
@@ -94,6 +104,8 @@ class ClusterMember:
             self._report_task = asyncio.get_running_loop().create_task(
                 self._report_loop(), name="cluster-load-report"
             )
+            if self._policy_watch is not None:
+                self._policy_watch.start()
         log.info("joined the cluster", broker=broker_id, lease=self.session.lease_id)
 
     async def _register(self) -> None:
@@ -137,6 +149,8 @@ class ClusterMember:
         if self._report_task is not None:
             self._report_task.cancel()
             await asyncio.gather(self._report_task, return_exceptions=True)
+        if self._policy_watch is not None:
+            await self._policy_watch.close()
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

@@ -18,7 +18,7 @@ async def open_cluster_storage(
     """The caller closes the member, then the factory, then the store."""
     store = await EtcdMetadataStore.connect(config.metadata_url)
     try:
-        member = ClusterMember(store.client, config)
+        member = ClusterMember(store.client, config, metadata_key=store.key)
         await member.open_session()
         try:
             config.data_dir.mkdir(parents=True, exist_ok=True)

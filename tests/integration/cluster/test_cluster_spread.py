@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from tests.integration.broker.harness import http_call
+from tests.integration.cluster.cluster_support import wait_until
 from tests.integration.cluster.conftest import BrokerMaker
 from tests.support.official import official_client
 
@@ -41,3 +43,36 @@ def _earliest() -> object:
     import pulsar
 
     return pulsar.InitialPosition.Earliest
+
+
+def test_a_policy_set_through_one_broker_applies_where_the_topic_is_loaded(
+    cluster_broker: BrokerMaker,
+) -> None:
+    """Namespace deduplication switched on through a broker that does not
+    serve the topic takes effect on the broker that does (SEM-7.1, 7.2: a
+    repeated sequence id is not stored again)."""
+    brokers = [cluster_broker() for _ in range(2)]
+    with official_client(brokers[0].url) as client:
+        for i in range(40):
+            topic = f"persistent://public/default/policy-{i}"
+            producer = client.create_producer(topic, producer_name=f"p{i}", batching_enabled=False)
+            if topic in brokers[1].ownership()["topics"]:
+                break
+            producer.close()
+        else:
+            raise AssertionError("the second broker owns none of 40 topics")
+        url = f"{brokers[0].http_url}/admin/v2/namespaces/public/default/deduplication"
+        status, body = http_call("POST", url, True)
+        assert status == 204, body
+        stats_url = f"{brokers[1].http_url}/admin/v2/{topic.replace('://', '/')}/internalStats"
+        sequence = iter(range(1_000_000))
+
+        def repeat_is_dropped() -> bool:
+            before = int(http_call("GET", stats_url)[1]["numberOfEntries"])
+            n = next(sequence)
+            producer.send(b"x", sequence_id=n)
+            producer.send(b"x", sequence_id=n)
+            return int(http_call("GET", stats_url)[1]["numberOfEntries"]) == before + 1
+
+        wait_until(repeat_is_dropped, what="deduplication applied on the owner")
+        producer.close()
