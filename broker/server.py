@@ -180,6 +180,7 @@ class BrokerServer:
         if self.cluster is not None:
             from magnetar.broker.cluster import admin as cluster_admin
 
+            app.middlewares.append(cluster_admin.owner_redirect(self.cluster))
             app.add_routes(cluster_admin.routes(self.cluster))
         admin.install(app, self.service, self._authentication)
         runner = web.AppRunner(app, access_log=None, handle_signals=False)

@@ -30,6 +30,12 @@ def test_twenty_topics_spread_over_three_brokers(cluster_broker: BrokerMaker) ->
     owned = {b.broker_id: b.ownership()["topics"] for b in brokers}
     assert all(owned.values()), owned
     assert sorted(t for topics in owned.values() for t in topics) == sorted(TOPICS)
+    # Topic admin requests to any broker are sent on to the owner (307).
+    for topic in TOPICS[:3]:
+        path = f"/admin/v2/{topic.replace('://', '/')}/internalStats"
+        for broker in brokers:
+            status, body = http_call("GET", broker.http_url + path)
+            assert status == 200 and body["numberOfEntries"] == 5, (broker.broker_id, body)
     # A client that knows only the last broker reads everything back.
     with official_client(brokers[2].url) as client:
         for i, topic in enumerate(TOPICS):
