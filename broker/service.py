@@ -1,8 +1,10 @@
 """BrokerService: the topic registry, lookup and partitioned-topic metadata.
 
-This broker owns every topic (standalone): LOOKUP answers "connect here" with
-the advertised address. Topics load on first use (creating them when allowed)
-and stay loaded until the broker stops. Partitioned topics are recorded in
+A standalone broker owns every topic: LOOKUP answers "connect here" with the
+advertised address. In cluster mode `ownership` (broker/cluster) answers
+LOOKUP from bundle ownership and a topic loads only on its bundle's owner.
+Topics load on first use (creating them when allowed) and stay loaded until
+the broker stops (or, in a cluster, their bundle moves). Partitioned topics are recorded in
 the metadata store; PARTITIONED_METADATA answers 0 for anything else.
 """
 

@@ -68,6 +68,8 @@ class ClusterMember:
         self._tasks: set[asyncio.Task[None]] = set()
         self._report_task: asyncio.Task[None] | None = None
         self._policy_watch: PolicyWatcher | None = None
+        # Set when the broker starts leaving: it takes no bundle any more.
+        self._leaving = False
         self._closed = False
         self._cpu_mark = (time.process_time(), clock())
 
@@ -146,6 +148,11 @@ class ClusterMember:
         if self._closed:
             return
         self._closed = True
+        self._leaving = True
+        if self.info is not None:
+            # Unregistered first: no broker picks this one for a bundle now.
+            with contextlib.suppress(aetcd.exceptions.ClientError):
+                await self.client.delete(self.keys.broker(self.info.broker_id))
         if self._report_task is not None:
             self._report_task.cancel()
             await asyncio.gather(self._report_task, return_exceptions=True)
@@ -169,6 +176,10 @@ class ClusterMember:
         if self.info is None or self.session is None or not self.session.valid:
             raise ServiceNotReadyError("the broker is not in the cluster (no etcd session)")
         return self.info
+
+    def _check_staying(self, name: TopicName) -> None:
+        if self._leaving:
+            raise ServiceNotReadyError(f"the broker is leaving the cluster; look {name} up again")
 
     def is_me(self, owner: BundleOwner) -> bool:
         me = self.info
@@ -220,6 +231,7 @@ class ClusterMember:
     async def check_owner(self, name: TopicName) -> None:
         bundle = self._bundle(name)
         self._me()
+        self._check_staying(name)
         owner = await self.owner_of(bundle)
         if owner is None or not self.is_me(owner):
             self.owned.discard(bundle)
@@ -304,6 +316,11 @@ class ClusterMember:
             log.warning("session lost: topics closed", topics=closed)
         if lost is not None:
             await lost.close(revoke=False)
+            # Everything is closed: free the old lease's bundles now rather
+            # than when etcd expires it (it may still live if only our
+            # keep-alives were lost).
+            with contextlib.suppress(aetcd.exceptions.ClientError):
+                await self.client.revoke_lease(lost.lease_id)
         delay = 0.2
         while not self._closed:
             try:
