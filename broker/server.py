@@ -140,7 +140,7 @@ class BrokerServer:
         if self.config.metadata_url:
             from magnetar.broker.cluster.setup import open_cluster_storage
 
-            storage = await open_cluster_storage(self.config)
+            storage = await open_cluster_storage(self.config, self.metrics.registry)
             self._factory, self._metadata_store, self.cluster = storage
         else:
             self._factory, self._metadata_store = await open_storage(self.config)

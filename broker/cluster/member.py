@@ -31,6 +31,7 @@ from magnetar.broker.cluster.brokers import (
     live_brokers,
 )
 from magnetar.broker.cluster.bundles import Bundle, bundle_of
+from magnetar.broker.cluster.metrics import ClusterMetrics
 from magnetar.broker.cluster.policy_watch import PolicyWatcher
 from magnetar.broker.cluster.session import EtcdSession, MonotonicClock
 from magnetar.broker.config import BrokerConfig
@@ -52,11 +53,16 @@ class ClusterMember:
         config: BrokerConfig,
         clock: MonotonicClock = time.monotonic,
         metadata_key: Callable[[str], bytes] | None = None,
+        metrics: ClusterMetrics | None = None,
     ) -> None:
         """`metadata_key` maps metadata store paths to etcd keys: with it, the
         member watches the policies other brokers change."""
         self.client = client
         self._metadata_key = metadata_key
+        self.metrics = metrics or ClusterMetrics()
+        self.metrics.watch(
+            lambda: len(self.owned), lambda: self.session is not None and self.session.valid
+        )
         self.config = config
         self.keys = ClusterKeys(config.cluster_name)
         self._clock = clock
@@ -203,12 +209,14 @@ class ClusterMember:
                 if self.is_me(owner):
                     self.owned.add(bundle)
                     return LookupAnswer(me.service_url, me.service_url_tls)
+                self.metrics.lookup_redirects.inc()
                 return LookupAnswer(owner.service_url, owner.service_url_tls, redirect=True)
             if not authoritative:
                 brokers = await live_brokers(self.client, self.keys)
                 target = least_loaded(bundle, brokers, await bundle_owners(self.client, self.keys))
                 if target is not None and target.broker_id != me.broker_id:
                     # The client asks there again, authoritatively: it takes it.
+                    self.metrics.lookup_redirects.inc()
                     return LookupAnswer(target.service_url, target.service_url_tls, redirect=True)
             if await self._acquire(bundle, me):
                 return LookupAnswer(me.service_url, me.service_url_tls)
@@ -225,6 +233,7 @@ class ClusterMember:
         )
         if ok:
             self.owned.add(bundle)
+            self.metrics.bundles_acquired.inc()
             log.info("bundle acquired", bundle=str(bundle))
         return bool(ok)
 
@@ -263,6 +272,7 @@ class ClusterMember:
         # Refuse new loads first, then close what is loaded (ledgers closed
         # and cursors persisted), and only then let anyone else in.
         self.owned.discard(bundle)
+        self.metrics.bundles_released.inc()
         if self.service is not None:
             closed = await self.service.unload_topics(lambda n: self._bundle(n) == bundle)
             log.info("bundle unloading", bundle=str(bundle), topics=closed)
@@ -299,6 +309,7 @@ class ClusterMember:
     def _session_lost(self) -> None:
         if self._closed:
             return
+        self.metrics.session_losses.inc()
         self._spawn(self._rejoin())
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:

@@ -3,6 +3,8 @@ official client follows LOOKUP redirects to each owner (DESIGN "Processes")."""
 
 from __future__ import annotations
 
+import urllib.request
+
 import pytest
 
 from tests.integration.broker.harness import http_call
@@ -30,6 +32,11 @@ def test_twenty_topics_spread_over_three_brokers(cluster_broker: BrokerMaker) ->
     owned = {b.broker_id: b.ownership()["topics"] for b in brokers}
     assert all(owned.values()), owned
     assert sorted(t for topics in owned.values() for t in topics) == sorted(TOPICS)
+    samples = [scrape(b.http_url) for b in brokers]
+    assert all(m["magnetar_cluster_owned_bundles"] >= 1 for m in samples), samples
+    assert all(m["magnetar_cluster_session_valid"] == 1 for m in samples), samples
+    # The first broker sent the client on to the owners of the other topics.
+    assert samples[0]["magnetar_cluster_lookup_redirects_total"] >= 1, samples
     # Topic admin requests to any broker are sent on to the owner (307).
     for topic in TOPICS[:3]:
         path = f"/admin/v2/{topic.replace('://', '/')}/internalStats"
@@ -43,6 +50,18 @@ def test_twenty_topics_spread_over_three_brokers(cluster_broker: BrokerMaker) ->
             got = [consumer.receive(10_000).data().decode() for _ in range(5)]
             assert got == [f"{i}-{n}" for n in range(5)]
             consumer.close()
+
+
+def scrape(http_url: str) -> dict[str, float]:
+    """The cluster metrics a broker exports on /metrics."""
+    with urllib.request.urlopen(f"{http_url}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    found: dict[str, float] = {}
+    for line in text.splitlines():
+        if line.startswith("magnetar_cluster_"):
+            name, _, value = line.rpartition(" ")
+            found[name] = float(value)
+    return found
 
 
 def _earliest() -> object:
