@@ -86,9 +86,27 @@ def routes(member: ClusterMember) -> list[web.RouteDef]:
     async def ownership(request: web.Request) -> web.Response:
         return web.json_response(member.owner_info())
 
+    async def load_report(request: web.Request) -> web.Response:
+        """The load this broker last registered (what the others see)."""
+        found = {b.broker_id: b for b in await live_brokers(member.client, member.keys)}
+        mine = found.get(member.info.broker_id) if member.info is not None else None
+        if mine is None:
+            raise HttpError(503, "this broker is not registered in the cluster")
+        load = mine.load
+        return web.json_response(
+            {
+                "brokerId": mine.broker_id,
+                "topics": load.topics,
+                "bundles": load.bundles,
+                "msgRateIn": load.msg_rate_in,
+                "cpu": load.cpu,
+            }
+        )
+
     return [
         web.put("/admin/v2/namespaces/{tenant}/{namespace}/{bundle}/unload", unload_bundle),
         web.get("/admin/v2/{domain}/{tenant}/{namespace}/{topic}/bundle", topic_bundle),
         web.get("/admin/v2/brokers/{cluster}", brokers),
         web.get("/admin/v2/broker-stats/ownership", ownership),
+        web.get("/admin/v2/broker-stats/load-report", load_report),
     ]

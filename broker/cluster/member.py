@@ -77,7 +77,7 @@ class ClusterMember:
         # Set when the broker starts leaving: it takes no bundle any more.
         self._leaving = False
         self._closed = False
-        self._cpu_mark = (time.process_time(), clock())
+        self._cpu_mark = (time.process_time(), clock(), 0.0)
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -131,12 +131,22 @@ class ClusterMember:
         )
 
     def _load(self) -> LoadReport:
+        """Topics, bundles, and since the last report: messages published
+        per second and CPU seconds per second of this process."""
+        published = 0.0
+        if self.service is not None:
+            registry = self.service.metrics.registry
+            published = registry.get_sample_value("pulsar_in_messages_total") or 0.0
         cpu_now, wall_now = time.process_time(), self._clock()
-        cpu_then, wall_then = self._cpu_mark
-        self._cpu_mark = (cpu_now, wall_now)
-        cpu = (cpu_now - cpu_then) / (wall_now - wall_then) if wall_now > wall_then else 0.0
+        cpu_then, wall_then, published_then = self._cpu_mark
+        self._cpu_mark = (cpu_now, wall_now, published)
+        elapsed = wall_now - wall_then
+        cpu = (cpu_now - cpu_then) / elapsed if elapsed > 0 else 0.0
+        rate = (published - published_then) / elapsed if elapsed > 0 else 0.0
         topics = len(self.service.topics) if self.service is not None else 0
-        return LoadReport(topics=topics, bundles=len(self.owned), cpu=round(cpu, 3))
+        return LoadReport(
+            topics=topics, bundles=len(self.owned), msg_rate_in=round(rate, 1), cpu=round(cpu, 3)
+        )
 
     async def _report_loop(self) -> None:
         while True:

@@ -3,12 +3,13 @@ official client follows LOOKUP redirects to each owner (DESIGN "Processes")."""
 
 from __future__ import annotations
 
+import functools
 import urllib.request
 
 import pytest
 
 from tests.integration.broker.harness import http_call
-from tests.integration.cluster.cluster_support import wait_until
+from tests.integration.cluster.cluster_support import ClusterBroker, wait_until
 from tests.integration.cluster.conftest import BrokerMaker
 from tests.support.official import official_client
 
@@ -32,6 +33,9 @@ def test_twenty_topics_spread_over_three_brokers(cluster_broker: BrokerMaker) ->
     owned = {b.broker_id: b.ownership()["topics"] for b in brokers}
     assert all(owned.values()), owned
     assert sorted(t for topics in owned.values() for t in topics) == sorted(TOPICS)
+    # Each broker's registered load report counts its topics (reported every second).
+    for broker in brokers:
+        wait_until(functools.partial(reports_topics, broker, len(owned[broker.broker_id])))
     samples = [scrape(b.http_url) for b in brokers]
     assert all(m["magnetar_cluster_owned_bundles"] >= 1 for m in samples), samples
     assert all(m["magnetar_cluster_session_valid"] == 1 for m in samples), samples
@@ -50,6 +54,13 @@ def test_twenty_topics_spread_over_three_brokers(cluster_broker: BrokerMaker) ->
             got = [consumer.receive(10_000).data().decode() for _ in range(5)]
             assert got == [f"{i}-{n}" for n in range(5)]
             consumer.close()
+
+
+def reports_topics(broker: ClusterBroker, count: int) -> bool:
+    """Whether the broker's registered load report counts `count` topics."""
+    status, body = http_call("GET", f"{broker.http_url}/admin/v2/broker-stats/load-report")
+    assert status == 200, body
+    return int(body["topics"]) == count
 
 
 def scrape(http_url: str) -> dict[str, float]:
