@@ -221,13 +221,19 @@ class ClusterMember:
                     return LookupAnswer(me.service_url, me.service_url_tls)
                 self.metrics.lookup_redirects.inc()
                 return LookupAnswer(owner.service_url, owner.service_url_tls, redirect=True)
-            if not authoritative:
+            if not authoritative or self._leaving:
                 brokers = await live_brokers(self.client, self.keys)
-                target = least_loaded(bundle, brokers, await bundle_owners(self.client, self.keys))
+                target = least_loaded(
+                    bundle,
+                    brokers,
+                    await bundle_owners(self.client, self.keys),
+                    exclude=me.broker_id if self._leaving else "",
+                )
                 if target is not None and target.broker_id != me.broker_id:
                     # The client asks there again, authoritatively: it takes it.
                     self.metrics.lookup_redirects.inc()
                     return LookupAnswer(target.service_url, target.service_url_tls, redirect=True)
+            self._check_staying(name)
             if await self._acquire(bundle, me):
                 return LookupAnswer(me.service_url, me.service_url_tls)
         raise ServiceNotReadyError(f"bundle {bundle} is changing owners; try again")
