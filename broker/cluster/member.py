@@ -266,7 +266,12 @@ class ClusterMember:
         self.owned.add(bundle)
 
     def still_owns(self, name: TopicName) -> bool:
-        return self.session is not None and self.session.valid and self._bundle(name) in self.owned
+        return (
+            not self._leaving
+            and self.session is not None
+            and self.session.valid
+            and self._bundle(name) in self.owned
+        )
 
     # ------------------------------------------------------------------ unload
 
