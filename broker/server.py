@@ -17,7 +17,7 @@ import signal
 import socket
 import time
 from collections.abc import Awaitable, Callable
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import structlog
 from aiohttp import web
@@ -25,7 +25,6 @@ from aiohttp import web
 from magnetar.broker import admin
 from magnetar.broker.auth.authentication import AuthenticationService
 from magnetar.broker.auth.tls import server_context
-from magnetar.broker.cluster.member import ClusterMember
 from magnetar.broker.cnx import ServerCnx
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.limits import ConnectionLimiter
@@ -34,6 +33,10 @@ from magnetar.broker.service import BrokerService
 from magnetar.broker.storage.api import ManagedLedgerFactory, MetadataStore
 from magnetar.broker.storage_setup import open_storage
 from magnetar.broker.web import build_app
+
+# aetcd is optional (magnetar[cluster]): cluster modules load in cluster mode only.
+if TYPE_CHECKING:
+    from magnetar.broker.cluster.member import ClusterMember
 
 log = structlog.get_logger(__name__)
 

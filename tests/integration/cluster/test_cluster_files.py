@@ -4,6 +4,8 @@ shared volume and its own ports, against the etcd service."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -41,3 +43,13 @@ def test_standalone_ignores_a_metadata_url_and_cluster_requires_one() -> None:
     assert config_from_args(cluster).metadata_url == "etcd://h:1"
     with pytest.raises(ConfigError, match="metadata_url"):
         config_from_args(build_parser().parse_args(["cluster"]))
+
+
+def test_a_standalone_broker_needs_no_cluster_dependency() -> None:
+    """The etcd client is an optional extra: starting the standalone daemon's
+    modules does not import it."""
+    code = (
+        "import sys, magnetar.broker.__main__, magnetar.broker.server, magnetar.broker.admin; "
+        "sys.exit(1 if 'aetcd' in sys.modules else 0)"
+    )
+    assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
