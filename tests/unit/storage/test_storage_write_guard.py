@@ -48,3 +48,30 @@ async def test_shared_directories_are_not_locked(tmp_path: Path) -> None:
         await locked.close()
     finally:
         await store.close()
+
+
+async def test_a_new_owner_fences_the_old_owners_ledger(tmp_path: Path) -> None:
+    """The second opener records the first one's ledger as closed at its last
+    complete entry and writes a ledger of its own; what the first one writes
+    afterwards lies beyond that fence and is never read."""
+    store = await SqliteMetadataStore.open(str(tmp_path / "m.db"))
+    old = await FileManagedLedgerFactory.create(str(tmp_path), store=store, shared=True)
+    new = await FileManagedLedgerFactory.create(str(tmp_path), store=store, shared=True)
+    try:
+        name = "t/ns/persistent/moved"
+        keep = ManagedLedgerConfig(retention_time_s=-1, retention_size_bytes=-1)
+        old_ml = await old.open(name, keep)
+        written = [await old_ml.add_entry(f"old-{i}".encode()) for i in range(3)]
+        new_ml = await new.open(name, keep)
+        assert new_ml.last_confirmed_position == written[-1]
+        # The old owner, cut off but unguarded here, writes past the fence...
+        await old_ml.add_entry(b"beyond the fence")
+        own = await new_ml.add_entry(b"new-0")
+        assert own[0] > written[-1][0]  # a ledger of the new owner's own
+        got = await new_ml.read_entries(written[0], 10)
+        # ...and the new owner never serves it.
+        assert [e.data for e in got] == [b"old-0", b"old-1", b"old-2", b"new-0"]
+    finally:
+        await new.close()
+        await old.close()
+        await store.close()
