@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 
 import aetcd
 import aetcd.exceptions
+import aetcd.utils
 import structlog
 
 from magnetar.broker.storage.api import (
@@ -178,8 +179,18 @@ class EtcdMetadataStore(MetadataStore):
         exists = await self._call(self.client.get(key)) is not None
         if not paths and not exists:
             return
-        await self._call(self.client.delete_prefix(key + b"/"))
-        await self._call(self.client.delete(key))
+        txn = self.client.transactions
+        # One transaction: no reader sees the node half deleted.
+        await self._call(
+            self.client.transaction(
+                compare=[],
+                success=[
+                    txn.delete(key + b"/", range_end=aetcd.utils.prefix_range_end(key + b"/")),
+                    txn.delete(key),
+                ],
+                failure=[],
+            )
+        )
         notes = [Notification(NotificationType.DELETED, p) for p in sorted(paths, reverse=True)]
         if exists:
             notes.append(Notification(NotificationType.DELETED, path))
