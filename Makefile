@@ -7,18 +7,33 @@ STAMP := $(VENV)/.installed
 # setuptools' editable import hook).
 TYPECHECK := build/typecheck
 
-.PHONY: run test lint proto proto-check bench clean venv conformance fuzz
+.PHONY: run cluster test lint proto proto-check bench clean venv conformance fuzz
 
 venv: $(STAMP)
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev,spark]'
+	$(BIN)/pip install --quiet -e '.[dev,spark,cluster]'
 	touch $(STAMP)
 
 run: $(STAMP)
 	$(BIN)/magnetar-broker standalone
+
+# etcd plus three brokers on this machine (README "Cluster"): binary protocol
+# on 6650 / 6660 / 6670, HTTP on 8080 / 8081 / 8082, ledgers in data/cluster.
+# Ctrl-C stops them all.
+cluster: $(STAMP)
+	mkdir -p data/cluster data/etcd
+	trap 'kill 0' INT TERM; \
+	$(BIN)/etcd --data-dir data/etcd --log-level warn \
+		--listen-client-urls http://127.0.0.1:2379 --advertise-client-urls http://127.0.0.1:2379 & \
+	until $(BIN)/etcdctl --endpoints 127.0.0.1:2379 endpoint health >/dev/null 2>&1; do sleep 0.2; done; \
+	for i in 0 1 2; do \
+		$(BIN)/magnetar-broker cluster --metadata-url etcd://127.0.0.1:2379 --data-dir data/cluster \
+			--port $$((6650 + 10 * i)) --http-port $$((8080 + i)) & \
+	done; \
+	wait
 
 $(TYPECHECK):
 	mkdir -p $(TYPECHECK)/magnetar

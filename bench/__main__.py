@@ -19,6 +19,7 @@ BENCHMARKS = {
     "key_shared": "bench.key_shared",
     "consumer": "bench.consumer",
     "compaction": "bench.compaction",
+    "cluster": "bench.cluster",
 }
 
 

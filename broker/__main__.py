@@ -1,4 +1,4 @@
-"""`magnetar-broker standalone` / `python -m magnetar.broker standalone`.
+"""`magnetar-broker standalone|cluster` / `python -m magnetar.broker standalone`.
 
 Exit status: 0 after a graceful shutdown, 2 for a bad configuration, 1 when a
 second signal forced the exit or the broker failed to start.
@@ -36,24 +36,40 @@ def build_parser() -> argparse.ArgumentParser:
             "environment variable MAGNETAR_<KEY>; the command line wins over both."
         ),
     )
-    standalone.add_argument("--config", type=Path, help="TOML configuration file")
-    standalone.add_argument("--data-dir", help="data directory (default ./data)")
-    standalone.add_argument("--bind", help="address to listen on (default 127.0.0.1)")
-    standalone.add_argument("--port", help="binary protocol port (default 6650; 0 = any)")
-    standalone.add_argument("--http-port", help="HTTP port for /metrics and health (default 8080)")
-    standalone.add_argument("--advertised-address", help="host name LOOKUP answers with")
-    standalone.add_argument("--log-format", choices=["console", "json"], help="default console")
-    standalone.add_argument("--log-level", choices=["debug", "info", "warning", "error"])
-    standalone.add_argument(
-        "--sync-policy", choices=["fsync", "interval", "none"], help="default fsync"
+    _add_common_options(standalone)
+    cluster = commands.add_parser(
+        "cluster",
+        help="run one broker of a cluster coordinated by etcd",
+        description=(
+            "Run a broker that shares topics with the other brokers of the cluster: "
+            "metadata in etcd, ledgers in a data directory every broker can read "
+            "(README, Cluster). Options as for standalone."
+        ),
     )
+    _add_common_options(cluster)
+    cluster.add_argument("--metadata-url", help="etcd://host:port (required here or in TOML)")
+    cluster.add_argument("--cluster-name", help="cluster name (default standalone)")
     tokens.add_commands(commands)
     return parser
 
 
+def _add_common_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", type=Path, help="TOML configuration file")
+    parser.add_argument("--data-dir", help="data directory (default ./data)")
+    parser.add_argument("--bind", help="address to listen on (default 127.0.0.1)")
+    parser.add_argument("--port", help="binary protocol port (default 6650; 0 = any)")
+    parser.add_argument("--http-port", help="HTTP port for /metrics and health (default 8080)")
+    parser.add_argument("--advertised-address", help="host name LOOKUP answers with")
+    parser.add_argument("--log-format", choices=["console", "json"], help="default console")
+    parser.add_argument("--log-level", choices=["debug", "info", "warning", "error"])
+    parser.add_argument(
+        "--sync-policy", choices=["fsync", "interval", "none"], help="default fsync"
+    )
+
+
 def config_from_args(args: argparse.Namespace, warnings: list[str] | None = None) -> BrokerConfig:
     overrides = {
-        key: getattr(args, key)
+        key: getattr(args, key, None)
         for key in (
             "data_dir",
             "bind",
@@ -63,9 +79,18 @@ def config_from_args(args: argparse.Namespace, warnings: list[str] | None = None
             "log_format",
             "log_level",
             "sync_policy",
+            "metadata_url",
+            "cluster_name",
         )
     }
-    return load_config(config_file=args.config, overrides=overrides, warnings=warnings)
+    config = load_config(config_file=args.config, overrides=overrides, warnings=warnings)
+    if args.command == "standalone":
+        # Standalone always runs on its embedded store, whatever a shared
+        # configuration file says about a cluster.
+        return config.replace(metadata_url="")
+    if not config.metadata_url:
+        raise ConfigError("metadata_url is required in cluster mode (--metadata-url etcd://...)")
+    return config
 
 
 # The hot paths allocate many short-lived objects (frames, futures, receipts),

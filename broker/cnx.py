@@ -544,7 +544,9 @@ class ServerCnx(asyncio.Protocol):
     def _handle_lookup(self, frame: Frame) -> None:
         cmd = frame.command.lookupTopic
         self.spawn(
-            self._lookup(cmd.topic, cmd.request_id, cmd.advertised_listener_name),
+            self._lookup(
+                cmd.topic, cmd.request_id, cmd.advertised_listener_name, cmd.authoritative
+            ),
             cmd.request_id,
             "LOOKUP",
         )
@@ -570,17 +572,19 @@ class ServerCnx(asyncio.Protocol):
                 ServerError.AuthorizationError, f"role {role!r} may not {action} on {name}"
             )
 
-    async def _lookup(self, topic: str, request_id: int, listener_name: str) -> None:
+    async def _lookup(
+        self, topic: str, request_id: int, listener_name: str, authoritative: bool = False
+    ) -> None:
         try:
             await self.authorize("lookup", topic)
-            url, url_tls = await self.service.lookup(topic, listener_name)
+            url, url_tls, redirect = await self.service.lookup(topic, listener_name, authoritative)
         except BrokerServiceError as exc:
             self.write(commands.lookup_failed(request_id, exc.code, exc.message))
             return
         except StorageError as exc:
             self.write(commands.lookup_failed(request_id, ServerError.MetadataError, str(exc)))
             return
-        self.write(commands.lookup_connect(request_id, url, url_tls))
+        self.write(commands.lookup_connect(request_id, url, url_tls, redirect))
 
     def _handle_partitioned_metadata(self, frame: Frame) -> None:
         cmd = frame.command.partitionMetadata

@@ -163,7 +163,8 @@ def partitioned_metadata_failed(request_id: int, code: ServerError, message: str
     )
 
 
-def lookup_connect(request_id: int, url: str, url_tls: str) -> bytes:
+def lookup_connect(request_id: int, url: str, url_tls: str, redirect: bool = False) -> bytes:
+    """Connect to the URLs, or (redirect) send the LOOKUP there, authoritative."""
     Lookup = pb.CommandLookupTopicResponse
     return _frame(
         T.LOOKUP_RESPONSE,
@@ -171,7 +172,7 @@ def lookup_connect(request_id: int, url: str, url_tls: str) -> bytes:
         request_id=request_id,
         brokerServiceUrl=url,
         brokerServiceUrlTls=url_tls,
-        response=Lookup.Connect,
+        response=Lookup.Redirect if redirect else Lookup.Connect,
         authoritative=True,
     )
 

@@ -59,6 +59,15 @@ class BrokerConfig:
     dedup_snapshot_interval_entries: int = 1000
     dedup_producer_inactivity_seconds: float = 6 * 3600.0
     cluster_name: str = "standalone"
+    # Cluster mode (`magnetar-broker cluster`): the shared metadata store,
+    # etcd://host:port; empty = standalone with the embedded store.
+    metadata_url: str = ""
+    # The broker's etcd lease: a crashed broker's bundles move after this.
+    cluster_lease_seconds: int = 10
+    # Namespace bundles (hash ranges of topic names), as Pulsar's
+    # defaultNumberOfNamespaceBundles.
+    default_namespace_bundles: int = 4
+    cluster_load_report_interval_seconds: float = 5.0
     # How often message TTL expires messages and time-based retention trims
     # (Pulsar's messageExpiryCheckIntervalInMinutes, 5).
     message_expiry_check_interval_seconds: float = 300.0
@@ -285,6 +294,22 @@ def _validated(config: BrokerConfig) -> BrokerConfig:
         "must be > 0",
     )
     need(bool(config.cluster_name.strip()), "cluster_name", "must not be empty")
+    need(config.cluster_lease_seconds >= 2, "cluster_lease_seconds", "must be at least 2")
+    need(
+        1 <= config.default_namespace_bundles <= 1024,
+        "default_namespace_bundles",
+        "must be between 1 and 1024",
+    )
+    need(
+        config.cluster_load_report_interval_seconds > 0,
+        "cluster_load_report_interval_seconds",
+        "must be > 0",
+    )
+    need(
+        not config.metadata_url or config.metadata_url.startswith("etcd://"),
+        "metadata_url",
+        "must be etcd://host:port",
+    )
     for key in _LIMITS:
         need(getattr(config, key) >= 0, key, "must be >= 0 (0: no limit)")
     config.listeners()  # raises ConfigError naming the bad entry

@@ -90,14 +90,18 @@ class PulsarResources:
     async def ensure_defaults(self, service_url: str, web_url: str) -> None:
         """What a standalone broker creates on first start: its cluster, the
         tenant `public` and the namespace `public/default`."""
+        # Brokers of a cluster start together: another may create them first.
         if not await self.store.exists(f"{CLUSTERS}/{self.cluster}"):
-            await self.put_cluster(
-                self.cluster, {"serviceUrl": web_url, "brokerServiceUrl": service_url}
-            )
+            with contextlib.suppress(ResourceExists):
+                await self.put_cluster(
+                    self.cluster, {"serviceUrl": web_url, "brokerServiceUrl": service_url}
+                )
         if not await self.store.exists(f"{POLICIES}/public"):
-            await self.create_tenant("public", {"adminRoles": [], "allowedClusters": []})
+            with contextlib.suppress(ResourceExists):
+                await self.create_tenant("public", {"adminRoles": [], "allowedClusters": []})
         if not await self.store.exists(f"{POLICIES}/public/default"):
-            await self.create_namespace("public", "default", {})
+            with contextlib.suppress(ResourceExists):
+                await self.create_namespace("public", "default", {})
 
     async def clusters(self) -> list[str]:
         return await self.store.get_children(CLUSTERS)

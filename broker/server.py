@@ -17,7 +17,7 @@ import signal
 import socket
 import time
 from collections.abc import Awaitable, Callable
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import structlog
 from aiohttp import web
@@ -33,6 +33,10 @@ from magnetar.broker.service import BrokerService
 from magnetar.broker.storage.api import ManagedLedgerFactory, MetadataStore
 from magnetar.broker.storage_setup import open_storage
 from magnetar.broker.web import build_app
+
+# aetcd is optional (magnetar[cluster]): cluster modules load in cluster mode only.
+if TYPE_CHECKING:
+    from magnetar.broker.cluster.member import ClusterMember
 
 log = structlog.get_logger(__name__)
 
@@ -50,6 +54,8 @@ class BrokerServer:
         self.service: BrokerService | None = None
         self._factory: ManagedLedgerFactory | None = None
         self._metadata_store: MetadataStore | None = None
+        # Cluster mode (config.metadata_url): this broker's bundle ownership.
+        self.cluster: ClusterMember | None = None
         self._listener: asyncio.Server | None = None
         self._tls_listener: asyncio.Server | None = None
         self.tls_port = 0
@@ -113,6 +119,8 @@ class BrokerServer:
             await self._phase("open storage", self._open_storage)
             await self._phase("bind binary listener", self._bind_binary)
             await self._phase("bind http", self._bind_http)
+            if self.cluster is not None:
+                await self._phase("join cluster", self._join_cluster)
         except BaseException:
             await self.shutdown()
             raise
@@ -132,9 +140,23 @@ class BrokerServer:
         log.debug("phase done", phase=name, seconds=round(time.perf_counter() - began, 4))
 
     async def _open_storage(self) -> None:
-        self._factory, self._metadata_store = await open_storage(self.config)
+        if self.config.metadata_url:
+            from magnetar.broker.cluster.setup import open_cluster_storage
+
+            storage = await open_cluster_storage(self.config, self.metrics.registry)
+            self._factory, self._metadata_store, self.cluster = storage
+        else:
+            self._factory, self._metadata_store = await open_storage(self.config)
         self.service = BrokerService(self.config, self._factory, self._metadata_store, self.metrics)
+        if self.cluster is not None:
+            self.cluster.attach(self.service)
         await self.service.start()
+
+    async def _join_cluster(self) -> None:
+        assert self.cluster is not None and self.service is not None
+        await self.cluster.join(
+            self.service.service_url, self.service.service_url_tls, self.http_url
+        )
 
     async def _bind_binary(self) -> None:
         loop = asyncio.get_running_loop()
@@ -158,6 +180,11 @@ class BrokerServer:
     async def _bind_http(self) -> None:
         app = build_app(self.metrics, self.health_problem)
         assert self.service is not None
+        if self.cluster is not None:
+            from magnetar.broker.cluster import admin as cluster_admin
+
+            app.middlewares.append(cluster_admin.owner_redirect(self.cluster))
+            app.add_routes(cluster_admin.routes(self.cluster))
         admin.install(app, self.service, self._authentication)
         runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await runner.setup()
@@ -233,6 +260,7 @@ class BrokerServer:
         deadline = time.monotonic() + self.config.shutdown_timeout_seconds
         phases: list[tuple[str, Callable[[], Awaitable[None]]]] = [
             ("stop accepting", self._stop_accepting),
+            ("leave cluster", self._leave_cluster),
             ("close topics", self._close_topics),
             ("close connections", self._close_connections),
             ("close storage", self._close_storage),
@@ -253,6 +281,12 @@ class BrokerServer:
         for listener in (self._listener, self._tls_listener):
             if listener is not None:
                 listener.close()
+
+    async def _leave_cluster(self) -> None:
+        # Bundles are handed back (topics closed, keys released) before the
+        # topics close, so clients reconnect to the brokers that stay.
+        if self.cluster is not None:
+            await self.cluster.close()
 
     async def _close_topics(self) -> None:
         if self.service is not None:

@@ -1,8 +1,10 @@
 """BrokerService: the topic registry, lookup and partitioned-topic metadata.
 
-This broker owns every topic (standalone): LOOKUP answers "connect here" with
-the advertised address. Topics load on first use (creating them when allowed)
-and stay loaded until the broker stops. Partitioned topics are recorded in
+A standalone broker owns every topic: LOOKUP answers "connect here" with the
+advertised address. In cluster mode `ownership` (broker/cluster) answers
+LOOKUP from bundle ownership and a topic loads only on its bundle's owner.
+Topics load on first use (creating them when allowed) and stay loaded until
+the broker stops (or, in a cluster, their bundle moves). Partitioned topics are recorded in
 the metadata store; PARTITIONED_METADATA answers 0 for anything else.
 """
 
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import itertools
 import os
 import time
@@ -25,9 +28,10 @@ from magnetar.broker.errors import (
     ServiceNotReadyError,
     TopicNotFoundError,
 )
-from magnetar.broker.expiry import ExpiryMonitor, apply_operations_policies
+from magnetar.broker.expiry import ExpiryMonitor, apply_operations_policies, retention_of
 from magnetar.broker.keywindow import POLICY_KEY as KEY_WINDOW_POLICY
 from magnetar.broker.keywindow import KeyWindowPolicy
+from magnetar.broker.lookup import LookupAnswer, Ownership
 from magnetar.broker.metrics import BrokerMetrics
 from magnetar.broker.rates import (
     DISPATCH_RATE_POLICY,
@@ -120,6 +124,8 @@ class BrokerService:
         self._name_prefix = f"standalone-{os.getpid() % 1000}-{int(time.time()) % 100000}"
         self._name_counter = itertools.count()
         self.is_closed = False
+        # Set in cluster mode: bundle ownership decides LOOKUP and loading.
+        self.ownership: Ownership | None = None
         self.expiry = ExpiryMonitor(
             lambda: self.topics.values(),
             config.message_expiry_check_interval_seconds,
@@ -164,19 +170,23 @@ class BrokerService:
 
     # --------------------------------------------------------------- lookup
 
-    async def lookup(self, topic: str, listener_name: str = "") -> tuple[str, str]:
+    async def lookup(
+        self, topic: str, listener_name: str = "", authoritative: bool = False
+    ) -> LookupAnswer:
         """The service URLs (plain, TLS) a client should connect to for `topic`."""
         name = parse_topic(topic)
         self._check_open()
         await self.check_namespace(name)
+        if self.ownership is not None:
+            return await self.ownership.lookup(name, authoritative)
         if not listener_name:
-            return self.service_url, self.service_url_tls
+            return LookupAnswer(self.service_url, self.service_url_tls)
         url = self._listeners.get(listener_name)
         if url is None:
             # Pulsar's words: the official client recognises them and keeps
             # the connection while it retries.
             raise ServiceNotReadyError(f"the broker do not have {listener_name} listener")
-        return url, url
+        return LookupAnswer(url, url)
 
     async def check_namespace(self, name: TopicName) -> None:
         """TopicNotFound for a topic in a namespace that does not exist."""
@@ -328,7 +338,10 @@ class BrokerService:
         if not await self._may_create(name, create) and not await topic_exists(name, self.factory):
             why = " and automatic topic creation is disabled" if create else ""
             raise TopicNotFoundError(f"topic {name} does not exist{why}")
-        topic = await open_topic(name, self.factory, self._topic_settings)
+        if self.ownership is not None:
+            await self.ownership.check_owner(name)
+        settings = await self._settings_for(name)
+        topic = await open_topic(name, self.factory, settings)
         try:
             await self._apply_policies(topic)
             terminated = await self.resources.get_terminated(name)
@@ -340,10 +353,30 @@ class BrokerService:
         if self.is_closed:
             await topic.close(notify_clients=False)
             raise ServiceNotReadyError("broker is shutting down")
+        if self.ownership is not None and not self.ownership.still_owns(name):
+            await topic.close(notify_clients=False)
+            raise ServiceNotReadyError(f"topic {name} moved to another broker while loading")
         self.topics[str(name)] = topic
         log.info("topic loaded", topic=str(name))
         self._topics_changed(name)
         return topic
+
+    async def _settings_for(self, name: TopicName) -> TopicSettings:
+        """The topic settings with the namespace's retention already in the
+        ledger config: the first trim after opening must not go by the
+        default (which keeps nothing consumed)."""
+        try:
+            policies = await self.resources.get_policies(name.tenant, name.namespace)
+        except ResourceNotFound:
+            return self._topic_settings
+        retention = retention_of(policies)
+        if retention is None:
+            return self._topic_settings
+        base = self._topic_settings.ledger_config
+        ledger = dataclasses.replace(
+            base, retention_time_s=retention[0], retention_size_bytes=retention[1]
+        )
+        return dataclasses.replace(self._topic_settings, ledger_config=ledger)
 
     async def _may_create(self, name: TopicName, create: bool) -> bool:
         if not create:
@@ -446,6 +479,19 @@ class BrokerService:
             name = topic.topic_name
             if (name.tenant, name.namespace) == (tenant, namespace):
                 await self._apply_policies(topic)
+
+    async def unload_topics(self, select: Callable[[TopicName], bool]) -> int:
+        """Close the loaded topics `select` picks (their bundle moves away):
+        clients are told and look the topics up again. Returns how many."""
+        chosen = [t for t in self.topics.values() if select(t.topic_name)]
+        for topic in chosen:
+            if self.topics.get(topic.name) is topic:
+                del self.topics[topic.name]
+        results = await asyncio.gather(*(t.close() for t in chosen), return_exceptions=True)
+        for topic, result in zip(chosen, results, strict=True):
+            if isinstance(result, BaseException):
+                log.warning("unloading topic failed", topic=topic.name, error=repr(result))
+        return len(chosen)
 
     # ------------------------------------------------------------ lifecycle
 

@@ -62,7 +62,8 @@ def routes(service: BrokerService) -> list[web.RouteDef]:
     async def lookup(request: web.Request) -> web.Response:
         topic = topic_from_path(request)
         listener = request.headers.get(LISTENER_HEADER) or request.query.get("listenerName", "")
-        url, url_tls = await service.lookup(str(topic), listener)
+        # In a cluster this is the owner's URL (or the broker that will take it).
+        url, url_tls, _redirect = await service.lookup(str(topic), listener)
         return web.json_response(
             {
                 "brokerUrl": url,

@@ -31,6 +31,7 @@ from magnetar.broker.storage.ledger import (
     ML_ROOT,
     LedgerContext,
     ManagedLedgerImpl,
+    WriteGuard,
     _remove_tree,
     ledger_dir,
     ledger_meta_path,
@@ -56,6 +57,7 @@ class FileManagedLedgerFactory(ManagedLedgerFactory):
         owns_store: bool,
         lock_fd: int,
         trim_interval_s: float,
+        write_guard: WriteGuard | None = None,
     ) -> None:
         self.data_dir = data_dir
         self.store = store
@@ -72,6 +74,7 @@ class FileManagedLedgerFactory(ManagedLedgerFactory):
             clock=clock,
             allocate_ledger_id=self._allocate_ledger_id,
             on_closed=self._ledger_closed,
+            write_guard=write_guard,
         )
         self._ledgers: dict[str, ManagedLedgerImpl] = {}
         self._opening: dict[str, asyncio.Future[ManagedLedgerImpl]] = {}
@@ -95,21 +98,27 @@ class FileManagedLedgerFactory(ManagedLedgerFactory):
         clock: Clock = DEFAULT_CLOCK,
         io_threads: int = 4,
         trim_interval_s: float = 60.0,
+        shared: bool = False,
+        write_guard: WriteGuard | None = None,
     ) -> FileManagedLedgerFactory:
         """Lock ``data_dir`` and open (or create) it.
 
         Without ``store``, an embedded SQLite store at ``<data_dir>/metadata.db``
         is opened and owned (closed with the factory). Every ``trim_interval_s``
         (0: never) each open ledger trims what retention no longer keeps.
+        ``shared`` (cluster mode): several processes use the directory, each
+        writing only the ledgers it owns, so it is not locked; ``write_guard``
+        then says whether a write may still be confirmed (ledger.py).
         """
         os.makedirs(os.path.join(data_dir, "ledgers"), exist_ok=True)
-        lock_fd = await asyncio.to_thread(_lock_dir, data_dir)
+        lock_fd = -1 if shared else await asyncio.to_thread(_lock_dir, data_dir)
         owns = store is None
         try:
             if store is None:
                 store = await SqliteMetadataStore.open(os.path.join(data_dir, "metadata.db"))
         except BaseException:
-            os.close(lock_fd)
+            if lock_fd >= 0:
+                os.close(lock_fd)
             raise
         return cls(
             data_dir,
@@ -120,6 +129,7 @@ class FileManagedLedgerFactory(ManagedLedgerFactory):
             owns,
             lock_fd,
             trim_interval_s,
+            write_guard,
         )
 
     async def open(self, name: str, config: ManagedLedgerConfig | None = None) -> ManagedLedger:
@@ -198,7 +208,8 @@ class FileManagedLedgerFactory(ManagedLedgerFactory):
         await asyncio.to_thread(self._executor.shutdown, True)
         if self._owns_store:
             await self.store.close()
-        os.close(self._lock_fd)
+        if self._lock_fd >= 0:
+            os.close(self._lock_fd)
 
     # -------------------------------------------------------------------- internals
 

@@ -80,6 +80,12 @@ class WriteHealth:
         self.failing = False
 
 
+WriteGuard = Callable[[], str | None]
+"""Asked after a write, before its receipts resolve: None = confirm; a reason
+= the process may have lost the right to write (cluster mode: its etcd
+session), so the ledger is fenced and the writes fail instead."""
+
+
 @dataclass(slots=True)
 class LedgerContext:
     """What a managed ledger borrows from its factory."""
@@ -92,6 +98,7 @@ class LedgerContext:
     allocate_ledger_id: Callable[[], Awaitable[int]]
     on_closed: Callable[[ManagedLedgerImpl], None]
     write_health: WriteHealth = field(default_factory=WriteHealth)
+    write_guard: WriteGuard | None = None
 
 
 @dataclass(slots=True)

@@ -194,6 +194,15 @@ class LedgerWriter:
                 ml.fence()
                 self.fail_queued(ManagedLedgerFenced(str(exc)))
             return
+        guard = ml.ctx.write_guard
+        refused = guard() if guard is not None else None
+        if refused is not None:
+            # Written, but maybe past a new owner's fence: never confirmed.
+            log.error("managed ledger fenced: writes refused", ledger=ml.name, why=refused)
+            ml.fence()
+            fail_all(futs, ManagedLedgerFenced(refused))
+            self.fail_queued(ManagedLedgerFenced(refused))
+            return
         lf.extend_index(ends, nmsgs)
         health = ml.ctx.write_health
         if health.failing:

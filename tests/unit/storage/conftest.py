@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from magnetar.broker.storage import FileManagedLedgerFactory, ManagedLedgerConfig
+from tests.support.etcd import etcd  # noqa: F401  (a fixture: a real etcd server)
 from tests.unit.storage.storage_support import Clock
 
 

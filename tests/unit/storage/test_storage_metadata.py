@@ -1,14 +1,18 @@
-"""SqliteMetadataStore: get / put with version / delete / children / watch."""
+"""The MetadataStore backends (embedded SQLite, etcd): get / put with
+version / delete / children / watch, with the same answers from both."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
 
+from magnetar.broker.cluster.etcd_store import EtcdMetadataStore
 from magnetar.broker.storage import (
     BadVersion,
+    MetadataStore,
     MetadataStoreClosed,
     NotEmpty,
     NotFound,
@@ -16,10 +20,22 @@ from magnetar.broker.storage import (
     NotificationType,
     SqliteMetadataStore,
 )
+from tests.support.etcd import EtcdServer
+
+Opener = Callable[[], Awaitable[MetadataStore]]
 
 
-async def test_put_get_and_versions(tmp_path: Path) -> None:
-    store = await SqliteMetadataStore.open(str(tmp_path / "m.db"))
+@pytest.fixture(params=["sqlite", "etcd"])
+def open_store(request: pytest.FixtureRequest, tmp_path: Path) -> Opener:
+    """Opens a store on the same data each call (a reopen sees earlier puts)."""
+    if request.param == "sqlite":
+        return lambda: SqliteMetadataStore.open(str(tmp_path / "m.db"))
+    server: EtcdServer = request.getfixturevalue("etcd")
+    return lambda: EtcdMetadataStore.connect(server.url)
+
+
+async def test_put_get_and_versions(open_store: Opener) -> None:
+    store = await open_store()
     try:
         assert await store.get("/a/b") is None
         stat = await store.put("/a/b", b"one")
@@ -41,8 +57,8 @@ async def test_put_get_and_versions(tmp_path: Path) -> None:
         await store.close()
 
 
-async def test_parents_children_and_delete(tmp_path: Path) -> None:
-    store = await SqliteMetadataStore.open(str(tmp_path / "m.db"))
+async def test_parents_children_and_delete(open_store: Opener) -> None:
+    store = await open_store()
     try:
         await store.put("/x/y/z1", b"1")
         await store.put("/x/y/z2", b"2")
@@ -67,13 +83,12 @@ async def test_parents_children_and_delete(tmp_path: Path) -> None:
         await store.close()
 
 
-async def test_data_survives_reopen(tmp_path: Path) -> None:
-    path = str(tmp_path / "m.db")
-    store = await SqliteMetadataStore.open(path)
+async def test_data_survives_reopen(open_store: Opener) -> None:
+    store = await open_store()
     await store.put("/k", b"v")
     await store.put("/k", b"v2")
     await store.close()
-    store = await SqliteMetadataStore.open(path)
+    store = await open_store()
     try:
         got = await store.get("/k")
         assert got is not None and got.value == b"v2" and got.stat.version == 1
@@ -81,8 +96,8 @@ async def test_data_survives_reopen(tmp_path: Path) -> None:
         await store.close()
 
 
-async def test_concurrent_compare_and_set_lets_exactly_one_win(tmp_path: Path) -> None:
-    store = await SqliteMetadataStore.open(str(tmp_path / "m.db"))
+async def test_concurrent_compare_and_set_lets_exactly_one_win(open_store: Opener) -> None:
+    store = await open_store()
     try:
         await store.put("/c", b"0")
         results = await asyncio.gather(
@@ -97,8 +112,8 @@ async def test_concurrent_compare_and_set_lets_exactly_one_win(tmp_path: Path) -
         await store.close()
 
 
-async def test_listeners_hear_changes(tmp_path: Path) -> None:
-    store = await SqliteMetadataStore.open(str(tmp_path / "m.db"))
+async def test_listeners_hear_changes(open_store: Opener) -> None:
+    store = await open_store()
     heard: list[Notification] = []
     unregister = store.register_listener(heard.append)
     try:
@@ -120,8 +135,8 @@ async def test_listeners_hear_changes(tmp_path: Path) -> None:
         await store.close()
 
 
-async def test_close_is_idempotent_and_later_calls_fail(tmp_path: Path) -> None:
-    store = await SqliteMetadataStore.open(str(tmp_path / "m.db"))
+async def test_close_is_idempotent_and_later_calls_fail(open_store: Opener) -> None:
+    store = await open_store()
     await store.put("/a", b"1")
     await store.close()
     await store.close()
@@ -129,8 +144,8 @@ async def test_close_is_idempotent_and_later_calls_fail(tmp_path: Path) -> None:
         await store.get("/a")
 
 
-async def test_invalid_paths_are_refused(tmp_path: Path) -> None:
-    store = await SqliteMetadataStore.open(str(tmp_path / "m.db"))
+async def test_invalid_paths_are_refused(open_store: Opener) -> None:
+    store = await open_store()
     try:
         for bad in ("a", "/a/", "/a//b", ""):
             with pytest.raises(ValueError):
