@@ -141,10 +141,15 @@ class Consumer:
             more = buffer.take(max_count - len(taken) if max_count > 0 else 0)
             more_size = sum(map(len, map(_data_of, more)))
             if 0 < max_bytes <= size + more_size:
-                # The byte limit is hit inside `more`: keep up to the message that reaches it.
+                # The byte limit is reached inside `more`: keep what fits (never
+                # more than max_num_bytes, as the official client and the async
+                # core; one message at least, however large).
                 cut = 0
-                while size < max_bytes:
-                    size += len(more[cut]._data)
+                while cut < len(more):
+                    length = len(more[cut]._data)
+                    if size + length > max_bytes and (taken or cut):
+                        break
+                    size += length
                     cut += 1
                 buffer.give_back(more[cut:])
                 taken += more[:cut]

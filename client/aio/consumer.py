@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import time
 import uuid as _uuid
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -471,16 +472,27 @@ class Consumer(ConnectionHandler):
 
     # -- requests to the broker -------------------------------------------
 
-    def _connected(self) -> ClientConnection:
+    async def _connected(self) -> ClientConnection:
+        """The connection; while a reconnection is under way (a seek makes the
+        broker close us), waits for it up to the operation timeout."""
         self._check_open()
-        cnx = self.cnx
-        if cnx is None or cnx.is_closed:
-            raise ConnectError(f"consumer on {self.topic_name} is not connected")
-        return cnx
+        deadline = time.monotonic() + self.context.operation_timeout
+        while True:
+            cnx = self.cnx
+            if cnx is not None and not cnx.is_closed and self.state is State.READY:
+                return cnx
+            if self.state not in (State.CONNECTING, State.PENDING, State.READY):
+                raise ConnectError(f"consumer on {self.topic_name} is not connected")
+            if time.monotonic() >= deadline:
+                raise ConnectError(
+                    f"consumer on {self.topic_name} did not reconnect within the operation timeout"
+                )
+            await asyncio.sleep(0.01)
+            self._check_open()
 
     async def seek(self, target: MessageId | int) -> None:
         """Move the subscription to a message id or a publish time in ms (WIRE 12)."""
-        cnx = self._connected()
+        cnx = await self._connected()
         request_id = cnx.new_request_id()
         command = pb.CommandSeek(consumer_id=self.consumer_id, request_id=request_id)
         if isinstance(target, MessageId):
@@ -499,7 +511,7 @@ class Consumer(ConnectionHandler):
         await cnx.request(command, request_id)
 
     async def get_last_message_id(self) -> MessageId:
-        cnx = self._connected()
+        cnx = await self._connected()
         request_id = cnx.new_request_id()
         frame = await cnx.request(
             pb.CommandGetLastMessageId(consumer_id=self.consumer_id, request_id=request_id),
@@ -509,7 +521,7 @@ class Consumer(ConnectionHandler):
         return MessageId.from_proto(answer.last_message_id, self.partition)
 
     async def unsubscribe(self) -> None:
-        cnx = self._connected()
+        cnx = await self._connected()
         request_id = cnx.new_request_id()
         await cnx.request(
             pb.CommandUnsubscribe(consumer_id=self.consumer_id, request_id=request_id), request_id

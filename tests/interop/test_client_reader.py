@@ -105,6 +105,31 @@ def test_partitioned_reader_reads_every_partition(broker: BrokerUnderTest, api: 
         client.close()
 
 
+def test_reader_seek_by_time(broker: BrokerUnderTest, api: Any) -> None:
+    """SEMANTICS 5 readers (WIRE 12): a seek to a publish time makes the next
+    message the first one published at or after it, has_message_available
+    answers right after the seek, and a seek past the newest message leaves
+    nothing available."""
+    broker.require("seek")
+    topic = broker.topic("reader-seek-time")
+    client = _client(api, broker.url)
+    try:
+        _fill(client, topic)
+        reader = client.create_reader(topic, api.MessageId.earliest)
+        got = [reader.read_next(timeout_millis=5000) for _ in range(COUNT)]
+        when = got[6].publish_timestamp()
+        expected = [m.data() for m in got if m.publish_timestamp() >= when]
+        reader.seek(when)
+        assert reader.has_message_available()
+        assert [reader.read_next(timeout_millis=5000).data() for _ in expected] == expected
+        assert not reader.has_message_available()
+        reader.seek(got[-1].publish_timestamp() + 60_000)
+        assert not reader.has_message_available()
+        reader.close()
+    finally:
+        client.close()
+
+
 def test_partitioned_reader_seek_by_time(broker: BrokerUnderTest, api: Any) -> None:
     """SEMANTICS 5 readers, partitioned (WIRE 12): a seek to a publish time
     rewinds every partition; what is read again is exactly what was published
