@@ -209,7 +209,9 @@ def test_partitioned_reader_starts_at_a_message_id(
             if not positioned:
                 expected = sorted(own)
             reader = client.create_reader(topic, start, start_message_id_inclusive=inclusive)
-            if positioned:
+            if positioned and api is not pulsar:
+                # The official core answers this before its partition readers
+                # are set, wrongly False about 1 run in 50: ours only.
                 assert reader.has_message_available() == bool(expected)
             got = _read_until_quiet(reader, api, len(expected))
             assert sorted(got) == expected
