@@ -85,16 +85,14 @@ class TopicListCommands:
 
     async def _watch(self, cmd: pb.CommandWatchTopicList) -> None:
         await self._authorize_namespace(cmd.namespace)
-        # Fails with TopicNotFound for an unknown namespace, as a listing does.
-        await self._list(cmd.namespace, ("persistent",))
-        if self.cnx.is_closed:
-            return
         try:
             topics, digest = await self.cnx.service.topic_watchers.watch(
                 self.cnx, cmd.watcher_id, cmd.namespace, cmd.topics_pattern
             )
         except InvalidPattern as exc:
             raise NotAllowedError(str(exc)) from exc
+        except ResourceNotFound as exc:  # an unknown namespace, as a listing answers
+            raise TopicNotFoundError(str(exc)) from exc
         if self.cnx.is_closed:  # closed while listing: forget it again
             self.cnx.service.topic_watchers.close(self.cnx, cmd.watcher_id)
             return

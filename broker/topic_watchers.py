@@ -58,9 +58,6 @@ class TopicListWatchers:
         self._refreshing: dict[str, asyncio.Task[None]] = {}
         self._again: set[str] = set()
 
-    def __len__(self) -> int:
-        return sum(len(ws) for ws in self._by_namespace.values())
-
     async def watch(
         self, cnx: WatcherConnection, watcher_id: int, namespace: str, pattern: str
     ) -> tuple[list[str], str]:

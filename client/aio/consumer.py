@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import time
 import uuid as _uuid
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -473,22 +472,12 @@ class Consumer(ConnectionHandler):
     # -- requests to the broker -------------------------------------------
 
     async def _connected(self) -> ClientConnection:
-        """The connection; while a reconnection is under way (a seek makes the
-        broker close us), waits for it up to the operation timeout."""
         self._check_open()
-        deadline = time.monotonic() + self.context.operation_timeout
-        while True:
-            cnx = self.cnx
-            if cnx is not None and not cnx.is_closed and self.state is State.READY:
-                return cnx
-            if self.state not in (State.CONNECTING, State.PENDING, State.READY):
-                raise ConnectError(f"consumer on {self.topic_name} is not connected")
-            if time.monotonic() >= deadline:
-                raise ConnectError(
-                    f"consumer on {self.topic_name} did not reconnect within the operation timeout"
-                )
-            await asyncio.sleep(0.01)
-            self._check_open()
+        try:
+            return await self.wait_connected()
+        except ConnectError:
+            self._check_open()  # closed meanwhile: AlreadyClosed says so
+            raise
 
     async def seek(self, target: MessageId | int) -> None:
         """Move the subscription to a message id or a publish time in ms (WIRE 12)."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import contextlib
 import enum
 import time
 
@@ -19,6 +20,7 @@ from magnetar.client.aio.errors import (
     AlreadyClosed,
     AuthenticationError,
     AuthorizationError,
+    ConnectError,
     IncompatibleSchema,
     NotAllowedError,
     ProducerFenced,
@@ -38,6 +40,7 @@ _log = get_logger("magnetar.client")
 FATAL_ON_RECONNECT: tuple[type[PulsarException], ...] = (
     AuthenticationError,
     AuthorizationError,
+    ConnectError,
     IncompatibleSchema,
     NotAllowedError,
     ProducerFenced,
@@ -61,6 +64,8 @@ class ConnectionHandler(abc.ABC):
     def __init__(self, context: ClientContext, topic: TopicName) -> None:
         self.context = context
         self.topic_name = topic
+        # Futures woken by every state change (see wait_connected).
+        self._state_waiters: list[asyncio.Future[None]] = []
         self.state = State.PENDING
         self.cnx: ClientConnection | None = None
         self._reconnect_task: asyncio.Task[None] | None = None
@@ -80,8 +85,40 @@ class ConnectionHandler(abc.ABC):
         """Reconnecting hit a non-retriable error: fail whatever waits (default: nothing)."""
         return
 
+    @property
+    def state(self) -> State:
+        return self._state
+
+    @state.setter
+    def state(self, value: State) -> None:
+        self._state = value
+        waiters, self._state_waiters = self._state_waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
     def is_connected(self) -> bool:
         return self.state is State.READY and self.cnx is not None and not self.cnx.is_closed
+
+    async def wait_connected(self) -> ClientConnection:
+        """The connection; while a (re)connection is under way (a seek makes
+        the broker close a consumer), waits for it up to the operation timeout."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.context.operation_timeout
+        while not self.is_connected():
+            if self.state not in (State.PENDING, State.CONNECTING):
+                raise ConnectError(f"{self.topic_name} is not connected ({self.state.value})")
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                raise ConnectError(
+                    f"{self.topic_name} did not reconnect within the operation timeout"
+                )
+            waiter: asyncio.Future[None] = loop.create_future()
+            self._state_waiters.append(waiter)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(waiter, remaining)
+        assert self.cnx is not None
+        return self.cnx
 
     async def start(self) -> None:
         """First attach, retried until the operation timeout."""
