@@ -25,7 +25,7 @@ import urllib.request
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.server import BrokerServer
@@ -383,20 +383,25 @@ class BrokerProcess:
     def http_url(self) -> str:
         return f"http://127.0.0.1:{self.http_port}"
 
-    def start(self, preexec: Callable[[], None] | None = None) -> BrokerProcess:
+    # The broker command's mode, and what else it is started with.
+    mode = "standalone"
+
+    def _extra_args(self) -> list[str]:
+        return []
+
+    def _started(self) -> bool:
+        """Whether the started process serves (its HTTP port answers)."""
+        try:
+            with socket.create_connection(("127.0.0.1", self.http_port), timeout=0.5):
+                return True
+        except OSError:
+            return False
+
+    def start(self, preexec: Callable[[], None] | None = None) -> Self:
         """Start (again); `preexec` runs in the child before exec (limits)."""
-        command = [
-            sys.executable,
-            "-m",
-            "magnetar.broker",
-            "standalone",
-            "--port",
-            str(self.port),
-            "--http-port",
-            str(self.http_port),
-            "--data-dir",
-            str(self.data_dir),
-        ]
+        command = [sys.executable, "-m", "magnetar.broker", self.mode, *self._extra_args()]
+        command += ["--port", str(self.port), "--http-port", str(self.http_port)]
+        command += ["--data-dir", str(self.data_dir)]
         with self.log_path.open("ab") as log:
             self.proc = subprocess.Popen(
                 command, stdout=log, stderr=log, env=self.env, preexec_fn=preexec
@@ -407,23 +412,23 @@ class BrokerProcess:
                 raise RuntimeError(
                     f"broker exited with {self.proc.returncode}; see {self.log_path}"
                 )
-            try:
-                with socket.create_connection(("127.0.0.1", self.http_port), timeout=0.5):
-                    return self
-            except OSError:
-                time.sleep(0.02)
-        raise TimeoutError("broker process did not start")
+            if self._started():
+                return self
+            time.sleep(0.02)
+        raise TimeoutError(f"broker process did not start; see {self.log_path}")
 
     def kill(self) -> None:
         """SIGKILL: no shutdown phase, whatever was not durable is gone."""
         if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGCONT)  # a test may have SIGSTOPped it
             self.proc.send_signal(signal.SIGKILL)
             self.proc.wait(10)
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGCONT)
             self.proc.send_signal(signal.SIGTERM)
             try:
-                self.proc.wait(15)
+                self.proc.wait(20)
             except subprocess.TimeoutExpired:
                 self.kill()
