@@ -16,12 +16,19 @@ from tests.integration.broker.harness import BrokerFactory, BrokerThread, http_c
 from tests.support.official import official_client
 
 
-def _namespace_with_quota(broker: BrokerThread, policy: str) -> str:
+def _namespace_with_quota(broker: BrokerThread, policy: str, *, age_s: int | None = None) -> str:
+    """A namespace with a 1,000-byte destination_storage quota, or with a
+    message_age quota of `age_s` seconds."""
     ns = f"quota-{uuid.uuid4().hex[:6]}"
     base = f"{broker.http_url}/admin/v2/namespaces/public/{ns}"
     assert http_call("PUT", base) == (204, None)
-    quota = {"limitSize": 1000, "limitTime": -1, "policy": policy}
-    assert http_call("POST", f"{base}/backlogQuota", quota) == (204, None)
+    if age_s is None:
+        quota = {"limitSize": 1000, "limitTime": -1, "policy": policy}
+        url = f"{base}/backlogQuota"
+    else:
+        quota = {"limitSize": -1, "limitTime": age_s, "policy": policy}
+        url = f"{base}/backlogQuota?backlogQuotaType=message_age"
+    assert http_call("POST", url, quota) == (204, None)
     return f"persistent://public/{ns}/t"
 
 
@@ -82,9 +89,19 @@ def _wait_publishers(broker: BrokerThread, topic: str, count: int) -> None:
     raise AssertionError(f"{topic} never had {count} publishers")
 
 
-def _fill_through(producer: pulsar.Producer) -> None:
+def _over_quota_producer(
+    client: pulsar.Client, broker: BrokerThread, topic: str, send_timeout_ms: int
+) -> pulsar.Producer:
+    """A producer that filled the slow subscription's backlog past the quota
+    and was then closed by the quota check (it reconnects by itself)."""
+    client.subscribe(topic, "slow").close()
+    producer = client.create_producer(
+        topic, batching_enabled=False, send_timeout_millis=send_timeout_ms
+    )
     for _ in range(20):
         producer.send(b"x" * 200)
+    _wait_publishers(broker, topic, 0)
+    return producer
 
 
 def test_producer_exception_stops_a_connected_producer(broker_factory: BrokerFactory) -> None:
@@ -95,10 +112,7 @@ def test_producer_exception_stops_a_connected_producer(broker_factory: BrokerFac
     broker = broker_factory(backlog_quota_check_interval_seconds=0.2)
     topic = _namespace_with_quota(broker, "producer_exception")
     with official_client(broker.url) as client:
-        client.subscribe(topic, "slow").close()
-        producer = client.create_producer(topic, batching_enabled=False, send_timeout_millis=20_000)
-        _fill_through(producer)
-        _wait_publishers(broker, topic, 0)
+        producer = _over_quota_producer(client, broker, topic, 20_000)
         with pytest.raises(pulsar.ProducerBlockedQuotaExceededException):
             producer.send(b"refused")
         assert http_call("POST", f"{_topic_url(broker, topic)}/subscription/slow/skip_all") == (
@@ -129,10 +143,7 @@ def test_producer_request_hold_holds_a_connected_producer(broker_factory: Broker
     broker = broker_factory(backlog_quota_check_interval_seconds=0.2)
     topic = _namespace_with_quota(broker, "producer_request_hold")
     with official_client(broker.url) as client:
-        client.subscribe(topic, "slow").close()
-        producer = client.create_producer(topic, batching_enabled=False, send_timeout_millis=60_000)
-        _fill_through(producer)
-        _wait_publishers(broker, topic, 0)
+        producer = _over_quota_producer(client, broker, topic, 60_000)
         outcome: list[tuple[object, object]] = []
         producer.send_async(b"held", lambda res, mid: outcome.append((res, mid)))
         stats_url = f"{_topic_url(broker, topic)}/stats"
@@ -153,23 +164,13 @@ def test_producer_request_hold_holds_a_connected_producer(broker_factory: Broker
         producer.close()
 
 
-def _namespace_with_age_quota(broker: BrokerThread, policy: str, seconds: int) -> str:
-    ns = f"age-{uuid.uuid4().hex[:6]}"
-    base = f"{broker.http_url}/admin/v2/namespaces/public/{ns}"
-    assert http_call("PUT", base) == (204, None)
-    quota = {"limitSize": -1, "limitTime": seconds, "policy": policy}
-    url = f"{base}/backlogQuota?backlogQuotaType=message_age"
-    assert http_call("POST", url, quota) == (204, None)
-    return f"persistent://public/{ns}/t"
-
-
 def test_message_age_quota_refuses_producers(broker_factory: BrokerFactory) -> None:
     """A message_age quota (limitTime 1 s, producer_exception): once the
     slow subscription's oldest message is older than that, the quota check
     disconnects the producer and new ones are refused; skipping the backlog
     lets them in again."""
     broker = broker_factory(backlog_quota_check_interval_seconds=0.2)
-    topic = _namespace_with_age_quota(broker, "producer_exception", 1)
+    topic = _namespace_with_quota(broker, "producer_exception", age_s=1)
     with official_client(broker.url) as client:
         client.subscribe(topic, "slow").close()
         producer = client.create_producer(topic, batching_enabled=False)
@@ -196,7 +197,7 @@ def test_message_age_quota_evicts(broker_factory: BrokerFactory) -> None:
     """message_age with consumer_backlog_eviction: messages older than the
     limit are expired for the slow subscription; newer ones stay."""
     broker = broker_factory(backlog_quota_check_interval_seconds=0.2)
-    topic = _namespace_with_age_quota(broker, "consumer_backlog_eviction", 1)
+    topic = _namespace_with_quota(broker, "consumer_backlog_eviction", age_s=1)
     stats_url = f"{_topic_url(broker, topic)}/stats"
 
     def backlog() -> int:

@@ -97,8 +97,14 @@ def test_watch_topic_list_conversation(broker: BrokerThread) -> None:
                 pb.CommandWatchTopicListClose(request_id=request_id, watcher_id=7), request_id
             )
             assert closed.command.type == pb.BaseCommand.SUCCESS
+            # A second watcher of the same pattern is the barrier: one refresh
+            # tells every watcher of the namespace, so watcher 7's update, if
+            # it were still sent, would come no later than watcher 9's.
+            witness = Updates()
+            cnx.register_watcher(9, witness)
+            await _watch(cnx, 9, f"{base}-.*")
             assert _admin(broker, "PUT", f"{base}-c") == (204, None)
-            await asyncio.sleep(0.5)  # an update, if one were (wrongly) sent, would be here
+            assert await witness.next() == ([f"{base}-c"], [])
             assert updates.got == [] and not updates.changed.is_set()
         finally:
             await cnx.close()
