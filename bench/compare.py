@@ -234,6 +234,50 @@ def consume(url: str, topic: str, count: int, shared: bool) -> float:
         client.close()
 
 
+def consume_while_subscribed(url: str, topic: str, count: int, _unused: bool = False) -> float:
+    """Messages per second draining `count` messages produced batched (1,000 /
+    5 ms) on the same client while an Exclusive consumer (receiver queue 1000,
+    batch receive 1000 / 100 ms) was already subscribed.
+
+    With batches as large as the receiver queue, Pulsar's flow control lets
+    one batch be in flight at a time (permits count messages, SEM-2.2), so the
+    time from a FLOW to the next MESSAGE decides the rate."""
+    client = _client(url)
+    try:
+        consumer = client.subscribe(
+            topic,
+            "bench-subscribed-first",
+            consumer_type=pulsar.ConsumerType.Exclusive,
+            receiver_queue_size=1000,
+            batch_receive_policy=pulsar.ConsumerBatchReceivePolicy(1000, 0, 100),
+        )
+        producer = client.create_producer(
+            topic,
+            batching_enabled=True,
+            batching_max_messages=1000,
+            batching_max_publish_delay_ms=5,
+            max_pending_messages=5000,
+            block_if_queue_full=True,
+        )
+        for _ in range(count):
+            producer.send_async(PAYLOAD_100B, None)
+        producer.flush()
+        received = 0
+        last = None
+        start = time.perf_counter()
+        while received < count:
+            for msg in consumer.batch_receive():
+                last = msg
+                received += 1
+            if last is not None:
+                consumer.acknowledge_cumulative(last)
+        elapsed = time.perf_counter() - start
+        consumer.close()
+        return received / elapsed
+    finally:
+        client.close()
+
+
 def publish_latency(url: str, topic: str, count: int) -> tuple[float, float]:
     """p50 and p99 of synchronous send latency, in ms."""
     client = _client(url)
@@ -358,6 +402,8 @@ def run(scale: float, rounds: int) -> list[Row]:
                         ("consume exclusive, batch receive + cumulative ack", consume, "b",
                          n_batched, False, False),
                         ("consume shared, receive + ack each", consume, "u", n_plain, True, False),
+                        ("consume exclusive subscribed first, batches of 1,000",
+                         consume_while_subscribed, "s", n_batched, False, False),
                     ]  # fmt: skip
                     for name, fn, prefix, count, flag, callback in throughput:
                         extra = {"callback": True} if callback else {}
