@@ -93,6 +93,10 @@ class BrokerConfig:
     # hashing instead of splitting ranges (SEM-4.4.2; Pulsar's
     # subscriptionKeySharedUseConsistentHashing).
     subscription_key_shared_use_consistent_hashing: bool = False
+    # Failover picks a partition's active consumer on the hash ring too, as it
+    # does for a non-partitioned topic (SEM-4.2; Pulsar's
+    # activeConsumerFailoverConsistentHashing).
+    active_consumer_failover_consistent_hashing: bool = False
     # Above this many bytes queued on a socket, dispatch to it pauses.
     connection_write_high_water_mark: int = 1024 * 1024
     sync_policy: SyncPolicy = "fsync"

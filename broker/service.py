@@ -104,6 +104,7 @@ class BrokerService:
             ledger_config=ledger_config(config),
             max_read_batch_size=config.dispatcher_max_read_batch_size,
             key_shared_consistent_hashing=config.subscription_key_shared_use_consistent_hashing,
+            failover_consistent_hashing=config.active_consumer_failover_consistent_hashing,
             allow_auto_subscription_creation=config.allow_auto_subscription_creation,
             dedup_snapshot_interval=config.dedup_snapshot_interval_entries,
             dedup_inactivity_seconds=config.dedup_producer_inactivity_seconds,

@@ -51,8 +51,13 @@ class DispatcherSettings:
     max_read_batch_size: int = 100
     # The topic's dispatchRate quota, shared by its subscriptions (None: none).
     dispatch_rate: DispatchRateLimiter | None = None
-    # The topic's partition (-1: not a partition); Failover elects by it.
+    # The topic's partition (-1: not a partition) and its full name; Failover
+    # elects by them (SEM-4.2).
     partition_index: int = -1
+    topic_name: str = ""
+    # Failover elects on the hash ring for partitions too (the broker option
+    # active_consumer_failover_consistent_hashing).
+    failover_consistent_hashing: bool = False
     on_dispatch: DispatchListener | None = None
     on_active_change: ActiveChangeListener | None = None
     # SEMANTICS 8.1: hold entries until their deliver_at_time (dispatchers

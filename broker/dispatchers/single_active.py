@@ -2,9 +2,10 @@
 
 One consumer receives everything, in order. Exclusive refuses a second
 consumer with ConsumerBusy. Failover keeps the others on standby: on a
-non-partitioned topic the earliest to subscribe is active; on a partition i
-the active one is index (i mod n) of the highest-priority consumers sorted by
-name. When the active consumer changes, reading rewinds to the first unacked
+non-partitioned topic the owner of the topic's point on a hash ring of the
+highest-priority consumers is active; on a partition i the one at index
+(i mod n) of the highest-priority consumers sorted by name (failover.py).
+When the active consumer changes, reading rewinds to the first unacked
 message (SEM-5.3) and consumers hear ACTIVE_CONSUMER_CHANGE.
 """
 
@@ -15,6 +16,7 @@ from collections.abc import Sequence
 
 from magnetar.broker.consumer import Consumer
 from magnetar.broker.dispatchers.base import DispatcherSettings, PersistentDispatcher
+from magnetar.broker.dispatchers.failover import choose_active
 from magnetar.broker.errors import ConsumerBusyError
 from magnetar.broker.storage.api import Entry, ManagedCursor, ManagedLedger, Position
 
@@ -31,6 +33,8 @@ class SingleActiveDispatcher(PersistentDispatcher):
         super().__init__(ledger, cursor, settings)
         self.exclusive = exclusive
         self.partition_index = settings.partition_index
+        self.topic_name = settings.topic_name
+        self.consistent_hashing = settings.failover_consistent_hashing
         self.active_change_listener = settings.on_active_change
         self.active: Consumer | None = None
 
@@ -76,16 +80,11 @@ class SingleActiveDispatcher(PersistentDispatcher):
                 self._notify(consumer, consumer is chosen)
 
     def _choose_active(self) -> Consumer | None:
-        if not self.consumers:
-            return None
-        if self.exclusive or self.partition_index < 0:
-            # Non-partitioned: the earliest subscriber stays active (SEM-4.2).
-            return self.consumers[0]
-        top = min(c.priority_level for c in self.consumers)
-        ranked = sorted(
-            (c for c in self.consumers if c.priority_level == top), key=lambda c: c.name
+        if self.exclusive:
+            return self.consumers[0] if self.consumers else None
+        return choose_active(
+            self.consumers, self.topic_name, self.partition_index, self.consistent_hashing
         )
-        return ranked[self.partition_index % len(ranked)]
 
     def _notify(self, consumer: Consumer, is_active: bool) -> None:
         if not self.exclusive and self.active_change_listener is not None:

@@ -22,6 +22,7 @@ class TopicSettings:
     ledger_config: ManagedLedgerConfig
     max_read_batch_size: int = 100
     key_shared_consistent_hashing: bool = False
+    failover_consistent_hashing: bool = False
     allow_auto_subscription_creation: bool = True
     dedup_snapshot_interval: int = 1000
     dedup_inactivity_seconds: float = 6 * 3600.0
@@ -59,7 +60,9 @@ async def open_topic(
     settings: TopicSettings,
 ) -> Topic:
     if not name.persistent:
-        return NonPersistentTopic(name)
+        return NonPersistentTopic(
+            name, failover_consistent_hashing=settings.failover_consistent_hashing
+        )
     try:
         ledger = await factory.open(ledger_name(name), settings.ledger_config)
     except StorageError as exc:
@@ -71,6 +74,7 @@ async def open_topic(
         ledger,
         max_read_batch_size=settings.max_read_batch_size,
         key_shared_consistent_hashing=settings.key_shared_consistent_hashing,
+        failover_consistent_hashing=settings.failover_consistent_hashing,
         allow_auto_subscription_creation=settings.allow_auto_subscription_creation,
         dedup_snapshot_interval=settings.dedup_snapshot_interval,
         dedup_inactivity_seconds=settings.dedup_inactivity_seconds,

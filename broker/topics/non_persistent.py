@@ -17,6 +17,7 @@ import structlog
 
 from magnetar.broker.consumer import Consumer, SubType, sub_type_name
 from magnetar.broker.counters import RateCounter
+from magnetar.broker.dispatchers.failover import choose_active
 from magnetar.broker.dispatchers.selectors import (
     AutoSplitSelector,
     StickySelector,
@@ -57,6 +58,8 @@ class NonPersistentSubscription:
         partition_index: int,
         on_emptied: Callable[[NonPersistentSubscription], None],
         topic_dispatched: RateCounter | None = None,
+        *,
+        failover_consistent_hashing: bool = False,
     ) -> None:
         self.topic_name = topic_name
         self.name = name
@@ -68,6 +71,7 @@ class NonPersistentSubscription:
         self.redelivered = RateCounter()
         self._topic_dispatched = topic_dispatched
         self._partition_index = partition_index
+        self._failover_consistent_hashing = failover_consistent_hashing
         self._selector = ConsumerSelector()
         # Key_Shared: by key hash (SEM-4.4; no ordering across joins to keep
         # here, nothing is ever redelivered). Chosen by the first consumer.
@@ -130,12 +134,12 @@ class NonPersistentSubscription:
         if self.sub_type != SubType.Failover or not self.consumers:
             self._active = self.consumers[0] if self.consumers else None
             return
-        if self._partition_index < 0:
-            chosen = self.consumers[0]
-        else:
-            top = min(c.priority_level for c in self.consumers)
-            ranked = sorted((c for c in self.consumers if c.priority_level == top), key=_name)
-            chosen = ranked[self._partition_index % len(ranked)]
+        chosen = choose_active(
+            self.consumers,
+            self.topic_name,
+            self._partition_index,
+            self._failover_consistent_hashing,
+        )
         previous, self._active = self._active, chosen
         if chosen is not previous:
             for consumer in self.consumers:
@@ -243,14 +247,11 @@ class NonPersistentSubscription:
         self.is_closed = True
 
 
-def _name(consumer: Consumer) -> str:
-    return consumer.name
-
-
 class NonPersistentTopic(TopicProducers):
-    def __init__(self, name: TopicName) -> None:
+    def __init__(self, name: TopicName, *, failover_consistent_hashing: bool = False) -> None:
         super().__init__(str(name), name.partition_index)
         self.topic_name = name
+        self._failover_consistent_hashing = failover_consistent_hashing
         self.subscriptions: dict[str, NonPersistentSubscription] = {}
         # Unique ids across reloads: the load time stands in for a ledger id.
         self._ledger_id = time.time_ns() // 1_000_000
@@ -295,6 +296,7 @@ class NonPersistentTopic(TopicProducers):
                 self.partition_index,
                 self._emptied,
                 self.dispatched,
+                failover_consistent_hashing=self._failover_consistent_hashing,
             )
         consumer = Consumer(
             sub.name,

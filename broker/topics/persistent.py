@@ -66,6 +66,7 @@ class PersistentTopic(TopicProducers):
         *,
         max_read_batch_size: int = 100,
         key_shared_consistent_hashing: bool = False,
+        failover_consistent_hashing: bool = False,
         allow_auto_subscription_creation: bool = True,
         dedup_snapshot_interval: int = 1000,
         dedup_inactivity_seconds: float = 6 * 3600.0,
@@ -79,6 +80,7 @@ class PersistentTopic(TopicProducers):
         self.dispatch_rate = DispatchRateLimiter()
         self._max_read_batch_size = max_read_batch_size
         self._key_shared_consistent_hashing = key_shared_consistent_hashing
+        self._failover_consistent_hashing = failover_consistent_hashing
         self._allow_auto_subscription_creation = allow_auto_subscription_creation
         self._subscribe_lock = asyncio.Lock()
         self._non_durable_counter = 0
@@ -332,6 +334,8 @@ class PersistentTopic(TopicProducers):
             max_read_batch_size=self._max_read_batch_size,
             key_shared_consistent_hashing=self._key_shared_consistent_hashing,
             partition_index=self.partition_index,
+            topic_name=self.name,
+            failover_consistent_hashing=self._failover_consistent_hashing,
             on_dispatch=on_dispatch,
             on_active_change=on_active_change,
         )

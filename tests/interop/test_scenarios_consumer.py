@@ -26,6 +26,7 @@ from tests.interop.conftest import (
     open_client,
     wait_until,
 )
+from tests.support.failover_ring import ring_owner
 
 pytestmark = [pytest.mark.lite, pytest.mark.official]
 
@@ -389,15 +390,19 @@ def test_get_last_message_id(broker: BrokerUnderTest, api: ModuleType) -> None:
 
 
 def test_failover_active_consumer(broker: BrokerUnderTest, api: ModuleType) -> None:
-    """SEM-4.2 (non-partitioned topic): the first Failover consumer is active and
-    gets every message; when it leaves, the other takes over from the first
-    unacked message. Ours also reports the change through
-    active_consumer_listener; the official Python client has no such listener
-    (OFFICIAL_LACKS), so only the delivery is asserted for it (and on
-    pulsar-lite, which sends no ACTIVE_CONSUMER_CHANGE)."""
+    """SEM-4.2 (non-partitioned topic): one Failover consumer is active and gets
+    every message; when it leaves, the other takes over from the first unacked
+    message. Our broker makes the owner of the topic's point on the consumers'
+    hash ring active, whoever subscribed first; pulsar-lite keeps the first
+    subscriber. Ours also reports the change through active_consumer_listener;
+    the official Python client has no such listener (OFFICIAL_LACKS), so only
+    the delivery is asserted for it (and on pulsar-lite, which sends no
+    ACTIVE_CONSUMER_CHANGE)."""
     topic = broker.topic("failover")
     changes: queue.Queue[tuple[str, bool]] = queue.Queue()
     listened = not is_official(api) and "active_consumer_change" not in broker.lacks
+    winner = ring_owner(topic, ["aaa", "bbb"]) if broker.magnetar is not None else "aaa"
+    loser = "bbb" if winner == "aaa" else "aaa"
     with open_client(api, broker.url) as client:
 
         def failover(name: str) -> Any:
@@ -409,8 +414,8 @@ def test_failover_active_consumer(broker: BrokerUnderTest, api: ModuleType) -> N
                 consumer_name=name, **options,
             )  # fmt: skip
 
-        first = failover("aaa")
-        second = failover("bbb")
+        consumers = {"aaa": failover("aaa"), "bbb": failover("bbb")}
+        first, second = consumers[winner], consumers[loser]
         _send(client, topic, 3)
         got = [first.receive(timeout_millis=5000) for _ in range(3)]
         assert [m.data() for m in got] == [b"m0", b"m1", b"m2"]
@@ -421,9 +426,32 @@ def test_failover_active_consumer(broker: BrokerUnderTest, api: ModuleType) -> N
         first.close()
         assert second.receive(timeout_millis=5000).data() == b"m2"
         if listened:
-            wait_until(lambda: ("bbb", True) in list(changes.queue))
-            assert ("bbb", False) in list(changes.queue)  # it stood by first
-            assert ("aaa", True) in list(changes.queue)
+            wait_until(lambda: (loser, True) in list(changes.queue))
+            assert (loser, False) in list(changes.queue)  # it stood by first
+            assert (winner, True) in list(changes.queue)
+
+
+@pytest.mark.parametrize("partitioned", [False, True], ids=["topic", "partitioned"])
+def test_failover_priority_beats_arrival(
+    broker: BrokerUnderTest, api: ModuleType, partitioned: bool
+) -> None:
+    """SEM-4.2: priority beats name and arrival on every kind of topic: "aaa"
+    (priority_level 1) subscribes first, "bbb" (priority_level 0) second, and
+    "bbb" gets every message of every partition; "aaa" stands by."""
+    if broker.magnetar is None:
+        pytest.skip("SEM-4.2's priority rule is checked on our broker")
+    if is_official(api):
+        pytest.skip("the official Python client has no priority_level option")
+    url, topic = (
+        broker.partitioned_topic("fprio") if partitioned else (broker.url, broker.topic("fprio"))
+    )
+    with open_client(api, url) as client:
+        kind = api.ConsumerType.Failover
+        low = _sub(client, api, topic, consumer_type=kind, consumer_name="aaa", priority_level=1)
+        high = _sub(client, api, topic, consumer_type=kind, consumer_name="bbb", priority_level=0)
+        _send(client, topic, 6)
+        assert sorted(_quiet(high, api, at_least=6)) == [f"m{i}".encode() for i in range(6)]
+        assert _quiet(low, api) == []
 
 
 def test_zero_queue_consumers_take_one_message_per_receive(

@@ -8,7 +8,8 @@ import uuid
 
 import pulsar
 
-from tests.integration.broker.harness import BrokerThread, http_call
+from tests.integration.broker.harness import BrokerFactory, BrokerThread, http_call
+from tests.support.failover_ring import ring_owner
 from tests.support.official import official_client
 
 
@@ -79,3 +80,42 @@ def test_two_partitions_four_consumers_and_takeover(broker: BrokerThread) -> Non
             consumers.pop(name).close()
         _send_round_robin(client, topic, 10)
         assert _owners(consumers, 10) == {0: {"C"}, 1: {"D"}}
+
+
+def test_consistent_hashing_option_assigns_partitions_on_the_ring(
+    broker_factory: BrokerFactory,
+) -> None:
+    """SEM-4.2: with active_consumer_failover_consistent_hashing each partition
+    goes to the owner of its own name's point on the consumers' ring."""
+    broker = broker_factory(active_consumer_failover_consistent_hashing=True)
+    topic = _partitioned(broker, 6)
+    names = ("A", "B", "C")
+    with official_client(broker.url) as client:
+        consumers = {name: _subscribe(client, topic, name) for name in names}
+        _send_round_robin(client, topic, 30)
+        owners = _owners(consumers, 30)
+    expected = {p: {ring_owner(f"{topic}-partition-{p}", list(names))} for p in range(6)}
+    assert owners == expected
+
+
+def test_non_partitioned_topic_goes_to_the_ring_owner(broker: BrokerThread) -> None:
+    """SEM-4.2 (amended): on a non-partitioned topic the owner of the topic's
+    point on the ring is active, not the first to subscribe."""
+    for _ in range(4):
+        topic = f"persistent://public/default/fo-np-{uuid.uuid4().hex[:8]}"
+        names = ["A", "B", "C"]
+        with official_client(broker.url) as client:
+            consumers = {name: _subscribe(client, topic, name) for name in names}
+            producer = client.create_producer(topic, batching_enabled=False)
+            for n in range(5):
+                producer.send(b"m%d" % n)
+            winner = ring_owner(topic, names)
+            got = [consumers[winner].receive(timeout_millis=10_000).data() for _ in range(5)]
+            assert got == [b"m%d" % n for n in range(5)]
+            for name in names:
+                if name != winner:
+                    try:
+                        consumers[name].receive(timeout_millis=100)
+                        raise AssertionError(f"standby {name} received a message")
+                    except pulsar.Timeout:
+                        pass

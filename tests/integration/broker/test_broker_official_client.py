@@ -15,6 +15,7 @@ import pulsar
 import pytest
 
 from tests.integration.broker.harness import BrokerFactory, BrokerThread
+from tests.support.failover_ring import ring_owner
 from tests.support.official import official_client
 
 pytestmark = pytest.mark.official
@@ -440,14 +441,16 @@ def test_batches_larger_than_half_the_queue_do_not_stall(
 
 
 def test_failover_standby_takes_over(broker: BrokerThread) -> None:
-    """SEM-4.2: the first consumer is active; when it leaves the standby gets
-    every unacked message."""
+    """SEM-4.2: the owner of the topic's point on the ring is active, whoever
+    subscribed first; when it leaves the standby gets every unacked message."""
     topic = _topic()
     Failover = pulsar.ConsumerType.Failover
+    winner = ring_owner(topic, ["a", "b"])
     with official_client(broker.url) as client:
         producer = client.create_producer(topic, batching_enabled=False)
-        active = client.subscribe(topic, "fo", consumer_type=Failover, consumer_name="a")
-        standby = client.subscribe(topic, "fo", consumer_type=Failover, consumer_name="b")
+        first_in = client.subscribe(topic, "fo", consumer_type=Failover, consumer_name="a")
+        second_in = client.subscribe(topic, "fo", consumer_type=Failover, consumer_name="b")
+        active, standby = (first_in, second_in) if winner == "a" else (second_in, first_in)
         for i in range(6):
             producer.send(f"m{i}".encode())
         first = [active.receive(timeout_millis=RECEIVE_MS) for _ in range(6)]
