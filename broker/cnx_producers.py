@@ -22,6 +22,7 @@ from magnetar.broker.schemas.types import from_wire, version_bytes
 from magnetar.broker.service import check_name, parse_topic
 from magnetar.broker.topics.base import Topic
 from magnetar.proto import pulsar_api_pb2 as pb
+from magnetar.proto.batch_check import send_problem
 from magnetar.proto.errors import ProtocolError, ServerError
 from magnetar.proto.frames import Frame
 from magnetar.proto.naming import validate_producer_name
@@ -143,6 +144,18 @@ class ProducerCommands:
                 f"invalid message metadata: {exc}",
                 size,
             )
+            return
+        problem = send_problem(
+            metadata, payload.data, payload.meta_offset + payload.meta_size, send.num_messages
+        )
+        if problem is not None:
+            self.cnx.log.info(
+                "SEND refused: batch does not hold what its metadata says",
+                topic=attached.topic.name,
+                producer=producer.name,
+                detail=problem,
+            )
+            producer.reject(send.sequence_id, ServerError.ChecksumError, problem, size)
             return
         limiter = attached.topic.publish_rate
         if limiter is not None:

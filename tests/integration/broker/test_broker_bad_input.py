@@ -167,3 +167,63 @@ def test_producer_name_too_long(
         error = client.expect(T.ERROR).command.error
         assert error.error == pb.ServerError.InvalidTopicName
     _assert_no_traceback(broker_log)
+
+
+def _batch_send(sequence_id: int, count: int, body: bytes, send_count: int) -> tuple[Any, Payload]:
+    metadata = pb.MessageMetadata(
+        producer_name="liar", sequence_id=sequence_id, publish_time=1, num_messages_in_batch=count
+    )
+    return pb.CommandSend(
+        producer_id=1, sequence_id=sequence_id, num_messages=send_count
+    ), Payload.build(metadata, body)
+
+
+@pytest.mark.parametrize("claimed", [5, 1_000_000])
+def test_a_batch_that_lies_about_its_count_is_refused(
+    broker: BrokerThread, broker_log: list[MutableMapping[str, Any]], claimed: int
+) -> None:
+    """Issue 28.2: a batch whose metadata parses but whose num_messages_in_batch
+    the payload does not hold (random bytes, 0 to 100 of them) is answered
+    SEND_ERROR and never stored; an official Failover consumer then reads the
+    good messages around it (it crashed in receive() when such an entry was
+    delivered) and the broker serves everyone."""
+    topic = _topic()
+    with official_client(broker.url) as official:
+        consumer = official.subscribe(
+            topic, "fo", consumer_type=pulsar.ConsumerType.Failover, consumer_name="c"
+        )
+        with RawClient.for_broker(broker) as client:
+            client.connect()
+            client.create_producer(topic, producer_id=1)
+            assert client.publish(1, 0, b"before").message_id.entryId == 0
+            for seq, size in enumerate((0, 7, 50, 100), start=1):
+                body = bytes((seq * 37 + i * 11) % 256 for i in range(size))
+                client.send_payload(*_batch_send(seq, claimed, body, min(claimed, 5)))
+                error = client.expect(T.SEND_ERROR).command.send_error
+                assert (error.sequence_id, error.error) == (seq, pb.ServerError.ChecksumError)
+                assert "batch" in error.message
+            assert client.publish(1, 9, b"after").message_id.entryId == 1
+        got = [consumer.receive(timeout_millis=5000).data() for _ in range(2)]
+        assert got == [b"before", b"after"]
+        with pytest.raises(pulsar.Timeout):
+            consumer.receive(timeout_millis=300)
+    refusals = [e for e in broker_log if "batch does not hold" in str(e.get("event"))]
+    assert len(refusals) == 4
+    _assert_no_traceback(broker_log)
+    _assert_bystander_served(broker)
+
+
+def test_send_count_beyond_the_batch_is_refused(broker: BrokerThread) -> None:
+    """Issue 28.2: the SEND's num_messages is bounded by the metadata's count."""
+    from magnetar.proto.messages import build_batch
+
+    topic = _topic()
+    body = build_batch([(pb.SingleMessageMetadata(payload_size=1), b"x")] * 2)
+    with RawClient.for_broker(broker) as client:
+        client.connect()
+        client.create_producer(topic, producer_id=1)
+        client.send_payload(*_batch_send(1, 2, body, 3))
+        error = client.expect(T.SEND_ERROR).command.send_error
+        assert "SEND says 3 messages for a batch of 2" in error.message
+        client.send_payload(*_batch_send(2, 2, body, 2))
+        assert client.expect(T.SEND_RECEIPT).command.send_receipt.sequence_id == 2

@@ -1,0 +1,135 @@
+"""Refusing a SEND whose batch lies about itself, before it is stored.
+
+A consumer's client trusts num_messages_in_batch when it splits an entry; a
+count the payload cannot hold (one million messages in 100 bytes) crashes
+some clients. So on publish:
+
+- any batch: the count must be at least 1 and at most what the payload can
+  hold, at 6 bytes a message at the least (a 4-byte size, then metadata
+  with its required payload_size: a tag and a one-byte varint); a compressed
+  payload is measured by its declared uncompressed_size;
+- an uncompressed, unencrypted batch: its single-message headers are walked,
+  and exactly that many well-formed messages must end at the payload's end;
+- the SEND's num_messages is between 1 and the metadata's count.
+
+The walk runs for every batch published, so it reads the official clients'
+common metadata shape (payload_size, then sequence_id, nothing else) straight
+from the bytes and parses any other shape in full.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from google.protobuf.message import DecodeError
+
+from magnetar.proto import pulsar_api_pb2 as pb
+
+MIN_MESSAGE_BYTES = 6
+_U32 = struct.Struct(">I")
+_PAYLOAD_SIZE_TAG = 0x18  # field 3, varint
+_SEQUENCE_ID_TAG = 0x40  # field 8, varint
+
+
+def send_problem(
+    metadata: pb.MessageMetadata, data: bytes, payload_start: int, send_num_messages: int
+) -> str | None:
+    """Why a SEND must be refused, or None when its batch framing is sound.
+
+    The (possibly compressed) batch is data[payload_start:]; it is not copied."""
+    if not metadata.HasField("num_messages_in_batch"):
+        if send_num_messages != 1 and not metadata.HasField("num_chunks_from_msg"):
+            return f"SEND says {send_num_messages} messages for a message that is not a batch"
+        return None
+    count = metadata.num_messages_in_batch
+    if count < 1:
+        return f"batch of {count} messages"
+    compressed = metadata.compression != pb.NONE
+    size = metadata.uncompressed_size if compressed else len(data) - payload_start
+    if count > size // MIN_MESSAGE_BYTES:
+        return f"batch claims {count} messages in {size} bytes"
+    if not 1 <= send_num_messages <= count:
+        return f"SEND says {send_num_messages} messages for a batch of {count}"
+    if compressed or len(metadata.encryption_keys):
+        return None
+    return batch_framing_problem(data, count, payload_start)
+
+
+def batch_framing_problem(payload: bytes, count: int, offset: int = 0) -> str | None:
+    """Whether payload[offset:] is exactly `count` well-formed batch messages."""
+    end = len(payload)
+    unpack = _U32.unpack_from
+    for index in range(count):
+        if end - offset < 4:
+            return f"batch truncated: message {index} of {count} has no size field"
+        meta_size = unpack(payload, offset)[0]
+        start = offset + 4
+        meta_end = start + meta_size
+        if meta_end > end:
+            return f"batch message {index}: metadata size {meta_size} runs past the payload"
+        # Inline for speed: payload_size < 128, then nothing or a sequence_id.
+        size = -1
+        if 2 <= meta_size <= 13 and payload[start] == _PAYLOAD_SIZE_TAG:
+            size = payload[start + 1]
+            if size >= 0x80 or (
+                meta_size > 2
+                and not (
+                    payload[start + 2] == _SEQUENCE_ID_TAG
+                    and meta_size > 3
+                    and payload[meta_end - 1] < 0x80
+                    and (meta_size == 4 or min(payload[start + 3 : meta_end - 1]) >= 0x80)
+                )
+            ):
+                size = -1
+        if size < 0:
+            size = _common_shape_size(payload, start, meta_end)
+        if size < 0:
+            size = _parsed_payload_size(payload[start:meta_end])
+            if size < 0:
+                return f"batch message {index}: undecodable metadata or no payload_size"
+        offset = meta_end + size
+        if offset > end:
+            return f"batch message {index}: payload size {size} runs past the payload"
+    if offset != end:
+        return f"batch of {count} messages has {end - offset} trailing bytes"
+    return None
+
+
+def _common_shape_size(data: bytes, pos: int, end: int) -> int:
+    """payload_size when the metadata is exactly payload_size, optionally
+    followed by sequence_id (what the official clients write for a plain
+    message); -1 for any other shape, which is then parsed in full."""
+    if pos >= end or data[pos] != _PAYLOAD_SIZE_TAG:
+        return -1
+    size, pos = _varint(data, pos + 1, end)
+    if size < 0 or pos == end:
+        return size
+    if data[pos] != _SEQUENCE_ID_TAG:
+        return -1
+    sequence_id, pos = _varint(data, pos + 1, end, limit=70)
+    return size if sequence_id >= 0 and pos == end else -1
+
+
+def _varint(data: bytes, pos: int, end: int, limit: int = 35) -> tuple[int, int]:
+    """(value, position after it); value -1 when it runs past `end` or past
+    `limit` bits (sizes are 32-bit, sequence ids 64-bit)."""
+    value = 0
+    shift = 0
+    while pos < end and shift < limit:
+        byte = data[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, pos
+        shift += 7
+    return -1, pos
+
+
+def _parsed_payload_size(raw: bytes) -> int:
+    try:
+        meta = pb.SingleMessageMetadata.FromString(raw)
+    except (DecodeError, RuntimeError, ValueError):
+        return -1
+    if not meta.HasField("payload_size") or meta.payload_size < 0:
+        return -1
+    return meta.payload_size
