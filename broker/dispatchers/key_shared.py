@@ -24,8 +24,9 @@ Ordering, per key hash:
 - SEM-4.4.4: a consumer that joins while others hold unacked messages is
   marked with the earliest position not yet dispatched (the cursor's read
   position, or an earlier held or queued entry); it gets nothing at or after
-  that mark until everything before it is acked. allow_out_of_order_delivery
-  on the consumer lifts this.
+  that mark until nothing before it is in flight any more. A delayed message
+  not delivered yet is not in flight (Pulsar's rule), so it does not hold a
+  joiner back. allow_out_of_order_delivery on the consumer lifts this.
 """
 
 from __future__ import annotations
@@ -115,7 +116,7 @@ class KeySharedDispatcher(PersistentDispatcher):
         self.selector.add_consumer(consumer)  # ConsumerAssignError: nothing changed
         if not policy.allow_out_of_order_delivery and self.consumers:
             mark = self._first_undispatched()
-            if self.cursor.mark_delete_position < self.ledger.previous_position(mark):
+            if not self._all_before_done(mark):
                 self._joined[consumer] = mark
                 log.debug(
                     "key_shared consumer held back until earlier messages are acked",
@@ -172,13 +173,28 @@ class KeySharedDispatcher(PersistentDispatcher):
             self.wake()
 
     def _release_joined(self) -> bool:
-        """Drop the join marks everything before which is acked now."""
-        mark_delete = self.cursor.mark_delete_position
-        previous = self.ledger.previous_position
-        released = [c for c, mark in self._joined.items() if mark_delete >= previous(mark)]
+        """Drop the join marks everything before which is done with now."""
+        released = [c for c, mark in self._joined.items() if self._all_before_done(mark)]
         for consumer in released:
             del self._joined[consumer]
         return bool(released)
+
+    def _all_before_done(self, mark: Position) -> bool:
+        """Whether nothing before `mark` is in flight. Everything acked is the
+        cheap answer; with delayed messages held, those not delivered yet are
+        not in flight (as in Pulsar), so then what is in flight is looked at:
+        pending on a consumer, read and waiting for its owner, or queued for
+        redelivery."""
+        if self.cursor.mark_delete_position >= self.ledger.previous_position(mark):
+            return True
+        if not self.delayed:
+            return False
+        first = self.replay.first()
+        if first is not None and first < mark:
+            return False
+        if any(queue and queue[0].position < mark for queue in self._queues.values()):
+            return False
+        return not any(p < mark for c in self.consumers for p in c.pending_acks)
 
     # --------------------------------------------------------- read-ahead
 

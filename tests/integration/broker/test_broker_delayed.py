@@ -61,3 +61,35 @@ def test_deliver_at_survives_restart(broker: BrokerThread) -> None:
         msg = consumer.receive(timeout_millis=5000)
         assert msg.data() == b"at"
         assert time.time() * 1000 >= due - 5  # wall clocks: a few ms of rounding
+
+
+def test_key_shared_join_is_not_held_by_a_delayed_message(broker: BrokerThread) -> None:
+    """SEM-4.4.4, SEM-8.1 (issue 28.3): a delayed message not delivered yet is
+    not in flight, so a Key_Shared consumer that joins after it is not held
+    back until it is delivered and acked; the other keys flow at once."""
+    topic = _topic()
+    key_shared = pulsar.ConsumerType.KeyShared
+    with official_client(broker.url) as client:
+        first = client.subscribe(topic, "ks", consumer_type=key_shared, consumer_name="first")
+        producer = client.create_producer(topic, batching_enabled=False)
+        producer.send(b"delayed", partition_key="k-delayed", deliver_after=timedelta(hours=1))
+        for i in range(20):
+            producer.send(b"early-%d" % i, partition_key=f"k{i}")
+        for _ in range(20):
+            first.acknowledge(first.receive(timeout_millis=5000))
+        joiner = client.subscribe(topic, "ks", consumer_type=key_shared, consumer_name="joiner")
+        for i in range(40):
+            producer.send(b"late-%d" % i, partition_key=f"k{i}")
+        got: dict[str, list[bytes]] = {"first": [], "joiner": []}
+        deadline = time.monotonic() + 10
+        while len(got["first"]) + len(got["joiner"]) < 40 and time.monotonic() < deadline:
+            for name, consumer in (("first", first), ("joiner", joiner)):
+                try:
+                    msg = consumer.receive(timeout_millis=100)
+                except pulsar.Timeout:
+                    continue
+                got[name].append(msg.data())
+                consumer.acknowledge(msg)
+        assert len(got["first"]) + len(got["joiner"]) == 40, got
+        assert got["joiner"], "the joiner got none of its keys"
+        assert b"delayed" not in got["first"] + got["joiner"]
