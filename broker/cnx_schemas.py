@@ -43,6 +43,9 @@ class SchemaCommands:
     async def _get_schema(self, cmd: pb.CommandGetSchema) -> None:
         version = version_from_bytes(cmd.schema_version) if cmd.schema_version else None
         try:
+            # A schema is the topic's to read: a role needs a grant on its
+            # namespace, as for a lookup.
+            await self.cnx.authorize("lookup", cmd.topic)
             # The schema id strips -partition-N (WIRE 18).
             found = await self.cnx.service.schemas.get(parse_topic(cmd.topic), version)
         except (BrokerServiceError, ResourceError, StorageError) as exc:

@@ -27,7 +27,8 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from passlib.apache import HtpasswdFile
 
-from tests.integration.broker.harness import BrokerFactory, BrokerThread, http_call
+from magnetar.proto import pulsar_api_pb2 as pb
+from tests.integration.broker.harness import BrokerFactory, BrokerThread, RawClient, http_call
 from tests.support.certs import CertAuthority, Pem
 from tests.support.official import official_client
 
@@ -385,3 +386,33 @@ def test_a_revoked_permission_is_refused(secured: BrokerThread) -> None:
         pytest.raises(pulsar.AuthorizationError),
     ):
         client.create_producer(topic)
+
+
+def test_get_schema_needs_a_grant_on_the_namespace(secured: BrokerThread) -> None:
+    """Issue 28.4: GET_SCHEMA is authorized like a lookup: a role with a grant
+    on the namespace reads the topic's schema, a role without one is refused
+    with AuthorizationError and learns nothing of it."""
+    topic = _topic()
+    with _as(secured, _token("alice")) as client:
+        client.create_producer(topic, schema=pulsar.schema.StringSchema()).send("typed")
+
+    def get_schema(role: str) -> pb.CommandGetSchemaResponse:
+        with RawClient.for_broker(secured) as raw:
+            raw.send(
+                pb.CommandConnect(
+                    client_version="raw-test",
+                    protocol_version=20,
+                    auth_method_name="token",
+                    auth_data=_token(role).encode(),
+                )
+            )
+            raw.expect(pb.BaseCommand.CONNECTED)
+            raw.send(pb.CommandGetSchema(request_id=1, topic=topic))
+            return raw.expect(pb.BaseCommand.GET_SCHEMA_RESPONSE).command.getSchemaResponse
+
+    allowed = get_schema("bob")
+    assert not allowed.HasField("error_code")
+    assert allowed.schema.type == pb.Schema.String
+    refused = get_schema("eve")
+    assert refused.error_code == pb.ServerError.AuthorizationError
+    assert not refused.HasField("schema")
