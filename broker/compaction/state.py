@@ -1,11 +1,21 @@
 """TopicCompaction: one topic's compacted view, its file, and the status of
-the latest run (what the admin API reports)."""
+the latest run (what the admin API reports).
+
+The status, its error and the bytes published toward the threshold policy
+live in a small state file beside the view, so a restart neither forgets
+the last run nor starts the threshold count again: written at every status
+change, on close, and whenever the count has grown by a sixteenth of the
+threshold since it was last written (a crash loses at most that much). A run
+that a crash interrupted reads back as ERROR.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import enum
 import hashlib
+import json
+import os
 import time
 from pathlib import Path
 
@@ -38,6 +48,18 @@ def view_path(directory: Path, topic: str) -> Path:
     return directory / f"{digest}.view"
 
 
+def _state_path(view: Path) -> Path:
+    return view.with_suffix(".state")
+
+
+def remove_compaction_files(view: Path) -> None:
+    """The topic is deleted: its view and its state go."""
+    remove(view)
+    state = _state_path(view)
+    for candidate in (state, state.with_name(state.name + ".tmp")):
+        candidate.unlink(missing_ok=True)
+
+
 class TopicCompaction:
     def __init__(self, topic: str, ledger: ManagedLedger, directory: Path | None) -> None:
         self.topic = topic
@@ -50,6 +72,46 @@ class TopicCompaction:
         # The automatic trigger: bytes published since the last run started.
         self.threshold_bytes = 0
         self._pending_bytes = 0
+        self._persisted_pending = 0
+        self._load_state()
+
+    def _load_state(self) -> None:
+        if self._path is None:
+            return
+        try:
+            state = json.loads(_state_path(self._path).read_text())
+            status = CompactionStatus(state["status"])
+            error = str(state["last_error"])
+            pending = int(state["pending_bytes"])
+        except FileNotFoundError:
+            return
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            log.warning("compaction state ignored", topic=self.topic, reason=str(exc))
+            return
+        if status is CompactionStatus.RUNNING:
+            status, error = CompactionStatus.ERROR, "interrupted by a broker restart"
+        self.status, self.last_error = status, error
+        self._pending_bytes = self._persisted_pending = max(pending, 0)
+
+    def _save_state(self) -> None:
+        """Write the state aside and swap it in (a few bytes, on the loop)."""
+        if self._path is None:
+            return
+        state = {
+            "status": self.status.value,
+            "last_error": self.last_error,
+            "pending_bytes": self._pending_bytes,
+        }
+        path = _state_path(self._path)
+        tmp = path.with_name(path.name + ".tmp")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp.write_text(json.dumps(state))
+            os.replace(tmp, path)
+        except OSError as exc:
+            log.warning("compaction state not saved", topic=self.topic, reason=str(exc))
+            return
+        self._persisted_pending = self._pending_bytes
 
     @property
     def running(self) -> bool:
@@ -61,6 +123,8 @@ class TopicCompaction:
         if 0 < self.threshold_bytes <= self._pending_bytes and not self.running:
             log.info("compaction threshold reached", topic=self.topic, bytes=self._pending_bytes)
             self.trigger()
+        elif self._pending_bytes - self._persisted_pending >= self.threshold_bytes // 16:
+            self._save_state()
 
     def trigger(self) -> asyncio.Task[None]:
         """Start a run; CompactionRunning while one is under way."""
@@ -68,6 +132,7 @@ class TopicCompaction:
             raise CompactionRunning(self.topic)
         self._pending_bytes = 0
         self.status = CompactionStatus.RUNNING
+        self._save_state()
         self._task = asyncio.get_running_loop().create_task(self._run())
         return self._task
 
@@ -80,15 +145,18 @@ class TopicCompaction:
         except asyncio.CancelledError:
             self.status = CompactionStatus.ERROR
             self.last_error = "cancelled (topic closed)"
+            self._save_state()
             raise
         except Exception as exc:
             self.status = CompactionStatus.ERROR
             self.last_error = f"{type(exc).__name__}: {exc}"
             log.warning("compaction failed", topic=self.topic, error=self.last_error)
+            self._save_state()
             return
         self.view = view
         self.status = CompactionStatus.SUCCESS
         self.last_error = ""
+        self._save_state()
         log.info(
             "topic compacted",
             topic=self.topic,
@@ -101,9 +169,11 @@ class TopicCompaction:
         if self._task is not None and not self._task.done():
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
+        if self._pending_bytes != self._persisted_pending:
+            self._save_state()
 
     def delete(self) -> None:
-        """The topic is deleted: its view goes too."""
+        """The topic is deleted: its view and state go too."""
         self.view = None
         if self._path is not None:
-            remove(self._path)
+            remove_compaction_files(self._path)

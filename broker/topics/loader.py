@@ -6,8 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from magnetar.broker.compaction.state import view_path
-from magnetar.broker.compaction.view import remove
+from magnetar.broker.compaction.state import remove_compaction_files, view_path
 from magnetar.broker.errors import BrokerServiceError
 from magnetar.broker.storage.api import ManagedLedgerConfig, ManagedLedgerFactory, StorageError
 from magnetar.broker.topics.base import Topic
@@ -51,7 +50,7 @@ async def delete_topic_data(
     if name.persistent and await factory.exists(ledger_name(name)):
         await factory.delete(ledger_name(name))
     if compaction_dir is not None:
-        remove(view_path(compaction_dir, str(name)))
+        remove_compaction_files(view_path(compaction_dir, str(name)))
 
 
 async def open_topic(

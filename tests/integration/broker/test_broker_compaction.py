@@ -220,3 +220,46 @@ def test_threshold_policy_starts_compaction_by_itself(broker: BrokerThread) -> N
         while (status := http_call("GET", url)[1]["status"]) in ("NOT_RUN", "RUNNING"):
             time.sleep(0.05)
         assert status == "SUCCESS"
+
+
+def test_status_and_threshold_count_survive_a_restart(broker: BrokerThread) -> None:
+    """Issue 28.4: the last run's status and the bytes published toward the
+    compactionThreshold policy are kept across a restart: a SUCCESS stays
+    SUCCESS, and a threshold half reached before the restart is reached by
+    the other half after it."""
+    ns = f"cr-{uuid.uuid4().hex[:6]}"
+    base = f"{broker.http_url}/admin/v2/namespaces/public/{ns}"
+    assert http_call("PUT", base)[0] == 204
+    done = f"persistent://public/{ns}/done"
+
+    def compaction(local: str) -> str:  # the HTTP port changes with a restart
+        return f"{broker.http_url}/admin/v2/persistent/public/{ns}/{local}/compaction"
+
+    with official_client(broker.url) as client:
+        client.create_producer(done).send(b"v", partition_key="k")
+    assert http_call("PUT", compaction("done"))[0] == 204
+    while (status := http_call("GET", compaction("done"))[1]["status"]) == "RUNNING":
+        time.sleep(0.05)
+    assert status == "SUCCESS"
+    assert http_call("POST", f"{base}/compactionThreshold", 4000)[0] == 204
+    auto = f"persistent://public/{ns}/auto"
+    payload = b"x" * 200
+    with official_client(broker.url) as client:
+        producer = client.create_producer(auto, batching_enabled=False)
+        for i in range(12):  # well over half of the threshold, not all of it
+            producer.send(payload, partition_key=f"k{i % 3}")
+    assert http_call("GET", compaction("auto"))[1]["status"] == "NOT_RUN"
+    broker.restart()
+    assert http_call("GET", compaction("done"))[1] == {"status": "SUCCESS", "lastError": ""}
+    with official_client(broker.url) as client:
+        producer = client.create_producer(auto, batching_enabled=False)
+        for i in range(10):  # alone, this is short of the threshold
+            producer.send(payload, partition_key=f"k{i % 3}")
+        deadline = time.monotonic() + 10
+        while (status := http_call("GET", compaction("auto"))[1]["status"]) in (
+            "NOT_RUN",
+            "RUNNING",
+        ):
+            assert time.monotonic() < deadline, "the threshold count started again at 0"
+            time.sleep(0.05)
+    assert status == "SUCCESS"
