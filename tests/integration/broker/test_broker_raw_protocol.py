@@ -12,6 +12,7 @@ import pytest
 
 from magnetar.proto import pulsar_api_pb2 as pb
 from magnetar.proto.frames import Payload, encode_command, encode_payload_command, wrap
+from magnetar.proto.messages import build_batch
 from tests.integration.broker.harness import BrokerFactory, BrokerThread, RawClient
 from tests.support.official import official_client
 
@@ -224,7 +225,8 @@ def test_permits_count_batch_messages(broker: BrokerThread) -> None:
             client.send_message(1, seq, b"single")
             client.expect_each(T.SEND_RECEIPT, T.MESSAGE)
         # 3 permits left: the batch of 5 still goes out (one entry may cross the line).
-        client.send_message(1, 7, b"batch", num_messages_in_batch=5)
+        five = build_batch([(pb.SingleMessageMetadata(payload_size=1), b"b")] * 5)
+        client.send_message(1, 7, five, num_messages_in_batch=5)
         batch = client.expect_each(T.SEND_RECEIPT, T.MESSAGE)[T.MESSAGE].payload
         assert batch is not None
         assert batch.metadata.num_messages_in_batch == 5
