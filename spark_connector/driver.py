@@ -114,7 +114,11 @@ class Driver:
         )
         try:
             consumer.seek(publish_time_ms)
-            found = consumer.receive(READ_TIMEOUT_MS).message_id().inner
+            # A message prefetched before the seek can still arrive after it:
+            # the first one published at or after the time is the answer.
+            while (msg := consumer.receive(READ_TIMEOUT_MS)).publish_timestamp() < publish_time_ms:
+                pass
+            found = msg.message_id().inner
         finally:
             consumer.unsubscribe()
         return before(position_of(found))
