@@ -169,6 +169,10 @@ class BrokerService:
     def generate_producer_name(self) -> str:
         return f"{self._name_prefix}-{next(self._name_counter)}"
 
+    def set_producer_name_prefix(self, prefix: str) -> None:
+        """Cluster mode: a prefix no other broker of the cluster uses."""
+        self._name_prefix = prefix
+
     # --------------------------------------------------------------- lookup
 
     async def lookup(

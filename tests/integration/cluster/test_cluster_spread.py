@@ -4,6 +4,7 @@ official client follows LOOKUP redirects to each owner (DESIGN "Processes")."""
 from __future__ import annotations
 
 import functools
+import re
 import urllib.request
 
 import pytest
@@ -25,6 +26,13 @@ def test_twenty_topics_spread_over_three_brokers(cluster_broker: BrokerMaker) ->
     brokers = [cluster_broker() for _ in range(3)]
     with official_client(brokers[0].url) as client:
         producers = [client.create_producer(t) for t in TOPICS]
+        # Names the brokers made up: one prefix per broker, none shared.
+        names = [p.producer_name() for p in producers]
+        assert len(set(names)) == len(names)
+        prefixes = {name.rsplit("-", 1)[0] for name in names}
+        assert len(prefixes) == len(brokers), names
+        # The cluster's name and the broker's etcd lease id, unique in the cluster.
+        assert all(re.fullmatch(r"standalone-[0-9a-f]+", p) for p in prefixes), prefixes
         for i, producer in enumerate(producers):
             for n in range(5):
                 producer.send(f"{i}-{n}".encode())
