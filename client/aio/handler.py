@@ -36,11 +36,12 @@ _log = get_logger("magnetar.client")
 
 # Errors that end reconnecting. Others that fail a first attach at once
 # (ProducerBusy, ConsumerBusy...) are retried here: after a drop the broker may
-# still hold our old registration for a moment.
+# still hold our old registration for a moment. A broker that cannot be
+# reached (ConnectError: a restart, a move) is retried too, as in Pulsar's
+# clients: with send timeout 0 a send waits through it (SEM-7.5).
 FATAL_ON_RECONNECT: tuple[type[PulsarException], ...] = (
     AuthenticationError,
     AuthorizationError,
-    ConnectError,
     IncompatibleSchema,
     NotAllowedError,
     ProducerFenced,

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
 from magnetar.client.aio import Client, InitialPosition, MessageId, OutgoingMessage, Producer
 from magnetar.client.aio.errors import PulsarException, Timeout
-from tests.integration.broker.harness import BrokerThread
+from tests.integration.broker.harness import BrokerThread, broker_config
 from tests.interop.conftest import LITE_LACKS, MAGNETAR_LACKS
 from tests.support.lite import PulsarLite
 
@@ -117,3 +118,33 @@ async def test_restart_with_dedup_duplicates_nothing(
     seen = await _send_through_restart(restartable_broker, False, producer_name="dedup-producer")
     assert set(seen) == {b"msg-%d" % i for i in range(TOTAL)}
     assert all(count == 1 for count in seen.values())
+
+
+async def test_a_broker_down_for_a_while_is_waited_for(tmp_path: Path) -> None:
+    """SEM-7.5: a broker that refuses connections for a few seconds (a slow
+    restart) does not end reconnecting; with send timeout 0 the sends made
+    meanwhile complete once it is back."""
+    broker = BrokerThread(broker_config(tmp_path, sync_policy="none")).start()
+    topic = "persistent://public/default/down-a-while"
+    try:
+        async with Client(
+            broker.url, operation_timeout_seconds=30, max_backoff_interval_ms=300
+        ) as client:
+            producer = await client.create_producer(topic, send_timeout_millis=0)
+            await producer.send(OutgoingMessage(b"before"))
+            port = broker.port
+            await asyncio.to_thread(broker.stop)
+            await _wait_until(lambda: not producer.is_connected())
+            pending = [
+                asyncio.ensure_future(producer.send(OutgoingMessage(b"during-%d" % i)))
+                for i in range(3)
+            ]
+            await asyncio.sleep(2.5)  # several reconnect attempts are refused meanwhile
+            broker.config = broker.config.replace(port=port)
+            broker.server = None
+            await asyncio.to_thread(broker.start)
+            ids = await asyncio.wait_for(asyncio.gather(*pending), 20)
+            assert len(ids) == 3
+            await _wait_until(producer.is_connected)
+    finally:
+        broker.stop()
