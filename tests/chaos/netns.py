@@ -149,7 +149,7 @@ class Network:
         return node
 
     def popen(
-        self, node: str, argv: Sequence[str], log: IO[bytes] | None = None, **kwargs: Any
+        self, node: str, argv: Sequence[str], log: IO[bytes] | int | None = None, **kwargs: Any
     ) -> subprocess.Popen[bytes]:
         """Run a process inside the node's namespace (`ip netns exec` execs it:
         the Popen's pid is the process itself, so signals reach it)."""
