@@ -4,7 +4,8 @@ A history is a list of recorded operations (`Op`), each with its outcome:
 
 - ``send``: producer P sent its sequence number S (deduplication on, send
   timeout 0, so the client retries until it gets an answer); ``ok`` with the
-  receipt's position (ledger, entry), or ``fail`` (an error answer), or
+  receipt's position (ledger, entry; -1, -1 when the broker recognised a
+  resend as a duplicate of a stored message), or ``fail`` (an error answer), or
   ``unknown`` (the run ended before an answer).
 - ``receive``: a consumer got (P, S) at a position; ``ack``: it acknowledged it.
 - ``final``: after healing, a reader from the earliest position read the
@@ -115,6 +116,12 @@ def check(
 
     receipt_for: dict[Position, tuple[str, int]] = {}
     for op in acked:
+        if op.ledger < 0:
+            # A resend the broker recognised as a duplicate: confirmed without a
+            # position (Pulsar answers -1:-1); only "stored once" applies.
+            if op.key not in stored_keys:
+                report.flag("lost", f"confirmed as a duplicate, not stored: {op.key}")
+            continue
         other = receipt_for.setdefault(op.position, op.key)
         if other != op.key:
             report.flag("two-owners", f"{op.position} confirmed for {other} and {op.key}")

@@ -184,6 +184,10 @@ class Network:
         for other in others:
             self.cut(node, other)
 
+    def rejoin(self, node: str, others: Sequence[str]) -> None:
+        for other in others:
+            self.heal(node, other)
+
     def heal_all(self) -> None:
         for pair in list(self._cuts):
             a, b = sorted(pair)

@@ -50,6 +50,13 @@ def test_a_redelivery_at_the_same_position_is_counted_not_flagged() -> None:
     assert report.redelivered == 1
 
 
+def test_a_resend_confirmed_as_duplicate_has_no_position() -> None:
+    """Deduplication answers a resend of a stored message with -1:-1."""
+    report = check([*clean(), send("p1", 1, -1, -1), send("p2", 0, -1, -1)], fences={1: 2})
+    assert report.ok, report.anomalies
+    assert "lost" in set(check([*clean(), send("p7", 0, -1, -1)]).kinds())
+
+
 def _flags(ops: list[Op], fences: dict[int, int] | None = None) -> set[str]:
     return set(check(ops, fences={1: 2} if fences is None else fences).kinds())
 
