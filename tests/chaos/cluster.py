@@ -24,6 +24,7 @@ BROKER_PORT = 6650
 BROKER_HTTP_PORT = 8080
 START_TIMEOUT = 60.0
 LEASE_SECONDS = 2
+REPO = Path(__file__).resolve().parents[2]
 
 _PROBE = """
 import socket, sys, time
@@ -43,8 +44,10 @@ class ChaosCluster:
     BROKERS = ("broker1", "broker2", "broker3")
     CLIENT = "client"
 
-    def __init__(self, network: Network, workdir: Path) -> None:
+    def __init__(self, network: Network, workdir: Path, variant: str = "safe") -> None:
         self.net = network
+        # "safe", or a safety mechanism switched off (broker_variant.py)
+        self.variant = variant
         self.workdir = workdir
         self.data_dir = workdir / "data"
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
@@ -104,6 +107,8 @@ class ChaosCluster:
         etcd = self.ETCDS[self.BROKERS.index(name)]
         addr = self.address(name)
         command = [sys.executable, "-m", "magnetar.broker", "cluster"]
+        if self.variant != "safe":
+            command[2:3] = ["tests.chaos.broker_variant", self.variant]
         command += ["--bind", addr, "--advertised-address", addr]
         command += ["--port", str(BROKER_PORT), "--http-port", str(BROKER_HTTP_PORT)]
         command += ["--data-dir", str(self.data_dir), "--log-format", "json"]
@@ -115,7 +120,9 @@ class ChaosCluster:
         }
 
         with (self.workdir / f"{name}.log").open("ab") as log:
-            self.procs[name] = self.net.popen(name, command, log=log, env={**os.environ, **env})
+            self.procs[name] = self.net.popen(
+                name, command, log=log, env={**os.environ, **env, "PYTHONPATH": str(REPO)}, cwd=REPO
+            )
         self.wait_port(name, BROKER_HTTP_PORT)
 
     def start(self) -> ChaosCluster:

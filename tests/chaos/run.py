@@ -19,10 +19,9 @@ from pathlib import Path
 
 from tests.chaos import netns
 from tests.chaos.checker import Op, Report, check, load
-from tests.chaos.cluster import BROKER_HTTP_PORT, ChaosCluster
+from tests.chaos.cluster import BROKER_HTTP_PORT, REPO, ChaosCluster
 
 FAULTS = ("broker-etcd", "broker-clients", "etcd-minority", "pause", "kill")
-REPO = Path(__file__).resolve().parents[2]
 WORKLOAD_TIMEOUT = 300.0
 
 
@@ -96,10 +95,11 @@ def run(
     seconds: float,
     seed: int,
     say: Callable[[str], None] = print,
+    variant: str = "safe",
 ) -> Outcome:
     rng = random.Random(seed)
-    say(f"chaos run: seed {seed}, {seconds:.0f}s, work directory {workdir}")
-    cluster = ChaosCluster(network, workdir).start()
+    say(f"chaos run: seed {seed}, {seconds:.0f}s, brokers {variant}, work directory {workdir}")
+    cluster = ChaosCluster(network, workdir, variant).start()
     history = workdir / "history.jsonl"
     admins = ",".join(f"http://{cluster.address(b)}:{BROKER_HTTP_PORT}" for b in cluster.BROKERS)
     with (workdir / "workload.log").open("ab") as log:
@@ -149,7 +149,7 @@ def run(
 
 def main() -> int:
     seconds = float(os.environ.get("CHAOS_SECONDS", "900"))
-    seed = int(os.environ.get("CHAOS_SEED", str(random.SystemRandom().randrange(2**31))))
+    seed = int(os.environ.get("CHAOS_SEED") or random.SystemRandom().randrange(2**31))
     reason = netns.unavailable()
     if reason is not None:
         print(f"chaos: cannot run here: {reason}", file=sys.stderr)
@@ -158,7 +158,8 @@ def main() -> int:
     network = netns.Network.create()
     try:
         workdir = Path(tempfile.mkdtemp(prefix="magnetar-chaos-"))
-        outcome = run(network, workdir, seconds, seed)
+        variant = os.environ.get("CHAOS_BROKER_VARIANT") or "safe"
+        outcome = run(network, workdir, seconds, seed, variant=variant)
     finally:
         network.close()
     print(f"seed {seed} (rerun: CHAOS_SEED={seed} make chaos)")
