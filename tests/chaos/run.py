@@ -50,9 +50,11 @@ class Outcome:
         return "\n".join(lines)
 
 
-def _inject(cluster: ChaosCluster, rng: random.Random) -> tuple[str, Callable[[], None]]:
+def _inject(
+    cluster: ChaosCluster, rng: random.Random, kinds: tuple[str, ...]
+) -> tuple[str, Callable[[], None]]:
     """Start one fault; returns its description and how to undo it."""
-    kind = rng.choice(FAULTS)
+    kind = rng.choice(kinds)
     net = cluster.net
     if kind == "etcd-minority":
         member = rng.choice(cluster.ETCDS)
@@ -73,10 +75,17 @@ def _inject(cluster: ChaosCluster, rng: random.Random) -> tuple[str, Callable[[]
     return f"{kind} {broker}", lambda: cluster.restart(broker)
 
 
+def _topic(producer: str) -> str:
+    """Producer names are p<topic>e<epoch> (workload.py)."""
+    return producer.partition("e")[0]
+
+
 def recoveries(ops: list[Op], heals: list[float]) -> list[float]:
-    """Per heal: how long until every producer had a send confirmed again."""
-    producers = {op.producer for op in ops if op.kind == "send"}
-    oks = sorted((op.time, op.producer) for op in ops if op.kind == "send" and op.result == "ok")
+    """Per heal: how long until every topic had a send confirmed again."""
+    producers = {_topic(op.producer) for op in ops if op.kind == "send"}
+    oks = sorted(
+        (op.time, _topic(op.producer)) for op in ops if op.kind == "send" and op.result == "ok"
+    )
     found = []
     for healed in heals:
         waiting = set(producers)
@@ -96,6 +105,7 @@ def run(
     seed: int,
     say: Callable[[str], None] = print,
     variant: str = "safe",
+    kinds: tuple[str, ...] = FAULTS,
 ) -> Outcome:
     rng = random.Random(seed)
     say(f"chaos run: seed {seed}, {seconds:.0f}s, brokers {variant}, work directory {workdir}")
@@ -126,7 +136,7 @@ def run(
     while time.monotonic() - start + 12 < seconds:
         if workload.poll() is not None:
             raise RuntimeError(f"the workload exited early; see {workdir / 'workload.log'}")
-        what, undo = _inject(cluster, rng)
+        what, undo = _inject(cluster, rng, kinds)
         say(f"  {time.monotonic() - start:6.1f}s fault: {what}")
         time.sleep(rng.uniform(3.0, 8.0))
         undo()
@@ -159,7 +169,12 @@ def main() -> int:
     try:
         workdir = Path(tempfile.mkdtemp(prefix="magnetar-chaos-"))
         variant = os.environ.get("CHAOS_BROKER_VARIANT") or "safe"
-        outcome = run(network, workdir, seconds, seed, variant=variant)
+        kinds = tuple((os.environ.get("CHAOS_FAULTS") or ",".join(FAULTS)).split(","))
+        unknown = set(kinds) - set(FAULTS)
+        if unknown:
+            print(f"chaos: unknown faults {sorted(unknown)}; known: {FAULTS}", file=sys.stderr)
+            return 2
+        outcome = run(network, workdir, seconds, seed, variant=variant, kinds=kinds)
     finally:
         network.close()
     print(f"seed {seed} (rerun: CHAOS_SEED={seed} make chaos)")

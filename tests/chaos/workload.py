@@ -28,6 +28,8 @@ import pulsar
 from tests.chaos.checker import Op, dump
 
 CATCH_UP_TIMEOUT = 120.0
+ROTATE_SECONDS = 2.0
+KEEP_EPOCHS = 4
 _LOGGER = logging.getLogger("chaos.workload")
 _LOGGER.setLevel(logging.ERROR)
 
@@ -82,16 +84,30 @@ def run(service_url: str, admin_urls: list[str], out: Path, topics: int, rate: f
         client.subscribe(name, "chaos", consumer_type=pulsar.ConsumerType.Exclusive)
         for name in names
     ]
-    producers = [
-        client.create_producer(
-            name,
-            producer_name=f"p{i}",
-            send_timeout_millis=0,
-            batching_enabled=False,
-            block_if_queue_full=True,
+    # Producers are replaced every ROTATE_SECONDS by new ones on a new client
+    # (new connections, new lookups), so that while an owner is paused or cut
+    # off, a new owner takes writes from new producers while the old ones'
+    # sends wait in the old owner's socket: the split the fence must settle.
+    epochs: list[tuple[Any, list[Any], list[str]]] = []
+
+    def new_epoch(number: int) -> tuple[Any, list[Any], list[str]]:
+        fresh = pulsar.Client(
+            service_url, operation_timeout_seconds=30, connection_timeout_ms=3000, logger=_LOGGER
         )
-        for i, name in enumerate(names)
-    ]
+        labels = [f"p{i}e{number}" for i in range(topics)]
+        made = [
+            fresh.create_producer(
+                name,
+                producer_name=label,
+                send_timeout_millis=0,
+                batching_enabled=False,
+                block_if_queue_full=True,
+            )
+            for name, label in zip(names, labels, strict=True)
+        ]
+        return fresh, made, labels
+
+    epochs.append(new_epoch(0))
     received: set[tuple[str, int]] = set()
     stop_consuming = threading.Event()
 
@@ -131,21 +147,49 @@ def run(service_url: str, admin_urls: list[str], out: Path, topics: int, rate: f
 
         return done
 
+    def rotate() -> None:
+        number = 1
+        while not healed.wait(ROTATE_SECONDS):
+            try:
+                made = new_epoch(number)
+            except Exception as exc:
+                print(f"epoch {number} not started: {exc!r}", file=sys.stderr)
+                continue
+            with history.lock:
+                epochs.append(made)
+            number += 1
+            if len(epochs) > KEEP_EPOCHS:
+                with history.lock:
+                    old = epochs[-KEEP_EPOCHS - 1]
+                if old[0] is not None:
+                    for producer in old[1]:
+                        producer.flush()
+                        producer.close()
+                    old[0].close()
+                    with history.lock:
+                        epochs[epochs.index(old)] = (None, [], old[2])
+
+    rotator = threading.Thread(target=rotate, daemon=True)
+    rotator.start()
     seq = 0
     interval = 1.0 / rate
     while not healed.is_set():
-        for i, producer in enumerate(producers):
-            payload = f"p{i}:{seq}".encode()
+        with history.lock:
+            _, producers, labels = epochs[-1]
+        for producer, label in zip(producers, labels, strict=True):
+            payload = f"{label}:{seq}".encode()
             try:
-                producer.send_async(payload, answered(f"p{i}", seq))
+                producer.send_async(payload, answered(label, seq))
             except Exception as exc:
-                history.add(Op("send", time.monotonic(), f"p{i}", seq, "fail"))
+                history.add(Op("send", time.monotonic(), label, seq, "fail"))
                 print(f"send_async failed: {exc!r}", file=sys.stderr)
         seq += 1
         healed.wait(interval)
     history.add(Op("heal", time.monotonic()))
-    for producer in producers:
-        producer.flush()
+    rotator.join(CATCH_UP_TIMEOUT)
+    for _, producers, _ in epochs:
+        for producer in producers:
+            producer.flush()
     deadline = time.monotonic() + CATCH_UP_TIMEOUT
     while time.monotonic() < deadline:
         with history.lock:
@@ -169,8 +213,11 @@ def run(service_url: str, admin_urls: list[str], out: Path, topics: int, rate: f
             history.add(Op("final", time.monotonic(), producer, seq, "", mid.ledger_id(),
                            mid.entry_id()))  # fmt: skip
         reader.close()
-    for producer in producers:
-        producer.close()
+    for epoch_client, producers, _ in epochs:
+        for producer in producers:
+            producer.close()
+        if epoch_client is not None:
+            epoch_client.close()
     client.close()
     dump(history.ops, out)
 
