@@ -9,7 +9,8 @@ A history is a list of recorded operations (`Op`), each with its outcome:
   ``unknown`` (the run ended before an answer).
 - ``receive``: a consumer got (P, S) at a position; ``ack``: it acknowledged it.
 - ``final``: after healing, a reader from the earliest position read the
-  whole topic: what is durably stored, in order.
+  whole topic: what is durably stored, in order (``unreadable``: it could
+  not, no broker served the topic).
 - ``heal``: the time every fault was undone; ``caught_up``: the time the
   consumers had received every acknowledged send.
 
@@ -29,7 +30,8 @@ name the same position.** So the anomalies are:
 - ``beyond-fence``: a receipt naming an entry at or past its ledger's fence
   (the entry count the new owner sealed it with);
 - ``undelivered``: an acknowledged send no consumer ever received;
-- ``slow-recovery``: consumers caught up later than the bound after healing.
+- ``slow-recovery``: consumers caught up later than the bound after healing;
+- ``unreadable``: no broker served a topic for the final read after healing.
 """
 
 from __future__ import annotations
@@ -150,6 +152,9 @@ def check(
         if op.key not in first_seen:
             report.flag("undelivered", f"acknowledged but never received: {op.key}")
 
+    for op in ops:
+        if op.kind == "unreadable":
+            report.flag("unreadable", f"no broker served {op.producer} for the final read")
     heals = [op.time for op in ops if op.kind == "heal"]
     caught = [op.time for op in ops if op.kind == "caught_up"]
     if heals:

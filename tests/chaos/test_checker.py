@@ -112,3 +112,7 @@ def test_consumers_never_catching_up_or_too_slowly() -> None:
     ops = [op for op in clean() if op.kind != "caught_up"]
     assert "slow-recovery" in _flags(ops)
     assert "slow-recovery" in set(check([*ops, Op("caught_up", 99.0)], recovery_bound=30.0).kinds())
+
+
+def test_a_topic_nobody_serves_after_healing() -> None:
+    assert "unreadable" in _flags([*clean(), Op("unreadable", 20.0, "persistent://t")])

@@ -71,6 +71,28 @@ def _decode(data: bytes) -> tuple[str, int]:
     return producer, int(seq)
 
 
+def read_back(client: Any, name: str, history: History) -> None:
+    """The final read of a topic from the start; a topic no broker serves in
+    time is recorded as unreadable (the checker flags it)."""
+    deadline = time.monotonic() + CATCH_UP_TIMEOUT
+    while True:
+        try:
+            reader = client.create_reader(name, pulsar.MessageId.earliest)
+            break
+        except Exception as exc:  # noqa: BLE001 - retried, then recorded
+            if time.monotonic() > deadline:
+                history.add(Op("unreadable", time.monotonic(), name))
+                print(f"final read of {name} failed: {exc!r}", file=sys.stderr)
+                return
+    while reader.has_message_available():
+        msg = reader.read_next(10_000)
+        producer, seq = _decode(msg.data())
+        mid = msg.message_id()
+        history.add(Op("final", time.monotonic(), producer, seq, "", mid.ledger_id(),
+                       mid.entry_id()))  # fmt: skip
+    reader.close()
+
+
 def run(service_url: str, admin_urls: list[str], out: Path, topics: int, rate: float) -> None:
     healed = threading.Event()
     signal.signal(signal.SIGUSR1, lambda *_: healed.set())
@@ -205,14 +227,7 @@ def run(service_url: str, admin_urls: list[str], out: Path, topics: int, rate: f
     for thread in readers:
         thread.join(5)
     for name in names:
-        reader = client.create_reader(name, pulsar.MessageId.earliest)
-        while reader.has_message_available():
-            msg = reader.read_next(10_000)
-            producer, seq = _decode(msg.data())
-            mid = msg.message_id()
-            history.add(Op("final", time.monotonic(), producer, seq, "", mid.ledger_id(),
-                           mid.entry_id()))  # fmt: skip
-        reader.close()
+        read_back(client, name, history)
     for epoch_client, producers, _ in epochs:
         for producer in producers:
             producer.close()
