@@ -1,4 +1,5 @@
-"""SEM cluster rules under real faults, a short seeded run: brokers, a
+"""Cluster mode under real faults (DESIGN "Cluster": one owner per bundle,
+fencing, no receipt after a lost session), a short seeded run: brokers, a
 3-member etcd and a client in their own network namespaces; broker/etcd and
 broker/client partitions, a minority etcd member, pauses and kills while
 producers (deduplication, send timeout 0) and acknowledging consumers run;
