@@ -24,7 +24,6 @@ SECONDS = 60.0
 def test_a_short_fault_run_has_no_anomaly(network: Network, tmp_path: Path) -> None:
     seed = int(os.environ.get("CHAOS_SEED", "29"))
     outcome = run(network, tmp_path, SECONDS, seed)
-    print(outcome.summary())
     assert outcome.faults, "no fault was injected"
     assert outcome.report.acknowledged > 0
     assert outcome.report.ok, outcome.summary()
