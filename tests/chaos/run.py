@@ -1,0 +1,185 @@
+"""One fault run: start the cluster and the workload, inject seeded random
+faults for a while, heal everything, let the workload finish and check its
+history. ``python -m tests.chaos.run`` runs it from the command line
+(`make chaos`; CHAOS_SECONDS, CHAOS_SEED); the short test calls `run`."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tests.chaos import netns
+from tests.chaos.checker import Op, Report, check, load
+from tests.chaos.cluster import BROKER_HTTP_PORT, REPO, ChaosCluster
+
+FAULTS = ("broker-etcd", "broker-clients", "etcd-minority", "pause", "kill")
+WORKLOAD_TIMEOUT = 300.0
+
+
+@dataclass
+class Outcome:
+    seed: int
+    report: Report
+    faults: list[str] = field(default_factory=list)
+    recoveries: list[float] = field(default_factory=list)
+
+    def summary(self) -> str:
+        r = self.report
+        lines = [
+            f"seed {self.seed}: {len(self.faults)} faults, {r.sends} sends "
+            f"({r.acknowledged} acknowledged), {r.received} deliveries "
+            f"({r.redelivered} redelivered), {r.stored} stored",
+            f"anomalies: {len(r.anomalies)} {dict(r.kinds())}",
+        ]
+        if self.recoveries:
+            lines.append(
+                f"recovery after healing: median {statistics.median(self.recoveries):.2f}s, "
+                f"worst {max(self.recoveries):.2f}s over {len(self.recoveries)} faults; "
+                f"final catch-up {r.recovery_seconds}"
+            )
+        lines += [f"  {kind}: {detail}" for kind, detail in r.anomalies[:20]]
+        return "\n".join(lines)
+
+
+def _inject(
+    cluster: ChaosCluster, rng: random.Random, kinds: tuple[str, ...]
+) -> tuple[str, Callable[[], None]]:
+    """Start one fault; returns its description and how to undo it."""
+    kind = rng.choice(kinds)
+    net = cluster.net
+    if kind == "etcd-minority":
+        member = rng.choice(cluster.ETCDS)
+        others = [e for e in cluster.ETCDS if e != member]
+        net.isolate(member, others)
+        return f"{kind} {member}", lambda: net.rejoin(member, others)
+    broker = rng.choice(cluster.BROKERS)
+    if kind == "broker-etcd":
+        net.isolate(broker, cluster.ETCDS)
+        return f"{kind} {broker}", lambda: net.rejoin(broker, cluster.ETCDS)
+    if kind == "broker-clients":
+        net.cut(broker, cluster.CLIENT)
+        return f"{kind} {broker}", lambda: net.heal(broker, cluster.CLIENT)
+    if kind == "pause":
+        cluster.signal(broker, signal.SIGSTOP)
+        return f"{kind} {broker}", lambda: cluster.signal(broker, signal.SIGCONT)
+    cluster.kill(broker)
+    return f"{kind} {broker}", lambda: cluster.restart(broker)
+
+
+def _topic(producer: str) -> str:
+    """Producer names are p<topic>e<epoch> (workload.py)."""
+    return producer.partition("e")[0]
+
+
+def recoveries(ops: list[Op], heals: list[float]) -> list[float]:
+    """Per heal: how long until every topic had a send confirmed again."""
+    producers = {_topic(op.producer) for op in ops if op.kind == "send"}
+    oks = sorted(
+        (op.time, _topic(op.producer)) for op in ops if op.kind == "send" and op.result == "ok"
+    )
+    found = []
+    for healed in heals:
+        waiting = set(producers)
+        for at, producer in oks:
+            if at >= healed:
+                waiting.discard(producer)
+                if not waiting:
+                    found.append(at - healed)
+                    break
+    return found
+
+
+def run(
+    network: netns.Network,
+    workdir: Path,
+    seconds: float,
+    seed: int,
+    say: Callable[[str], None] = print,
+    variant: str = "safe",
+    kinds: tuple[str, ...] = FAULTS,
+) -> Outcome:
+    rng = random.Random(seed)
+    say(f"chaos run: seed {seed}, {seconds:.0f}s, brokers {variant}, work directory {workdir}")
+    cluster = ChaosCluster(network, workdir, variant).start()
+    history = workdir / "history.jsonl"
+    admins = ",".join(f"http://{cluster.address(b)}:{BROKER_HTTP_PORT}" for b in cluster.BROKERS)
+    with (workdir / "workload.log").open("ab") as log:
+        workload = network.popen(
+            cluster.CLIENT,
+            [
+                sys.executable,
+                "-m",
+                "tests.chaos.workload",
+                cluster.service_url,
+                admins,
+                str(history),
+                "3",
+                "20",
+            ],
+            log=log,
+            cwd=REPO,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+        )
+    outcome_faults: list[str] = []
+    heal_times: list[float] = []
+    start = time.monotonic()
+    time.sleep(5)  # warm up: producers and consumers attached
+    while time.monotonic() - start + 12 < seconds:
+        if workload.poll() is not None:
+            raise RuntimeError(f"the workload exited early; see {workdir / 'workload.log'}")
+        what, undo = _inject(cluster, rng, kinds)
+        say(f"  {time.monotonic() - start:6.1f}s fault: {what}")
+        time.sleep(rng.uniform(3.0, 8.0))
+        undo()
+        heal_times.append(time.monotonic())
+        outcome_faults.append(what)
+        time.sleep(rng.uniform(2.0, 5.0))
+    network.heal_all()
+    workload.send_signal(signal.SIGUSR1)
+    try:
+        workload.wait(WORKLOAD_TIMEOUT)
+    except subprocess.TimeoutExpired as exc:
+        raise TimeoutError(f"the workload did not finish; see {workdir / 'workload.log'}") from exc
+    if workload.returncode != 0:
+        raise RuntimeError(f"the workload failed; see {workdir / 'workload.log'}")
+    ops = load(history)
+    outcome = Outcome(seed, check(ops), outcome_faults, recoveries(ops, heal_times))
+    say(outcome.summary())
+    return outcome
+
+
+def main() -> int:
+    seconds = float(os.environ.get("CHAOS_SECONDS", "900"))
+    seed = int(os.environ.get("CHAOS_SEED") or random.SystemRandom().randrange(2**31))
+    reason = netns.unavailable()
+    if reason is not None:
+        print(f"chaos: cannot run here: {reason}", file=sys.stderr)
+        return 2
+    netns.remove_leftovers()
+    network = netns.Network.create()
+    try:
+        workdir = Path(tempfile.mkdtemp(prefix="magnetar-chaos-"))
+        variant = os.environ.get("CHAOS_BROKER_VARIANT") or "safe"
+        kinds = tuple((os.environ.get("CHAOS_FAULTS") or ",".join(FAULTS)).split(","))
+        unknown = set(kinds) - set(FAULTS)
+        if unknown:
+            print(f"chaos: unknown faults {sorted(unknown)}; known: {FAULTS}", file=sys.stderr)
+            return 2
+        outcome = run(network, workdir, seconds, seed, variant=variant, kinds=kinds)
+    finally:
+        network.close()
+    print(f"seed {seed} (rerun: CHAOS_SEED={seed} make chaos)")
+    return 0 if outcome.report.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

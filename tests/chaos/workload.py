@@ -1,0 +1,244 @@
+"""The fault runs' workload, run inside the client namespace:
+``python -m tests.chaos.workload SERVICE_URL ADMIN_URLS HISTORY [TOPICS] [RATE]``.
+
+One producer per topic (deduplication on in the brokers, send timeout 0,
+no batching: the client retries every send until it is answered) and one
+consumer per topic acknowledging every message; every operation is
+recorded with its outcome (see checker.py). On SIGUSR1 (the controller has
+healed every fault) it stops sending, waits for every send's answer,
+records when the consumers have received every acknowledged send, reads
+each topic back from the start and writes the history, one JSON op a line.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import signal
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pulsar
+
+from tests.chaos.checker import Op, dump
+
+CATCH_UP_TIMEOUT = 120.0
+ROTATE_SECONDS = 2.0
+KEEP_EPOCHS = 4
+_LOGGER = logging.getLogger("chaos.workload")
+_LOGGER.setLevel(logging.ERROR)
+
+
+class History:
+    def __init__(self) -> None:
+        self.ops: list[Op] = []
+        self.lock = threading.Lock()
+
+    def add(self, op: Op) -> None:
+        with self.lock:
+            self.ops.append(op)
+
+
+def keep_everything(admin_urls: list[str]) -> None:
+    """Unlimited retention, so the final read sees acknowledged messages too."""
+    body = json.dumps({"retentionTimeInMinutes": -1, "retentionSizeInMB": -1}).encode()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        for url in admin_urls:
+            request = urllib.request.Request(
+                f"{url}/admin/v2/namespaces/public/default/retention",
+                data=body,
+                method="POST",
+                headers={"Content-Type": "application/json"},
+            )
+            try:
+                with urllib.request.urlopen(request, timeout=5) as answer:
+                    if answer.status == 204:
+                        return
+            except OSError:
+                continue
+        time.sleep(0.5)
+    raise TimeoutError("no broker took the retention policy")
+
+
+def _decode(data: bytes) -> tuple[str, int]:
+    producer, _, seq = data.decode().partition(":")
+    return producer, int(seq)
+
+
+def read_back(client: Any, name: str, history: History) -> None:
+    """The final read of a topic from the start; a topic no broker serves in
+    time is recorded as unreadable (the checker flags it)."""
+    deadline = time.monotonic() + CATCH_UP_TIMEOUT
+    while True:
+        try:
+            reader = client.create_reader(name, pulsar.MessageId.earliest)
+            break
+        except Exception as exc:
+            if time.monotonic() > deadline:
+                history.add(Op("unreadable", time.monotonic(), name))
+                print(f"final read of {name} failed: {exc!r}", file=sys.stderr)
+                return
+    while reader.has_message_available():
+        msg = reader.read_next(10_000)
+        producer, seq = _decode(msg.data())
+        mid = msg.message_id()
+        history.add(Op("final", time.monotonic(), producer, seq, "", mid.ledger_id(),
+                       mid.entry_id()))  # fmt: skip
+    reader.close()
+
+
+def run(service_url: str, admin_urls: list[str], out: Path, topics: int, rate: float) -> None:
+    healed = threading.Event()
+    signal.signal(signal.SIGUSR1, lambda *_: healed.set())
+    keep_everything(admin_urls)
+    history = History()
+    client = pulsar.Client(
+        service_url, operation_timeout_seconds=30, connection_timeout_ms=3000, logger=_LOGGER
+    )
+    names = [f"persistent://public/default/chaos-{i}" for i in range(topics)]
+    consumers = [
+        client.subscribe(name, "chaos", consumer_type=pulsar.ConsumerType.Exclusive)
+        for name in names
+    ]
+    # Producers are replaced every ROTATE_SECONDS by new ones on a new client
+    # (new connections, new lookups), so that while an owner is paused or cut
+    # off, a new owner takes writes from new producers while the old ones'
+    # sends wait in the old owner's socket: the split the fence must settle.
+    epochs: list[tuple[Any, list[Any], list[str]]] = []
+
+    def new_epoch(number: int) -> tuple[Any, list[Any], list[str]]:
+        fresh = pulsar.Client(
+            service_url, operation_timeout_seconds=30, connection_timeout_ms=3000, logger=_LOGGER
+        )
+        labels = [f"p{i}e{number}" for i in range(topics)]
+        made = [
+            fresh.create_producer(
+                name,
+                producer_name=label,
+                send_timeout_millis=0,
+                batching_enabled=False,
+                block_if_queue_full=True,
+            )
+            for name, label in zip(names, labels, strict=True)
+        ]
+        return fresh, made, labels
+
+    epochs.append(new_epoch(0))
+    received: set[tuple[str, int]] = set()
+    stop_consuming = threading.Event()
+
+    def consume(consumer: Any) -> None:
+        while not stop_consuming.is_set():
+            try:
+                msg = consumer.receive(200)
+            except pulsar.Timeout:
+                continue
+            except Exception:
+                time.sleep(0.1)
+                continue
+            producer, seq = _decode(msg.data())
+            mid = msg.message_id()
+            history.add(Op("receive", time.monotonic(), producer, seq, "", mid.ledger_id(),
+                           mid.entry_id(), consumer="c"))  # fmt: skip
+            with history.lock:
+                received.add((producer, seq))
+            with contextlib.suppress(Exception):
+                consumer.acknowledge(msg)
+
+    readers = [threading.Thread(target=consume, args=(c,), daemon=True) for c in consumers]
+    for thread in readers:
+        thread.start()
+
+    acked: set[tuple[str, int]] = set()
+
+    def answered(producer: str, seq: int) -> Any:
+        def done(result: Any, mid: Any) -> None:
+            ok = result == pulsar.Result.Ok
+            position = (mid.ledger_id(), mid.entry_id()) if ok else (-1, -1)
+            history.add(Op("send", time.monotonic(), producer, seq, "ok" if ok else "fail",
+                           *position))  # fmt: skip
+            if ok:
+                with history.lock:
+                    acked.add((producer, seq))
+
+        return done
+
+    def rotate() -> None:
+        number = 1
+        while not healed.wait(ROTATE_SECONDS):
+            try:
+                made = new_epoch(number)
+            except Exception as exc:
+                print(f"epoch {number} not started: {exc!r}", file=sys.stderr)
+                continue
+            with history.lock:
+                epochs.append(made)
+            number += 1
+            if len(epochs) > KEEP_EPOCHS:
+                with history.lock:
+                    old = epochs[-KEEP_EPOCHS - 1]
+                if old[0] is not None:
+                    for producer in old[1]:
+                        producer.flush()
+                        producer.close()
+                    old[0].close()
+                    with history.lock:
+                        epochs[epochs.index(old)] = (None, [], old[2])
+
+    rotator = threading.Thread(target=rotate, daemon=True)
+    rotator.start()
+    seq = 0
+    interval = 1.0 / rate
+    while not healed.is_set():
+        with history.lock:
+            _, producers, labels = epochs[-1]
+        for producer, label in zip(producers, labels, strict=True):
+            payload = f"{label}:{seq}".encode()
+            try:
+                producer.send_async(payload, answered(label, seq))
+            except Exception as exc:
+                history.add(Op("send", time.monotonic(), label, seq, "fail"))
+                print(f"send_async failed: {exc!r}", file=sys.stderr)
+        seq += 1
+        healed.wait(interval)
+    history.add(Op("heal", time.monotonic()))
+    rotator.join(CATCH_UP_TIMEOUT)
+    for _, producers, _ in epochs:
+        for producer in producers:
+            producer.flush()
+    deadline = time.monotonic() + CATCH_UP_TIMEOUT
+    while time.monotonic() < deadline:
+        with history.lock:
+            if acked <= received:
+                break
+        time.sleep(0.05)
+    else:
+        print("consumers did not catch up", file=sys.stderr)
+    with history.lock:
+        if acked <= received:
+            history.ops.append(Op("caught_up", time.monotonic()))
+    stop_consuming.set()
+    for thread in readers:
+        thread.join(5)
+    for name in names:
+        read_back(client, name, history)
+    for epoch_client, producers, _ in epochs:
+        for producer in producers:
+            producer.close()
+        if epoch_client is not None:
+            epoch_client.close()
+    client.close()
+    dump(history.ops, out)
+
+
+if __name__ == "__main__":
+    url, admins, target = sys.argv[1], sys.argv[2].split(","), Path(sys.argv[3])
+    count = int(sys.argv[4]) if len(sys.argv) > 4 else 3
+    per_second = float(sys.argv[5]) if len(sys.argv) > 5 else 20.0
+    run(url, admins, target, count, per_second)
