@@ -16,7 +16,8 @@ checks there is no cycle):
 - subscription.py: cursor + dispatcher; acks, redelivery, reset cursor, stats.
 - dispatchers/: factory.new_dispatcher(sub_type, ...) and one dispatcher per
   delivery pattern (single_active, shared, key_shared with selectors.py)
-  over base.PersistentDispatcher.
+  over base.PersistentDispatcher; failover.py is Failover's election, used by
+  persistent and non-persistent topics alike.
 - consumer.py, producer.py: the endpoints (permits, pending acks, receipts).
 - entries.py: what is read back from stored entries' metadata.
 - endpoint.py (ClientConnection), commands.py (every outgoing frame),
