@@ -86,6 +86,15 @@ def routes(service: BrokerService) -> list[web.RouteDef]:
         await resources.delete_namespace(tenant, namespace)
         return no_content()
 
+    async def unload_namespace(request: web.Request) -> web.Response:
+        """Close every loaded topic of the namespace (Pulsar's namespace
+        unload); clients are told, look their topics up again and load them."""
+        info = request.match_info
+        tenant, namespace = info["tenant"], info["namespace"]
+        await resources.get_policies(tenant, namespace)  # 404 when there is none
+        await service.unload_topics(lambda n: n.tenant == tenant and n.namespace == namespace)
+        return no_content()
+
     base = "/admin/v2"
     return [
         web.get(f"{base}/clusters", list_clusters),
@@ -101,4 +110,5 @@ def routes(service: BrokerService) -> list[web.RouteDef]:
         web.put(f"{base}/namespaces/{{tenant}}/{{namespace}}", put_namespace),
         web.delete(f"{base}/namespaces/{{tenant}}/{{namespace}}", delete_namespace),
         web.get(f"{base}/namespaces/{{tenant}}/{{namespace}}/topics", namespace_topics),
+        web.put(f"{base}/namespaces/{{tenant}}/{{namespace}}/unload", unload_namespace),
     ]

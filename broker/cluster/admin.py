@@ -1,6 +1,7 @@
-"""Cluster admin routes: bundle unload (Pulsar's path), the bundle of a
-topic, the live brokers, and what this broker owns; and a middleware that
-sends topic admin requests to the topic's owner (307, as Pulsar does).
+"""Cluster admin routes: bundle and namespace unload (Pulsar's paths), the
+bundle of a topic, the live brokers, and what this broker owns; and a
+middleware that sends topic admin requests to the topic's owner (307, as
+Pulsar does).
 
 The routes go before the other admin routes: their patterns would match first.
 """
@@ -10,12 +11,13 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Awaitable, Callable
 
+import aiohttp
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
 from magnetar.broker.admin.base import HttpError, no_content, topic_from_path
 from magnetar.broker.cluster.brokers import live_brokers
-from magnetar.broker.cluster.bundles import bundle_of, parse_range
+from magnetar.broker.cluster.bundles import bundle_of, bundles_of, parse_range
 from magnetar.broker.cluster.member import ClusterMember
 from magnetar.broker.errors import BrokerServiceError
 from magnetar.proto.naming import InvalidTopicName, TopicName
@@ -75,6 +77,35 @@ def routes(member: ClusterMember) -> list[web.RouteDef]:
         await member.unload(bundle)
         return no_content()
 
+    async def unload_namespace(request: web.Request) -> web.StreamResponse:
+        """Every bundle of the namespace is unloaded by its owner: this broker
+        its own, the other owners through their bundle unload route (with the
+        caller's credentials)."""
+        info = request.match_info
+        namespace = f"{info['tenant']}/{info['namespace']}"
+        if member.service is not None:  # 404 when the namespace does not exist
+            await member.service.resources.get_policies(info["tenant"], info["namespace"])
+        headers = {k: v for k, v in request.headers.items() if k.lower() == "authorization"}
+        failed: list[str] = []
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as http:
+            for bundle in bundles_of(namespace, bundles):
+                owner = await member.owner_of(bundle)
+                if owner is None:
+                    continue
+                if member.is_me(owner):
+                    await member.unload(bundle)
+                    continue
+                url = f"{owner.web_service_url}/admin/v2/namespaces/{bundle}/unload"
+                try:
+                    async with http.put(url, headers=headers) as answer:
+                        if answer.status != 204:
+                            failed.append(f"{bundle}: {answer.status} {await answer.text()}")
+                except (aiohttp.ClientError, TimeoutError) as exc:
+                    failed.append(f"{bundle}: {owner.broker_id} unreachable: {exc}")
+        if failed:
+            raise HttpError(500, "some bundles were not unloaded: " + "; ".join(failed))
+        return no_content()
+
     async def topic_bundle(request: web.Request) -> web.Response:
         name = topic_from_path(request)
         return web.json_response(bundle_of(name, bundles).range_name)
@@ -105,6 +136,7 @@ def routes(member: ClusterMember) -> list[web.RouteDef]:
 
     return [
         web.put("/admin/v2/namespaces/{tenant}/{namespace}/{bundle}/unload", unload_bundle),
+        web.put("/admin/v2/namespaces/{tenant}/{namespace}/unload", unload_namespace),
         web.get("/admin/v2/{domain}/{tenant}/{namespace}/{topic}/bundle", topic_bundle),
         web.get("/admin/v2/brokers/{cluster}", brokers),
         web.get("/admin/v2/broker-stats/ownership", ownership),

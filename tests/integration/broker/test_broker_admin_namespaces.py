@@ -115,3 +115,37 @@ def test_http_service_url(broker: BrokerThread) -> None:
         "GET", f"{broker.http_url}/lookup/v2/topic/persistent/public/default/t"
     )
     assert status == 200 and body["brokerUrl"] == broker.url
+
+
+def test_namespace_unload_closes_its_topics_and_clients_come_back(broker: BrokerThread) -> None:
+    """Pulsar's namespace unload: every loaded topic of the namespace closes
+    (others stay), connected clients look their topics up again and go on."""
+    ns = f"unload-{uuid.uuid4().hex[:6]}"
+    base = f"{broker.http_url}/admin/v2/namespaces/public/{ns}"
+    assert http_call("PUT", base)[0] == 204
+    topics = [f"persistent://public/{ns}/t{i}" for i in range(3)]
+    other = f"persistent://public/default/stays-{uuid.uuid4().hex[:6]}"
+    assert broker.server is not None and broker.server.service is not None
+    loaded = broker.server.service.topics
+    with official_client(broker.url) as client:
+        consumer = client.subscribe(topics, "s")
+        producers = [client.create_producer(t) for t in [*topics, other]]
+        for producer in producers:
+            producer.send(b"before")
+        for _ in range(3):
+            consumer.acknowledge(consumer.receive(timeout_millis=10_000))
+        assert all(t in loaded for t in [*topics, other])
+        assert http_call("PUT", f"{base}/unload")[0] == 204
+        assert not any(t in loaded for t in topics)
+        assert other in loaded
+        for i, producer in enumerate(producers[:3]):
+            producer.send(b"after-%d" % i)  # the client reconnects; the topic loads again
+        got: set[bytes] = set()
+        for _ in range(6):  # acks sent just before the unload may be redelivered
+            data = consumer.receive(timeout_millis=10_000).data()
+            if data != b"before":
+                got.add(data)
+            if len(got) == 3:
+                break
+        assert got == {b"after-0", b"after-1", b"after-2"}
+    assert http_call("PUT", f"{broker.http_url}/admin/v2/namespaces/public/nope/unload")[0] == 404

@@ -120,3 +120,38 @@ def test_a_policy_set_through_one_broker_applies_where_the_topic_is_loaded(
 
         wait_until(repeat_is_dropped, what="deduplication applied on the owner")
         producer.close()
+
+
+def test_namespace_unload_reaches_every_owner(cluster_broker: BrokerMaker) -> None:
+    """A namespace unload asked of one broker unloads every bundle of the
+    namespace, on whichever broker owns it; clients then find the topics
+    again through LOOKUP."""
+    brokers = [cluster_broker() for _ in range(3)]
+    topics = [f"persistent://public/default/unload-{i}" for i in range(12)]
+    with official_client(brokers[0].url) as client:
+        for topic in topics:
+            client.subscribe(topic, "keep").close()  # the message is kept for it
+            producer = client.create_producer(topic)
+            producer.send(b"before")
+            producer.close()
+    owned = {b.broker_id: b.ownership()["topics"] for b in brokers}
+    assert sum(1 for found in owned.values() if found) >= 2, owned  # spread over owners
+    released = sum(
+        scrape(b.http_url).get("magnetar_cluster_bundles_released_total", 0) for b in brokers
+    )
+    status, body = http_call(
+        "PUT", f"{brokers[0].http_url}/admin/v2/namespaces/public/default/unload"
+    )
+    assert status == 204, body
+    assert all(not b.ownership()["topics"] for b in brokers), [b.ownership() for b in brokers]
+    after = sum(
+        scrape(b.http_url).get("magnetar_cluster_bundles_released_total", 0) for b in brokers
+    )
+    assert after - released >= sum(1 for found in owned.values() if found)
+    with official_client(brokers[1].url) as client:
+        for topic in topics:
+            consumer = client.subscribe(topic, "keep")
+            assert consumer.receive(10_000).data() == b"before"
+            consumer.close()
+    status, _ = http_call("PUT", f"{brokers[2].http_url}/admin/v2/namespaces/public/nope/unload")
+    assert status == 404
