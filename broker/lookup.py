@@ -19,9 +19,12 @@ class LookupAnswer(NamedTuple):
 class Ownership(Protocol):
     """Which broker serves a topic (cluster mode)."""
 
-    async def lookup(self, name: TopicName, authoritative: bool) -> LookupAnswer:
+    async def lookup(
+        self, name: TopicName, authoritative: bool, listener_name: str = ""
+    ) -> LookupAnswer:
         """Connect here when this broker owns the topic's bundle, redirect to
-        the owner otherwise; an unowned bundle is assigned first."""
+        the owner otherwise; an unowned bundle is assigned first. The URLs are
+        those of the listener named (advertised_listeners), if any."""
 
     async def check_owner(self, name: TopicName) -> None:
         """ServiceNotReadyError unless this broker owns the topic's bundle."""

@@ -183,7 +183,7 @@ class BrokerService:
         self._check_open()
         await self.check_namespace(name)
         if self.ownership is not None:
-            return await self.ownership.lookup(name, authoritative)
+            return await self.ownership.lookup(name, authoritative, listener_name)
         if not listener_name:
             return LookupAnswer(self.service_url, self.service_url_tls)
         url = self._listeners.get(listener_name)

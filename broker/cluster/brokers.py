@@ -40,6 +40,8 @@ class BrokerInfo:
     web_service_url: str
     lease: int
     load: LoadReport = field(default_factory=LoadReport)
+    # advertised_listeners: name -> service URL (LOOKUP by listener name).
+    listeners: dict[str, str] = field(default_factory=dict)
 
     def encode(self) -> bytes:
         return json.dumps(asdict(self), separators=(",", ":")).encode()
@@ -58,6 +60,7 @@ class BundleOwner:
     service_url_tls: str
     web_service_url: str
     lease: int
+    listeners: dict[str, str] = field(default_factory=dict)
 
     def encode(self) -> bytes:
         return json.dumps(asdict(self), separators=(",", ":")).encode()
@@ -74,6 +77,7 @@ class BundleOwner:
             broker.service_url_tls,
             broker.web_service_url,
             broker.lease,
+            dict(broker.listeners),
         )
 
 

@@ -105,7 +105,12 @@ class ClusterMember:
         assert self.session is not None
         broker_id = service_url.split("://", 1)[-1]
         self.info = BrokerInfo(
-            broker_id, service_url, service_url_tls, web_url, self.session.lease_id
+            broker_id,
+            service_url,
+            service_url_tls,
+            web_url,
+            self.session.lease_id,
+            listeners=self.config.listeners(),
         )
         await self._register()
         if self.service is not None:
@@ -131,6 +136,7 @@ class ClusterMember:
             self.info.web_service_url,
             self.session.lease_id,
             self._load(),
+            self.info.listeners,
         )
         await self.client.put(
             self.keys.broker(self.info.broker_id), self.info.encode(), lease=self.session.lease_id
@@ -216,7 +222,21 @@ class ClusterMember:
         got = await self.client.get(self.keys.bundle(bundle))
         return None if got is None else BundleOwner.decode(got.value)
 
-    async def lookup(self, name: TopicName, authoritative: bool) -> LookupAnswer:
+    async def lookup(
+        self, name: TopicName, authoritative: bool, listener_name: str = ""
+    ) -> LookupAnswer:
+        """Where `name` is served, as the URLs of the listener the client named
+        (advertised_listeners; the default ones without a name)."""
+
+        def answer(broker: BrokerInfo | BundleOwner, redirect: bool = False) -> LookupAnswer:
+            if not listener_name:
+                return LookupAnswer(broker.service_url, broker.service_url_tls, redirect=redirect)
+            url = broker.listeners.get(listener_name)
+            if url is None:
+                # Pulsar's words, as standalone answers them.
+                raise ServiceNotReadyError(f"the broker do not have {listener_name} listener")
+            return LookupAnswer(url, url, redirect=redirect)
+
         bundle = self._bundle(name)
         for _ in range(_LOOKUP_ROUNDS):
             me = self._me()
@@ -224,9 +244,9 @@ class ClusterMember:
             if owner is not None:
                 if self.is_me(owner):
                     self.owned.add(bundle)
-                    return LookupAnswer(me.service_url, me.service_url_tls)
+                    return answer(me)
                 self.metrics.lookup_redirects.inc()
-                return LookupAnswer(owner.service_url, owner.service_url_tls, redirect=True)
+                return answer(owner, redirect=True)
             if not authoritative or self._leaving:
                 brokers = await live_brokers(self.client, self.keys)
                 target = least_loaded(
@@ -238,10 +258,10 @@ class ClusterMember:
                 if target is not None and target.broker_id != me.broker_id:
                     # The client asks there again, authoritatively: it takes it.
                     self.metrics.lookup_redirects.inc()
-                    return LookupAnswer(target.service_url, target.service_url_tls, redirect=True)
+                    return answer(target, redirect=True)
             self._check_staying(name)
             if await self._acquire(bundle, me):
-                return LookupAnswer(me.service_url, me.service_url_tls)
+                return answer(me)
         raise ServiceNotReadyError(f"bundle {bundle} is changing owners; try again")
 
     async def _acquire(self, bundle: Bundle, me: BrokerInfo) -> bool:
