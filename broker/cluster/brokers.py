@@ -40,8 +40,9 @@ class BrokerInfo:
     web_service_url: str
     lease: int
     load: LoadReport = field(default_factory=LoadReport)
-    # advertised_listeners: name -> service URL (LOOKUP by listener name).
-    listeners: dict[str, str] = field(default_factory=dict)
+    # advertised_listeners: name -> service URL (LOOKUP by listener name);
+    # left out of equality and hashing (a dict is not hashable).
+    listeners: dict[str, str] = field(default_factory=dict, compare=False)
 
     def encode(self) -> bytes:
         return json.dumps(asdict(self), separators=(",", ":")).encode()
@@ -60,7 +61,7 @@ class BundleOwner:
     service_url_tls: str
     web_service_url: str
     lease: int
-    listeners: dict[str, str] = field(default_factory=dict)
+    listeners: dict[str, str] = field(default_factory=dict, compare=False)
 
     def encode(self) -> bytes:
         return json.dumps(asdict(self), separators=(",", ":")).encode()

@@ -21,7 +21,9 @@ T = pb.BaseCommand
 LookupType = pb.CommandLookupTopicResponse
 
 
-def _lookup(port: int, topic: str, listener: str, authoritative: bool = False) -> pb.CommandLookupTopicResponse:
+def _lookup(
+    port: int, topic: str, listener: str, authoritative: bool = False
+) -> pb.CommandLookupTopicResponse:
     with RawClient("127.0.0.1", port) as client:
         client.connect()
         client.send(
@@ -46,7 +48,9 @@ def test_lookup_answers_the_owners_listener_by_name(
                 etcd.url, tmp_path / "data", tmp_path / f"b{i}.log", cluster_lease_seconds=2
             )
             # The same port under another name: what a client outside would dial.
-            broker.env["MAGNETAR_ADVERTISED_LISTENERS"] = f"external:pulsar://localhost:{broker.port}"
+            broker.env["MAGNETAR_ADVERTISED_LISTENERS"] = (
+                f"external:pulsar://localhost:{broker.port}"
+            )
             brokers.append(broker.start())
         external = {f"pulsar://localhost:{b.port}" for b in brokers}
         seen: set[str] = set()
