@@ -12,7 +12,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from tests.chaos.netns import Network
@@ -149,6 +148,3 @@ class ChaosCluster:
 
     def alive(self, name: str) -> bool:
         return self.procs[name].poll() is None
-
-    def settle(self, seconds: float) -> None:
-        time.sleep(seconds)

@@ -55,6 +55,8 @@ LITE_LACKS = {
     "batch_index_ack": "pulsar-lite takes an ack of some indexes of a batch for the whole entry "
     "(nothing of it comes again; the official client sees the same)",
     "active_consumer_change": "pulsar-lite sends no ACTIVE_CONSUMER_CHANGE to Failover consumers",
+    "failover_priority": "pulsar-lite ignores priority_level on Failover (a lower-priority "
+    "consumer that subscribed first stays active)",
     "admin_stats": "pulsar-lite has no admin API (a subscription's backlog cannot be read)",
 }
 # What the official Python client (pulsar-client 3.x) does not offer (SEM-10.2).

@@ -24,6 +24,7 @@ from tests.interop.conftest import (
     BrokerUnderTest,
     is_official,
     open_client,
+    require_api,
     wait_until,
 )
 from tests.support.failover_ring import ring_owner
@@ -438,10 +439,8 @@ def test_failover_priority_beats_arrival(
     """SEM-4.2: priority beats name and arrival on every kind of topic: "aaa"
     (priority_level 1) subscribes first, "bbb" (priority_level 0) second, and
     "bbb" gets every message of every partition; "aaa" stands by."""
-    if broker.magnetar is None:
-        pytest.skip("SEM-4.2's priority rule is checked on our broker")
-    if is_official(api):
-        pytest.skip("the official Python client has no priority_level option")
+    broker.require("failover_priority")
+    require_api(api, "priority_level")
     url, topic = (
         broker.partitioned_topic("fprio") if partitioned else (broker.url, broker.topic("fprio"))
     )

@@ -27,9 +27,7 @@ def _topic() -> str:
 
 
 def _admin(broker: BrokerThread | Any, topic: str) -> str:
-    return (
-        f"{broker.http_url}/admin/v2/persistent/public/default/{topic.rsplit('/', 1)[1]}/compaction"
-    )
+    return f"{broker.http_url}/admin/v2/{topic.replace('://', '/')}/compaction"
 
 
 def compact_and_wait(broker: BrokerThread | Any, topic: str) -> dict[str, Any]:
@@ -231,16 +229,9 @@ def test_status_and_threshold_count_survive_a_restart(broker: BrokerThread) -> N
     base = f"{broker.http_url}/admin/v2/namespaces/public/{ns}"
     assert http_call("PUT", base)[0] == 204
     done = f"persistent://public/{ns}/done"
-
-    def compaction(local: str) -> str:  # the HTTP port changes with a restart
-        return f"{broker.http_url}/admin/v2/persistent/public/{ns}/{local}/compaction"
-
     with official_client(broker.url) as client:
         client.create_producer(done).send(b"v", partition_key="k")
-    assert http_call("PUT", compaction("done"))[0] == 204
-    while (status := http_call("GET", compaction("done"))[1]["status"]) == "RUNNING":
-        time.sleep(0.05)
-    assert status == "SUCCESS"
+    assert compact_and_wait(broker, done)["status"] == "SUCCESS"
     assert http_call("POST", f"{base}/compactionThreshold", 4000)[0] == 204
     auto = f"persistent://public/{ns}/auto"
     payload = b"x" * 200
@@ -248,15 +239,15 @@ def test_status_and_threshold_count_survive_a_restart(broker: BrokerThread) -> N
         producer = client.create_producer(auto, batching_enabled=False)
         for i in range(12):  # well over half of the threshold, not all of it
             producer.send(payload, partition_key=f"k{i % 3}")
-    assert http_call("GET", compaction("auto"))[1]["status"] == "NOT_RUN"
-    broker.restart()
-    assert http_call("GET", compaction("done"))[1] == {"status": "SUCCESS", "lastError": ""}
+    assert http_call("GET", _admin(broker, auto))[1]["status"] == "NOT_RUN"
+    broker.restart()  # the HTTP port changes: _admin reads it again
+    assert http_call("GET", _admin(broker, done))[1] == {"status": "SUCCESS", "lastError": ""}
     with official_client(broker.url) as client:
         producer = client.create_producer(auto, batching_enabled=False)
         for i in range(10):  # alone, this is short of the threshold
             producer.send(payload, partition_key=f"k{i % 3}")
         deadline = time.monotonic() + 10
-        while (status := http_call("GET", compaction("auto"))[1]["status"]) in (
+        while (status := http_call("GET", _admin(broker, auto))[1]["status"]) in (
             "NOT_RUN",
             "RUNNING",
         ):
