@@ -20,6 +20,7 @@ BENCHMARKS = {
     "consumer": "bench.consumer",
     "compaction": "bench.compaction",
     "cluster": "bench.cluster",
+    "scale": "bench.scale",
 }
 
 

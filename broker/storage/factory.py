@@ -27,6 +27,8 @@ from magnetar.broker.storage.api import (
     StorageError,
 )
 from magnetar.broker.storage.cache import EntryCacheManager
+from magnetar.broker.storage.handles import DEFAULT_MAX_OPEN_FILES, OpenFiles
+from magnetar.broker.storage.journal import Journal
 from magnetar.broker.storage.ledger import (
     ML_ROOT,
     LedgerContext,
@@ -38,6 +40,7 @@ from magnetar.broker.storage.ledger import (
 )
 from magnetar.broker.storage.metadata import SqliteMetadataStore
 from magnetar.broker.storage.recovery import open_ledger
+from magnetar.broker.storage.replay import replay_journals
 
 log = structlog.get_logger(__name__)
 
@@ -53,10 +56,11 @@ class FileManagedLedgerFactory(ManagedLedgerFactory):
         store: MetadataStore,
         config: ManagedLedgerConfig,
         clock: Clock,
-        io_threads: int,
         owns_store: bool,
         lock_fd: int,
         trim_interval_s: float,
+        executor: ThreadPoolExecutor,
+        journal: Journal,
         write_guard: WriteGuard | None = None,
     ) -> None:
         self.data_dir = data_dir
@@ -64,7 +68,8 @@ class FileManagedLedgerFactory(ManagedLedgerFactory):
         self.config = config
         self._owns_store = owns_store
         self._lock_fd = lock_fd
-        self._executor = ThreadPoolExecutor(io_threads, thread_name_prefix="magnetar-io")
+        self._executor = executor
+        self.journal = journal
         self.cache = EntryCacheManager(config.entry_cache_size)
         self._ctx = LedgerContext(
             data_dir=data_dir,
@@ -74,6 +79,8 @@ class FileManagedLedgerFactory(ManagedLedgerFactory):
             clock=clock,
             allocate_ledger_id=self._allocate_ledger_id,
             on_closed=self._ledger_closed,
+            journal=journal,
+            files=journal.files,
             write_guard=write_guard,
         )
         self._ledgers: dict[str, ManagedLedgerImpl] = {}
@@ -100,6 +107,7 @@ class FileManagedLedgerFactory(ManagedLedgerFactory):
         trim_interval_s: float = 60.0,
         shared: bool = False,
         write_guard: WriteGuard | None = None,
+        max_open_files: int = DEFAULT_MAX_OPEN_FILES,
     ) -> FileManagedLedgerFactory:
         """Lock ``data_dir`` and open (or create) it.
 
@@ -113,10 +121,27 @@ class FileManagedLedgerFactory(ManagedLedgerFactory):
         os.makedirs(os.path.join(data_dir, "ledgers"), exist_ok=True)
         lock_fd = -1 if shared else await asyncio.to_thread(_lock_dir, data_dir)
         owns = store is None
+        executor = ThreadPoolExecutor(io_threads, thread_name_prefix="magnetar-io")
         try:
             if store is None:
                 store = await SqliteMetadataStore.open(os.path.join(data_dir, "metadata.db"))
+            try:
+                await replay_journals(data_dir, store, executor)
+                cfg = config or ManagedLedgerConfig()
+                files = OpenFiles(max_open_files)
+                journal = await Journal.open(
+                    data_dir,
+                    executor,
+                    files,
+                    sync_interval_s=cfg.sync_interval_ms / 1000,
+                    write_guard=write_guard,
+                )
+            except BaseException:
+                if owns:
+                    await store.close()
+                raise
         except BaseException:
+            executor.shutdown(wait=False)
             if lock_fd >= 0:
                 os.close(lock_fd)
             raise
@@ -125,10 +150,11 @@ class FileManagedLedgerFactory(ManagedLedgerFactory):
             store,
             config or ManagedLedgerConfig(),
             clock,
-            io_threads,
             owns,
             lock_fd,
             trim_interval_s,
+            executor,
+            journal,
             write_guard,
         )
 
@@ -205,6 +231,7 @@ class FileManagedLedgerFactory(ManagedLedgerFactory):
                 await ml.close()
             except StorageError:
                 log.exception("closing a managed ledger failed", ledger=ml.name)
+        await self.journal.close()
         await asyncio.to_thread(self._executor.shutdown, True)
         if self._owns_store:
             await self.store.close()

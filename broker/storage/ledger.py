@@ -38,6 +38,8 @@ from magnetar.broker.storage.api import (
     StorageError,
 )
 from magnetar.broker.storage.cache import EntryCacheManager
+from magnetar.broker.storage.handles import OpenFiles
+from magnetar.broker.storage.journal import Journal
 from magnetar.broker.storage.layout import (
     LedgerInfo,
     LedgerLayout,
@@ -97,6 +99,8 @@ class LedgerContext:
     clock: Clock
     allocate_ledger_id: Callable[[], Awaitable[int]]
     on_closed: Callable[[ManagedLedgerImpl], None]
+    journal: Journal
+    files: OpenFiles
     write_health: WriteHealth = field(default_factory=WriteHealth)
     write_guard: WriteGuard | None = None
 
@@ -338,7 +342,13 @@ class ManagedLedgerImpl(ManagedLedger):
         limit = base + self._config.max_read_bytes
         end = max(first + 1, min(end, bisect.bisect_right(offsets, limit, first + 1, end + 1) - 1))
         span = offsets[first : end + 1]
-        lf.refs += 1
+        files = self._ctx.files
+        try:
+            files.acquire(lf)
+        except OSError as exc:  # closed for good: trimmed meanwhile
+            raise StorageError(
+                f"read of {self._name} {info.ledger_id}:{first} failed: {exc}"
+            ) from exc
         try:
             entries = await self.run_blocking(lf.read, first, span)
         except (CorruptEntryError, OSError) as exc:
@@ -346,10 +356,11 @@ class ManagedLedgerImpl(ManagedLedger):
                 f"read of {self._name} {info.ledger_id}:{first} failed: {exc}"
             ) from exc
         finally:
-            lf.refs -= 1
+            files.release(lf)
             if lf.refs == 0 and (
                 self._state == _CLOSED or self.layout.get(info.ledger_id) is not info
             ):
+                files.forget(lf)
                 lf.close()  # trimmed or closed while we read
         self.stats.disk_reads += 1
         self.stats.disk_read_entries += len(entries)
@@ -543,6 +554,7 @@ class ManagedLedgerImpl(ManagedLedger):
         for info in self.layout.infos():
             info.cache.clear()
             if info.file.refs == 0:
+                self._ctx.files.forget(info.file)
                 info.file.close()
         self._state = _CLOSED
         self._ctx.on_closed(self)

@@ -61,12 +61,14 @@ async def open_ledger(
                     recorded=rec.entries,
                     found=lf.entry_count,
                 )
+            ctx.files.adopt(lf)
             info = LedgerInfo(rec.ledger_id, lf, ctx.cache.new_cache(rec.ledger_id))
             info.closed_at = rec.closed_at if rec.closed_at is not None else ctx.clock()
             ml.layout.append(info)
         # The ledger that was being written is closed now; an empty one goes.
         if len(ml.layout) and ml.layout.current.entry_count == 0:
             empty = ml.layout.remove(ml.layout.current.ledger_id)
+            ctx.files.forget(empty.file)
             empty.file.close()
             await ml.run_blocking(os.unlink, empty.file.path)
         known = {f"{i}.log" for i in ml.layout.ids}
@@ -77,7 +79,10 @@ async def open_ledger(
                 lac = Position(info.ledger_id, info.entry_count - 1)
                 break
         new_id = await ctx.allocate_ledger_id()
-        lf = await ml.run_blocking(LedgerFile.create, os.path.join(ml.dir, f"{new_id}.log"), new_id)
+        lf = await ml.run_blocking(
+            LedgerFile.create, os.path.join(ml.dir, f"{new_id}.log"), new_id, False
+        )
+        ctx.files.adopt(lf)
         ml.layout.append(LedgerInfo(new_id, lf, ctx.cache.new_cache(new_id)))
         await ml.write_ledger_list()
         if lac[1] < 0:
@@ -91,6 +96,7 @@ async def open_ledger(
             ml.cursors_by_name[cname] = cursor
     except BaseException:
         for info in ml.layout.infos():
+            ctx.files.forget(info.file)
             info.file.close()
         raise
     ml.start(lac)
@@ -98,9 +104,9 @@ async def open_ledger(
 
 
 def _make_dir(path: str) -> None:
+    # Durable by the journal's checkpoint (its name with the first file's).
     if not os.path.isdir(path):
         os.makedirs(path, exist_ok=True)
-        fsync_dir(os.path.dirname(path))
 
 
 def _remove_leftovers(path: str, known: set[str]) -> None:

@@ -44,6 +44,7 @@ class LedgerFile:
 
     __slots__ = (
         "_alloc_end",
+        "_closed",
         "_fd",
         "_prealloc_failed",
         "_write_end",
@@ -58,6 +59,7 @@ class LedgerFile:
         self.path = path
         self.ledger_id = ledger_id
         self._fd = fd
+        self._closed = False
         self.offsets: array[int] = scan_result.offsets
         self.cum_messages: array[int] = scan_result.cum_messages
         self._write_end = scan_result.valid_end
@@ -70,10 +72,13 @@ class LedgerFile:
     # -------------------------------------------------------------- blocking helpers
 
     @classmethod
-    def create(cls, path: str, ledger_id: int) -> LedgerFile:
-        """Create an empty file (fails if it exists). *Blocking*."""
+    def create(cls, path: str, ledger_id: int, sync_dir: bool = True) -> LedgerFile:
+        """Create an empty file (fails if it exists). *Blocking*. Without
+        ``sync_dir`` the new name is made durable later (the journal's
+        checkpoint; replay recreates a ledger file its metadata names)."""
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
-        fsync_dir(os.path.dirname(path))
+        if sync_dir:
+            fsync_dir(os.path.dirname(path))
         return cls(path, ledger_id, fd, ScanResult(array("q", [0]), array("q", [0]), False))
 
     @classmethod
@@ -150,6 +155,23 @@ class LedgerFile:
         self._write_end = end
         return ends
 
+    def append_raw(self, parts: list[bytes], nbytes: int, sync: bool) -> int:
+        """Write ``nbytes`` of already encoded bytes at the end (the journal's
+        groups: no index of their own). *Blocking*; see :meth:`write_records`."""
+        return self.write_records(parts, array("q", [self._write_end + nbytes]), sync)[-1]
+
+    def cut_back(self, end: int) -> None:
+        """Undo appends after ``end`` (their group failed elsewhere). *Blocking*;
+        raises OSError when the file could not be cut."""
+        os.ftruncate(self._fd, end)
+        self._write_end = end
+        self._alloc_end = end
+
+    @property
+    def write_end(self) -> int:
+        """Where the next append goes (loop thread, between appends)."""
+        return self._write_end
+
     def _preallocate(self, end: int) -> None:
         """Zeros ahead of the data: later groups overwrite allocated blocks, so
         their fdatasync need not commit a size change (it takes half the time).
@@ -206,14 +228,42 @@ class LedgerFile:
         if fd >= 0:
             os.fdatasync(fd)
 
+    def sync_by_path(self) -> None:
+        """fdatasync through a descriptor of its own (the shared one may be
+        closed by the open-file limit meanwhile); a file deleted since needs
+        none. *Blocking*."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return
+        try:
+            os.fdatasync(fd)
+        finally:
+            os.close(fd)
+
     def read(self, first_entry_id: int, offsets: array[int]) -> list[Entry]:
         """Entries ``first_entry_id ..`` whose record bounds are ``offsets``. *Blocking*."""
         base = offsets[0]
         buf = _pread_all(self._fd, offsets[-1] - base, base)
         return decode_range(buf, self.ledger_id, first_entry_id, offsets, base)
 
+    def open_fd(self) -> None:
+        """Open the descriptor again if the open-file limit closed it (loop
+        thread, see handles.py). Raises OSError once closed for good."""
+        if self._fd < 0:
+            if self._closed:
+                raise OSError(f"{self.path} is closed")
+            self._fd = os.open(self.path, os.O_RDWR | os.O_CLOEXEC)
+
+    def release_fd(self) -> None:
+        """Close the descriptor until the next :meth:`open_fd` (loop thread)."""
+        if self._fd >= 0:
+            fd, self._fd = self._fd, -1
+            os.close(fd)
+
     def close(self) -> None:
-        """Close the fd. *Blocking* (cheap). Idempotent."""
+        """Close for good. *Blocking* (cheap). Idempotent."""
+        self._closed = True
         if self._fd >= 0:
             fd, self._fd = self._fd, -1
             os.close(fd)

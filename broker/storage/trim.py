@@ -14,7 +14,6 @@ import structlog
 from magnetar.broker.storage import metrics
 from magnetar.broker.storage.api import Position
 from magnetar.broker.storage.layout import LedgerInfo
-from magnetar.broker.storage.segment import LedgerFile
 
 # Typing only: trimming works on the ledger that owns the sweep.
 if TYPE_CHECKING:
@@ -63,14 +62,15 @@ async def trim_ledgers(ml: ManagedLedgerImpl) -> int:
     except BaseException:
         ml.layout.restore_front(victims)
         raise
-    idle = []
+    files = ml.ctx.files
     for info in victims:
         info.cache.clear()
         ml.forget_unsynced(info.file)
         if info.file.refs == 0:
-            idle.append(info)
+            files.forget(info.file)
+            info.file.close()
         # else: the last reader closes the fd (ManagedLedgerImpl.read_in_ledger)
-    await ml.run_blocking(_unlink, [i.file.path for i in victims], [i.file for i in idle])
+    await ml.run_blocking(_unlink, [i.file.path for i in victims])
     metrics.LEDGERS_TRIMMED.inc(len(victims))
     log.info(
         "trimmed ledgers",
@@ -80,9 +80,7 @@ async def trim_ledgers(ml: ManagedLedgerImpl) -> int:
     return len(victims)
 
 
-def _unlink(paths: list[str], files: list[LedgerFile]) -> None:
-    for f in files:
-        f.close()
+def _unlink(paths: list[str]) -> None:
     for path in paths:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path)

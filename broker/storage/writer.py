@@ -1,10 +1,12 @@
-"""The append path of a managed ledger: group commit, rollover, interval sync.
+"""The append path of one managed ledger: its queue, its groups, rollover.
 
-Appends queue up on the event loop. One writer task takes everything queued
-(bounded by MAX_GROUP_BYTES and the segment size), encodes the records on the
-loop, writes them with one gathering write (and one fdatasync under ``fsync``)
-on an I/O thread that runs nothing but those syscalls, then extends the index,
-fills the cache and resolves the receipts in order, in one C-level pass.
+Appends queue up on the event loop. The broker's journal (journal.py) takes
+a group from every ledger with appends queued (bounded by MAX_GROUP_BYTES
+and the segment size), writes all of them in one round on an I/O thread (each
+ledger's records to its own file, the same buffers to the journal, one
+fdatasync for the round under ``fsync``), then hands each group back here:
+the index is extended, the cache filled and the receipts resolved in order,
+in one C-level pass.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from magnetar.broker.storage.api import (
     StorageError,
     SyncPolicy,
 )
+from magnetar.broker.storage.journal_format import encode_group_header
 from magnetar.broker.storage.layout import LedgerInfo
 from magnetar.broker.storage.records import HEADER_SIZE
 from magnetar.broker.storage.segment import LedgerFile, WriteFailed
@@ -38,38 +41,102 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger(__name__)
 
-# One write takes at most this much queued data (bounded memory and latency).
+# One group takes at most this much queued data (bounded memory and latency).
 MAX_GROUP_BYTES = 4 * 1024 * 1024
 
 _new_tuple = tuple.__new__
 _set_result = asyncio.Future.set_result
 
 
+class PendingGroup:
+    """One ledger's share of a journal round: encoded, not yet written."""
+
+    __slots__ = (
+        "datas",
+        "ends",
+        "error",
+        "first_id",
+        "futs",
+        "header",
+        "info",
+        "journaled",
+        "nbytes",
+        "nmsgs",
+        "parts",
+        "queued_at",
+        "record_bytes",
+        "start",
+        "sync",
+        "writer",
+    )
+
+    def __init__(
+        self,
+        writer: LedgerWriter,
+        info: LedgerInfo,
+        datas: list[bytes],
+        nmsgs: list[int],
+        futs: list[asyncio.Future[Position]],
+        nbytes: int,
+        queued_at: float,
+    ) -> None:
+        lf = info.file
+        self.writer = writer
+        self.info = info
+        self.datas = datas
+        self.nmsgs = nmsgs
+        self.futs = futs
+        self.nbytes = nbytes
+        self.queued_at = queued_at
+        self.first_id = len(lf.offsets) - 1
+        self.start = lf.write_end
+        self.parts, self.ends = lf.encode(datas, nmsgs)
+        self.record_bytes = self.ends[-1] - self.start
+        policy = writer.sync_policy
+        self.sync = policy is SyncPolicy.FSYNC
+        # Under `none` nothing is promised past the OS: no journal copy.
+        self.journaled = policy is not SyncPolicy.NONE
+        self.header = (
+            encode_group_header(
+                writer.name_bytes, info.ledger_id, self.first_id, len(datas), self.record_bytes
+            )
+            if self.journaled
+            else b""
+        )
+        self.error: WriteFailed | None = None
+
+    @property
+    def file(self) -> LedgerFile:
+        return self.info.file
+
+
 class LedgerWriter:
-    """Owns the append queue, the writer task and (``interval``) the sync task."""
+    """Owns the append queue and rollovers of one managed ledger; the journal
+    writes its groups."""
 
     def __init__(self, ml: ManagedLedgerImpl) -> None:
         self._ml = ml
         self._loop = asyncio.get_running_loop()
         self._config = ml.config
-        self._sync = ml.config.sync_policy is SyncPolicy.FSYNC
+        self.name_bytes = ml.name.encode()
         self._datas: list[bytes] = []
         self._nmsgs: list[int] = []
         self._futs: list[asyncio.Future[Position]] = []
         self._bytes = 0
         # When the oldest entry still queued was queued (the latency clock).
         self._oldest_queued = 0.0
-        self._wakeup: asyncio.Future[None] | None = None
+        self._scheduled = False
         self._stopping = False
-        self._task: asyncio.Task[None] | None = None
-        self._sync_task: asyncio.Task[None] | None = None
-        self._unsynced: set[LedgerFile] = set()
+        # Set while a group of ours is in a journal round.
+        self._in_flight: asyncio.Future[None] | None = None
+        self._rolling: asyncio.Task[None] | None = None
+
+    @property
+    def sync_policy(self) -> SyncPolicy:
+        return self._ml.config.sync_policy
 
     def start(self) -> None:
-        name = self._ml.name
-        self._task = self._loop.create_task(self._write_loop(), name=f"ml-writer:{name}")
-        if self._config.sync_policy is SyncPolicy.INTERVAL:
-            self._sync_task = self._loop.create_task(self._sync_loop(), name=f"ml-sync:{name}")
+        """Nothing runs until the first append: the journal drives the writes."""
 
     def add(self, data: bytes, num_messages: int) -> asyncio.Future[Position]:
         fut: asyncio.Future[Position] = self._loop.create_future()
@@ -79,10 +146,9 @@ class LedgerWriter:
         self._nmsgs.append(num_messages)
         self._futs.append(fut)
         self._bytes += len(data)
-        wakeup = self._wakeup
-        if wakeup is not None:
-            self._wakeup = None
-            wakeup.set_result(None)
+        if not self._scheduled and self._rolling is None and self._in_flight is None:
+            self._scheduled = True
+            self._ml.ctx.journal.schedule(self)
         return fut
 
     def fail_queued(self, exc: BaseException) -> None:
@@ -92,48 +158,55 @@ class LedgerWriter:
         self._bytes = 0
 
     async def stop(self, exc: BaseException) -> None:
-        """Fail what is queued, let the write in flight finish, stop the tasks, sync."""
+        """Fail what is queued, let the write in flight finish, stop a rollover."""
         self._stopping = True
         self.fail_queued(exc)
-        if self._wakeup is not None:
-            self._wakeup.set_result(None)
-            self._wakeup = None
-        if self._task is not None:
-            await asyncio.wait([self._task])
-        if self._sync_task is not None:
-            self._sync_task.cancel()
-            await asyncio.wait([self._sync_task])
-        await self.sync_dirty()
+        if self._in_flight is not None:
+            await asyncio.wait([self._in_flight])
+        if self._rolling is not None:
+            self._rolling.cancel()
+            await asyncio.wait([self._rolling])
 
     def forget_unsynced(self, lf: LedgerFile) -> None:
         """A trimmed file needs no fsync any more."""
-        self._unsynced.discard(lf)
+        self._ml.ctx.journal.forget(lf)
+
+    # --------------------------------------------------- called by the journal
+
+    def take(self) -> PendingGroup | None:
+        """The next group to write, or None (nothing queued, or a rollover first)."""
+        self._scheduled = False
+        if not self._futs or self._stopping or self._ml.is_closed:
+            return None
+        queued_at = self._oldest_queued
+        datas, nmsgs, futs, nbytes = self._take_group()
+        info = self._ml.layout.current
+        # Roll over before a group that would take the file past the limit.
+        new_size = info.file.size + nbytes + HEADER_SIZE * len(datas)
+        if info.entry_count and new_size > self._config.max_segment_size:
+            self._datas[:0], self._nmsgs[:0], self._futs[:0] = datas, nmsgs, futs
+            self._bytes += nbytes
+            self._oldest_queued = queued_at
+            self._rolling = self._loop.create_task(
+                self._roll_then_resume(), name=f"ml-rollover:{self._ml.name}"
+            )
+            return None
+        self._in_flight = self._loop.create_future()
+        return PendingGroup(self, info, datas, nmsgs, futs, nbytes, queued_at)
+
+    def finish(self, group: PendingGroup, refused: str | None) -> None:
+        """The round holding ``group`` is over: publish it or fail it."""
+        try:
+            self._finish(group, refused)
+        finally:
+            in_flight, self._in_flight = self._in_flight, None
+            if in_flight is not None:
+                in_flight.set_result(None)
+            if self._futs and not self._stopping and self._rolling is None:
+                self._scheduled = True
+                self._ml.ctx.journal.schedule(self)
 
     # -------------------------------------------------------------------- internals
-
-    async def _write_loop(self) -> None:
-        loop = self._loop
-        while True:
-            if not self._futs:
-                if self._stopping:
-                    return
-                if self._sync and not self._ml.is_closed:
-                    lf = self._ml.layout.current.file
-                    if lf.needs_preallocation():
-                        await self._ml.run_blocking(lf.preallocate_ahead)
-                        continue
-                wakeup: asyncio.Future[None] = loop.create_future()
-                self._wakeup = wakeup
-                await wakeup
-                continue
-            # A remainder left queued keeps the group's start: an upper bound.
-            queued_at = self._oldest_queued
-            datas, nmsgs, futs, nbytes = self._take_group()
-            try:
-                await self._write_group(datas, nmsgs, futs, nbytes, queued_at)
-            except Exception as exc:  # never let the writer die with receipts pending
-                log.exception("managed ledger write failed", ledger=self._ml.name)
-                fail_all(futs, StorageError(f"append to {self._ml.name} failed: {exc}"))
 
     def _take_group(
         self,
@@ -163,29 +236,11 @@ class LedgerWriter:
         self._bytes = nbytes - taken
         return datas[:k], nmsgs[:k], futs[:k], taken
 
-    async def _write_group(
-        self,
-        datas: list[bytes],
-        nmsgs: list[int],
-        futs: list[asyncio.Future[Position]],
-        group_bytes: int,
-        queued_at: float,
-    ) -> None:
+    def _finish(self, group: PendingGroup, refused: str | None) -> None:
         ml = self._ml
-        info = ml.layout.current
-        # Roll over before a group that would take the file past the limit.
-        new_size = info.file.size + group_bytes + HEADER_SIZE * len(datas)
-        if info.entry_count and new_size > self._config.max_segment_size:
-            await self._rollover()
-            info = ml.layout.current
-        lf = info.file
-        first_id = len(lf.offsets) - 1
-        start = lf.offsets[-1]
-        started = time.perf_counter()
-        try:
-            parts, ends = lf.encode(datas, nmsgs)
-            ends = await ml.run_blocking(lf.write_records, parts, ends, self._sync)
-        except WriteFailed as exc:
+        futs = group.futs
+        exc = group.error
+        if exc is not None:
             metrics.WRITE_ERRORS.inc()
             ml.ctx.write_health.failed(f"append to {ml.name} failed: {exc}")
             fail_all(futs, StorageError(f"append to {ml.name} failed: {exc}"))
@@ -194,8 +249,6 @@ class LedgerWriter:
                 ml.fence()
                 self.fail_queued(ManagedLedgerFenced(str(exc)))
             return
-        guard = ml.ctx.write_guard
-        refused = guard() if guard is not None else None
         if refused is not None:
             # Written, but maybe past a new owner's fence: never confirmed.
             log.error("managed ledger fenced: writes refused", ledger=ml.name, why=refused)
@@ -203,13 +256,14 @@ class LedgerWriter:
             fail_all(futs, ManagedLedgerFenced(refused))
             self.fail_queued(ManagedLedgerFenced(refused))
             return
-        lf.extend_index(ends, nmsgs)
+        info = group.info
+        datas, nmsgs = group.datas, group.nmsgs
+        info.file.extend_index(group.ends, nmsgs)
         health = ml.ctx.write_health
         if health.failing:
             health.recovered()
-        if not self._sync:
-            self._unsynced.add(lf)
         n = len(datas)
+        first_id = group.first_id
         # Built by C-level map(): no per-entry Python frame on the hot path.
         positions: list[Position] = list(
             map(
@@ -221,15 +275,13 @@ class LedgerWriter:
         entries: list[Entry] = list(
             map(_new_tuple, repeat(Entry, n), zip(positions, datas, nmsgs, strict=True))
         )
-        nbytes = ends[-1] - start - HEADER_SIZE * n
+        nbytes = group.nbytes
         info.cache.append(entries, nbytes)
         stats = ml.stats
         stats.groups_written += 1
         stats.entries_written += n
         stats.bytes_written += nbytes
-        done = time.perf_counter()
-        stats.write_latency.observe(done - queued_at)
-        metrics.WRITE_SECONDS.observe(done - started)
+        stats.write_latency.observe(time.perf_counter() - group.queued_at)
         metrics.GROUPS_WRITTEN.inc()
         metrics.ENTRIES_WRITTEN.inc(n)
         metrics.BYTES_WRITTEN.inc(nbytes)
@@ -241,13 +293,26 @@ class LedgerWriter:
                 if not fut.done():
                     fut.set_result(pos)
 
+    async def _roll_then_resume(self) -> None:
+        try:
+            await self._rollover()
+        except Exception as exc:
+            log.exception("rollover failed", ledger=self._ml.name)
+            self.fail_queued(StorageError(f"append to {self._ml.name} failed: {exc}"))
+        finally:
+            self._rolling = None
+            if self._futs and not self._stopping:
+                self._scheduled = True
+                self._ml.ctx.journal.schedule(self)
+
     async def _rollover(self) -> None:
         """Close the current ledger and start a new one (metadata first)."""
         ml = self._ml
         ctx = ml.ctx
         new_id = await ctx.allocate_ledger_id()
         path = os.path.join(ml.dir, f"{new_id}.log")
-        lf = await ml.run_blocking(LedgerFile.create, path, new_id)
+        lf = await ml.run_blocking(LedgerFile.create, path, new_id, False)
+        ctx.files.adopt(lf)
         old = ml.layout.current
         old.closed_at = ctx.clock()
         ml.layout.append(LedgerInfo(new_id, lf, ctx.cache.new_cache(new_id)))
@@ -256,30 +321,13 @@ class LedgerWriter:
         except BaseException:
             ml.layout.remove(new_id)
             old.closed_at = None
+            ctx.files.forget(lf)
             await ml.run_blocking(_close_and_unlink, lf)
             raise
         ml.stats.rollovers += 1
         metrics.ROLLOVERS.inc()
         log.debug("ledger rolled over", ledger=ml.name, closed=old.ledger_id, new=new_id)
-        try:
-            await ml.run_blocking(old.file.trim_tail)
-        except OSError:
-            log.exception("cutting preallocated space failed", ledger=ml.name)
         ml.schedule_trim()
-
-    async def _sync_loop(self) -> None:
-        interval = self._config.sync_interval_ms / 1000
-        while True:
-            await asyncio.sleep(interval)
-            await self.sync_dirty()
-
-    async def sync_dirty(self) -> None:
-        while self._unsynced:
-            lf = self._unsynced.pop()
-            try:
-                await self._ml.run_blocking(lf.sync)
-            except OSError:
-                log.exception("fsync failed", ledger=self._ml.name, file=lf.path)
 
 
 def fail_all(futs: Sequence[asyncio.Future[Any]], exc: BaseException) -> None:

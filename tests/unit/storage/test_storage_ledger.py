@@ -388,14 +388,15 @@ async def _until(condition: Any) -> None:
     raise AssertionError("condition not reached")
 
 
-async def test_zeros_are_written_ahead_while_the_writer_is_idle(tmp_path: Path) -> None:
-    """Under fsync the writer preallocates between group commits, when nothing
-    waits: zeros are there before an append needs them, a little for a
-    ledger not written to yet, a step whenever less than one is left."""
+async def test_zeros_are_written_ahead_of_the_journal_while_it_is_idle(tmp_path: Path) -> None:
+    """Under fsync the journal preallocates between rounds, when nothing waits:
+    zeros are there before an append needs them, a little before the first
+    write, a step whenever less than one is left. Ledger files get none (they
+    are never fsynced on the append path)."""
     f = await FileManagedLedgerFactory.create(str(tmp_path))
     try:
         ml = await f.open_impl(NAME)
-        path = ml.layout.current.file.path
+        path = f.journal.current_path
         await _until(lambda: _file_size(path) == FIRST_PREALLOCATION_STEP)
         first = await ml.add_entry(b"first")
         await _until(lambda: _file_size(path) >= IDLE_PREALLOCATION_STEP)
@@ -405,37 +406,66 @@ async def test_zeros_are_written_ahead_while_the_writer_is_idle(tmp_path: Path) 
         entries = await ml.read_entries(first, 10, 1 << 30)
         assert [e.position for e in entries] == [first, second]
         assert entries[1].data == big
+        ledger_file = ml.layout.current.file
+        assert _file_size(ledger_file.path) == ledger_file.size == 2 * 12 + 5 + len(big)
     finally:
         await f.close()
 
 
-async def test_preallocated_zeros_are_cut_on_close_of_a_ledger_and_on_recovery(
-    tmp_path: Path,
-) -> None:
-    """Under fsync, zeros are written ahead of the data (a cheaper fdatasync); they
-    are never entries, and a closed ledger's file ends at its last record."""
+async def test_a_clean_close_checkpoints_and_removes_the_journal(tmp_path: Path) -> None:
+    """SEM-5.2: a clean close syncs every ledger file and deletes the journal;
+    the next open replays nothing and serves every entry."""
     f = await FileManagedLedgerFactory.create(str(tmp_path))
     ml = await f.open_impl(NAME)
     await ml.open_cursor("keep")
     positions = [await ml.add_entry(b"r%d" % i) for i in range(3)]
-    path = ml.layout.current.file.path
-    assert _file_size(path) >= FIRST_PREALLOCATION_STEP
-    await f.close()  # as after a crash: the zeros are still there
-    assert _file_size(path) >= FIRST_PREALLOCATION_STEP
+    journal_dir = Path(f.journal.current_path).parent
+    assert journal_dir.is_dir()
+    await f.close()
+    assert not journal_dir.exists()
     f = await FileManagedLedgerFactory.create(str(tmp_path))
     try:
         ml = await f.open_impl(NAME)
-        assert _file_size(path) == sum(12 + len(b"r%d" % i) for i in range(3))
         entries = await ml.read_entries(EARLIEST, 100)
         assert [e.position for e in entries] == positions
-        # Rollover by size cuts the zeros of the ledger it closes.
-        small = await f.open_impl(
-            "t/n/persistent/small", ManagedLedgerConfig(max_segment_size=2048)
-        )
-        await small.open_cursor("keep")
-        for _ in range(4):
-            await small.add_entry(b"z" * 1000)
-        closed = small.layout.infos()[0].file
-        assert _file_size(closed.path) == closed.size
+        assert [e.data for e in entries] == [b"r0", b"r1", b"r2"]
+    finally:
+        await f.close()
+
+
+def _open_ledger_files(root: Path) -> int:
+    """This process's descriptors open on ledger files under `root`."""
+    count = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith(str(root / "ledgers")):
+            count += 1
+    return count
+
+
+async def test_thousands_of_ledgers_keep_a_few_files_open(tmp_path: Path) -> None:
+    """Appends to and reads from 60 ledgers with room for 4 open files: every
+    entry is stored and read back from disk, and at most 4 ledger files are
+    open between rounds (the journal writes at most 3 per round)."""
+    f = await FileManagedLedgerFactory.create(
+        str(tmp_path), ManagedLedgerConfig(entry_cache_size=0), max_open_files=4
+    )
+    try:
+        ledgers = [await f.open_impl(f"t/n/persistent/many-{i}") for i in range(60)]
+        assert _open_ledger_files(tmp_path) <= 4
+        receipts = [
+            ml.add_entry(b"%d-%d" % (i, k)) for k in range(3) for i, ml in enumerate(ledgers)
+        ]
+        positions = await asyncio.gather(*receipts)
+        assert _open_ledger_files(tmp_path) <= 4
+        for i, ml in enumerate(ledgers):
+            entries = await ml.read_entries(EARLIEST, 10)
+            assert [e.data for e in entries] == [b"%d-%d" % (i, k) for k in range(3)]
+        assert sum(ml.stats.disk_reads for ml in ledgers) > 0
+        assert _open_ledger_files(tmp_path) <= 4
+        assert len(set(positions)) == len(positions)
     finally:
         await f.close()

@@ -1,0 +1,244 @@
+"""Topics by the thousand: Magnetar vs pulsar-lite (`python -m bench scale`).
+
+The official client, one process, 100-byte messages. For each topic count N:
+N producers on new topics (the time to create them gives "topics/s"), then
+30,000 messages sent round-robin over them with `send_async(payload, None)`
+and a `flush()` of each producer (unbatched: `max_pending_messages=2000`,
+`block_if_queue_full`; batched: 1,000 messages / 5 ms). Also a consume row
+(1,000 topics, a Shared consumer on each, 30 messages per topic, receive and
+acknowledge each) and, with `--restart N`, Magnetar alone: N topics holding one
+message each, a restart, the time to the first answered LOOKUP and the peak RSS.
+
+Brokers alternate within each round; the table gives medians over the rounds
+and the ratio magnetar / pulsar-lite (the two as shipped: Magnetar fsyncs
+before a receipt, pulsar-lite does not). "open files" is the broker's count
+of file descriptors while its N producers are still connected.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import pulsar
+
+from bench.compare import (
+    LIKE_FOR_LIKE,
+    LITE,
+    PAYLOAD_100B,
+    Row,
+    _client,
+    _cpu_seconds,
+    _free_port,
+    _peak_rss_mib,
+    _wait_for_port,
+    start_broker,
+)
+
+MESSAGES = 30_000
+BROKERS = (LIKE_FOR_LIKE, LITE)
+
+
+def _open_files(pid: int) -> int:
+    try:
+        return len(os.listdir(f"/proc/{pid}/fd"))
+    except OSError:
+        return -1
+
+
+def _producers(client: pulsar.Client, prefix: str, n: int, batched: bool) -> list[Any]:
+    return [
+        client.create_producer(
+            f"{prefix}-{i}",
+            batching_enabled=batched,
+            batching_max_messages=1000,
+            batching_max_publish_delay_ms=5,
+            max_pending_messages=2000,
+            block_if_queue_full=True,
+            send_timeout_millis=120_000,
+        )
+        for i in range(n)
+    ]
+
+
+def produce_over(
+    url: str, pid: int, prefix: str, topics: int, batched: bool
+) -> tuple[float, float, float, int]:
+    """(topics created/s, msg/s, broker CPU us/msg, open files) for one row."""
+    client = _client(url)
+    try:
+        started = time.perf_counter()
+        producers = _producers(client, prefix, topics, batched)
+        created = topics / (time.perf_counter() - started)
+        cpu = _cpu_seconds(pid)
+        start = time.perf_counter()
+        for i in range(MESSAGES):
+            producers[i % topics].send_async(PAYLOAD_100B, None)
+        for producer in producers:
+            producer.flush()
+        elapsed = time.perf_counter() - start
+        cpu_us = (_cpu_seconds(pid) - cpu) / MESSAGES * 1e6
+        fds = _open_files(pid)
+        for producer in producers:
+            producer.close()
+        return created, MESSAGES / elapsed, cpu_us, fds
+    finally:
+        client.close()
+
+
+def consume_over(url: str, prefix: str, topics: int, per_topic: int) -> float:
+    """msg/s receiving and acknowledging `per_topic` messages on each of
+    `topics` Shared consumers of one client (produced beforehand)."""
+    client = _client(url)
+    try:
+        consumers = [
+            client.subscribe(
+                f"{prefix}-{i}",
+                "scale",
+                consumer_type=pulsar.ConsumerType.Shared,
+                initial_position=pulsar.InitialPosition.Earliest,
+            )
+            for i in range(topics)
+        ]
+        producers = _producers(client, prefix, topics, True)
+        for producer in producers:
+            for _ in range(per_topic):
+                producer.send_async(PAYLOAD_100B, None)
+        for producer in producers:
+            producer.flush()
+            producer.close()
+        start = time.perf_counter()
+        for consumer in consumers:
+            for _ in range(per_topic):
+                consumer.acknowledge(consumer.receive(timeout_millis=30_000))
+        elapsed = time.perf_counter() - start
+        for consumer in consumers:
+            consumer.close()
+        return topics * per_topic / elapsed
+    finally:
+        client.close()
+
+
+def restart(workdir: Path, topics: int) -> dict[str, float]:
+    """Magnetar alone: `topics` topics with one message each, then a restart."""
+    # start_broker keeps its data in workdir / kind: the restart reuses it.
+    data = workdir / LIKE_FOR_LIKE
+    with start_broker(LIKE_FOR_LIKE, workdir) as broker:
+        client = _client(broker.url)
+        started = time.perf_counter()
+        for i in range(topics):
+            producer = client.create_producer(f"restart-{i}", batching_enabled=False)
+            producer.send(b"%d" % i)
+            producer.close()
+        fill_s = time.perf_counter() - started
+        client.close()
+    port = _free_port()
+    cmd = [sys.executable, "-m", "magnetar.broker", "standalone", "--port", str(port),
+           "--http-port", str(_free_port()), "--data-dir", str(data)]  # fmt: skip
+    env = {**os.environ, "MAGNETAR_LOG_LEVEL": "warning"}
+    log = (workdir / "restart.log").open("wb")
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=log, stderr=log, env=env)
+    try:
+        _wait_for_port(port, proc, timeout=120)
+        client = _client(f"pulsar://127.0.0.1:{port}")
+        which = random.randrange(topics)
+        reader = client.create_reader(f"restart-{which}", pulsar.MessageId.earliest)
+        first_lookup = time.perf_counter() - t0
+        msg = reader.read_next(timeout_millis=30_000)
+        read_s = time.perf_counter() - t0
+        if msg.data() != b"%d" % which:
+            raise RuntimeError(f"restart-{which} held {msg.data()!r}")
+        client.close()
+        rss = _peak_rss_mib(proc.pid)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+        log.close()
+    return {"fill_s": fill_s, "first_lookup_s": first_lookup, "read_s": read_s, "rss_mib": rss}
+
+
+def run(topic_counts: list[int], rounds: int, consume_topics: int) -> list[Row]:
+    workdir = Path(tempfile.mkdtemp(prefix="magnetar-scale-"))
+    rows: dict[str, Row] = {}
+
+    def record(name: str, unit: str, higher: bool, broker: str, value: float) -> None:
+        row = rows.setdefault(name, Row(name, unit, higher, {}))
+        row.samples.setdefault(broker, []).append(value)
+
+    try:
+        for rnd in range(rounds):
+            for kind in BROKERS:
+                with start_broker(kind, workdir / f"r{rnd}") as broker:
+                    pid = broker.proc.pid
+                    for batched in (False, True):
+                        mode = "batched" if batched else "unbatched"
+                        for n in topic_counts:
+                            created, rate, cpu_us, fds = produce_over(
+                                broker.url, pid, f"{mode[0]}{n}", n, batched
+                            )
+                            name = f"produce {mode} over {n:,} topics"
+                            record(name, "msg/s", True, kind, rate)
+                            record(f"broker CPU: {name}", "us/msg", False, kind, cpu_us)
+                            record(f"open files: {name}", "fds", False, kind, fds)
+                            if not batched:
+                                record(f"topics created/s ({n:,} new topics)", "topics/s",
+                                       True, kind, created)  # fmt: skip
+                            print(f"  [{kind} round {rnd}] {name}: {rate:,.0f} msg/s, "
+                                  f"CPU {cpu_us:.1f} us/msg, {fds} fds, "
+                                  f"{created:,.0f} topics/s", flush=True)  # fmt: skip
+                    if consume_topics:
+                        rate = consume_over(broker.url, "c", consume_topics, 30)
+                        name = f"consume {consume_topics:,} topics x 30, Shared, ack each"
+                        record(name, "msg/s", True, kind, rate)
+                        print(f"  [{kind} round {rnd}] {name}: {rate:,.0f} msg/s", flush=True)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return list(rows.values())
+
+
+def print_table(rows: list[Row], rounds: int) -> None:
+    print()
+    print(f"Official pulsar-client {pulsar.__version__}, 100-byte messages, {MESSAGES:,} per "
+          f"row, medians of {rounds} round(s); ratio = {LIKE_FOR_LIKE} / {LITE} "
+          "(> 1: Magnetar better).")  # fmt: skip
+    header = f"| {'workload':<62} | {LIKE_FOR_LIKE:>14} | {LITE:>14} | {'ratio':>6} |"
+    print(header)
+    print("|" + "|".join("-" * len(col) for col in header.split("|")[1:-1]) + "|")
+    for row in rows:
+        mag, lite = row.median(LIKE_FOR_LIKE), row.median(LITE)
+        text = f"{row.name} ({row.unit})"
+        print(f"| {text:<62} | {mag:>14,.1f} | {lite:>14,.1f} | {row.ratio():>6.2f} |")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--topics", default="1,100,1000,10000", help="comma-separated counts")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--consume-topics", type=int, default=1000)
+    parser.add_argument("--restart", type=int, default=0, help="topics for the restart row")
+    args = parser.parse_args(argv)
+    counts = [int(c) for c in args.topics.split(",") if c]
+    rows = run(counts, args.rounds, args.consume_topics)
+    print_table(rows, args.rounds)
+    if args.restart:
+        with tempfile.TemporaryDirectory(prefix="magnetar-restart-") as tmp:
+            got = restart(Path(tmp), args.restart)
+        print(f"\nrestart with {args.restart:,} topics of one message: filled in "
+              f"{got['fill_s']:.1f} s; first LOOKUP answered {got['first_lookup_s']:.2f} s "
+              f"after start, a message read at {got['read_s']:.2f} s; "
+              f"peak RSS {got['rss_mib']:,.0f} MiB")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

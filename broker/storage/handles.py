@@ -1,0 +1,76 @@
+"""A bounded set of open ledger files: thousands of ledgers, a few fds.
+
+A :class:`LedgerFile` opens its descriptor on demand; this keeps the most
+recently used ones open, up to ``capacity``, and closes the least recently
+used idle one past that. A file is in use (``refs`` > 0) from ``acquire``
+to ``release`` around an I/O call on a worker thread and is never closed
+while in use, so the limit is soft by the files in use at once. Every call
+here runs on the event loop thread: descriptors are opened and closed there
+only, so a worker thread never sees one closed under it.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+from magnetar.broker.storage.segment import LedgerFile
+
+DEFAULT_MAX_OPEN_FILES = 128
+
+
+class OpenFiles:
+    """LRU of ledger files holding an open descriptor."""
+
+    __slots__ = ("_capacity", "_lru")
+
+    def __init__(self, capacity: int = DEFAULT_MAX_OPEN_FILES) -> None:
+        if capacity < 1:
+            raise ValueError("capacity must be >= 1")
+        self._capacity = capacity
+        self._lru: OrderedDict[LedgerFile, None] = OrderedDict()
+
+    @property
+    def capacity(self) -> int:
+        return self._capacity
+
+    def __len__(self) -> int:
+        return len(self._lru)
+
+    def adopt(self, lf: LedgerFile) -> None:
+        """A file just created or opened (its descriptor is open)."""
+        self._lru[lf] = None
+        self._lru.move_to_end(lf)
+        self._evict()
+
+    def acquire(self, lf: LedgerFile) -> None:
+        """Open ``lf`` if needed and mark it in use; pair with :meth:`release`."""
+        lf.open_fd()
+        lf.refs += 1
+        lru = self._lru
+        if lf in lru:
+            lru.move_to_end(lf)
+        else:
+            lru[lf] = None
+            self._evict()
+
+    def release(self, lf: LedgerFile) -> None:
+        lf.refs -= 1
+        if len(self._lru) > self._capacity:
+            self._evict()
+
+    def forget(self, lf: LedgerFile) -> None:
+        """``lf`` is being closed for good (trimmed, deleted, its ledger closed)."""
+        self._lru.pop(lf, None)
+
+    def _evict(self) -> None:
+        lru = self._lru
+        excess = len(lru) - self._capacity
+        if excess <= 0:
+            return
+        for lf in list(lru):
+            if lf.refs == 0:
+                del lru[lf]
+                lf.release_fd()
+                excess -= 1
+                if excess == 0:
+                    return

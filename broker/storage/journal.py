@@ -1,0 +1,350 @@
+"""The broker's journal: one writer and one fdatasync for every ledger's appends.
+
+Ledgers with appends queued are scheduled here. One task takes a group from
+each of them and writes the round on an I/O thread: each group's records to
+its ledger's file (no fsync: the page cache serves reads and survives a
+crash of the process), then the same buffers, behind a header per group, to
+the journal file with one gathering write and, when any ledger of the round
+asks for ``fsync``, one fdatasync. Group commit thus spans every topic: a
+thousand topics with one message each cost one fdatasync, not a thousand.
+
+The ledger files catch up lazily: when the journal file passes its size
+limit a new one starts, and a checkpoint fsyncs every ledger file written
+during the old one before deleting it; a clean close does the same for all.
+After an operating-system crash, ``replay.py`` copies what the journal holds
+and the ledger files lost back into them. Each process writes its own
+journal directory (``journals/<id>/``, locked while it lives), so brokers
+sharing a data directory never write one journal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import os
+import uuid
+from concurrent.futures import Executor
+from itertools import islice
+from typing import TYPE_CHECKING
+
+import structlog
+
+from magnetar.broker.storage import metrics
+from magnetar.broker.storage.handles import OpenFiles
+from magnetar.broker.storage.segment import LedgerFile, WriteFailed, fsync_dir
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from magnetar.broker.storage.writer import LedgerWriter, PendingGroup
+
+log = structlog.get_logger(__name__)
+
+JOURNALS_DIR = "journals"
+LOCK_NAME = "LOCK"
+# A journal file past this size is closed and checkpointed.
+MAX_JOURNAL_FILE_BYTES = 64 * 1024 * 1024
+
+
+def journal_file_name(seq: int) -> str:
+    return f"{seq:08d}.jnl"
+
+
+class Journal:
+    """Open with :meth:`open`; close after every ledger has stopped writing."""
+
+    def __init__(
+        self,
+        directory: str,
+        lock_fd: int,
+        first: LedgerFile,
+        executor: Executor,
+        sync_interval_s: float,
+        write_guard: Callable[[], str | None] | None,
+        max_file_bytes: int,
+        files: OpenFiles,
+    ) -> None:
+        self.directory = directory
+        self._lock_fd = lock_fd
+        self._file = first
+        self._seq = 1
+        self._executor = executor
+        self._guard = write_guard
+        self._max_file_bytes = max_file_bytes
+        self._files = files
+        # A round writes at most this many ledger files: each needs its
+        # descriptor open during the round (the open-file limit).
+        self._max_round = max(1, files.capacity - files.capacity // 4)
+        self._loop = asyncio.get_running_loop()
+        self._ready: dict[LedgerWriter, None] = {}
+        self._wakeup: asyncio.Future[None] | None = None
+        # Ledger files written since the current journal file began.
+        self._dirty: set[LedgerFile] = set()
+        self._broken = False
+        self._unsynced = False
+        self._closing = False
+        self._closed = False
+        self._checkpoints: set[asyncio.Task[None]] = set()
+        self._task = self._loop.create_task(self._run(), name="journal-writer")
+        self._sync_task = self._loop.create_task(
+            self._sync_loop(sync_interval_s), name="journal-interval-sync"
+        )
+
+    @classmethod
+    async def open(
+        cls,
+        data_dir: str,
+        executor: Executor,
+        files: OpenFiles,
+        *,
+        sync_interval_s: float = 0.1,
+        write_guard: Callable[[], str | None] | None = None,
+        max_file_bytes: int = MAX_JOURNAL_FILE_BYTES,
+    ) -> Journal:
+        directory = os.path.join(data_dir, JOURNALS_DIR, uuid.uuid4().hex)
+        lock_fd, first = await asyncio.get_running_loop().run_in_executor(
+            executor, _make_journal_dir, directory
+        )
+        return cls(
+            directory,
+            lock_fd,
+            first,
+            executor,
+            sync_interval_s,
+            write_guard,
+            max_file_bytes,
+            files,
+        )
+
+    # --------------------------------------------------------------- interface
+
+    @property
+    def files(self) -> OpenFiles:
+        """The open-file limit the journal's rounds respect."""
+        return self._files
+
+    @property
+    def current_path(self) -> str:
+        """The journal file being written."""
+        return self._file.path
+
+    def schedule(self, writer: LedgerWriter) -> None:
+        """``writer`` has appends queued: take them in the next round."""
+        self._ready[writer] = None
+        wakeup = self._wakeup
+        if wakeup is not None:
+            self._wakeup = None
+            wakeup.set_result(None)
+
+    def forget(self, lf: LedgerFile) -> None:
+        """A ledger file deleted (trimmed): no checkpoint syncs it."""
+        self._dirty.discard(lf)
+
+    async def close(self) -> None:
+        """Write what is scheduled, checkpoint everything, delete the journal."""
+        if self._closed:
+            return
+        self._closed = True
+        self._closing = True
+        if self._wakeup is not None:
+            self._wakeup.set_result(None)
+            self._wakeup = None
+        await asyncio.wait([self._task])
+        self._sync_task.cancel()
+        await asyncio.wait([self._sync_task])
+        if self._checkpoints:
+            await asyncio.wait(list(self._checkpoints))
+        dirty, self._dirty = self._dirty, set()
+        old = self._file
+        clean = await self._run_blocking(_checkpoint, old, dirty, True)
+        if clean:
+            await self._run_blocking(_remove_dir, self.directory)
+        else:
+            log.error("journal kept: a ledger file could not be synced", journal=self.directory)
+        os.close(self._lock_fd)
+
+    # -------------------------------------------------------------------- internals
+
+    def _run_blocking(self, fn: Callable[..., object], *args: object) -> asyncio.Future[object]:
+        return self._loop.run_in_executor(self._executor, fn, *args)
+
+    async def _run(self) -> None:
+        while True:
+            if not self._ready:
+                if self._closing:
+                    return
+                if not self._broken and self._file.needs_preallocation():
+                    await self._run_blocking(self._file.preallocate_ahead)
+                    continue
+                wakeup: asyncio.Future[None] = self._loop.create_future()
+                self._wakeup = wakeup
+                await wakeup
+                continue
+            ready = self._ready
+            if len(ready) <= self._max_round:
+                writers = list(ready)
+                ready.clear()
+            else:
+                writers = list(islice(ready, self._max_round))
+                for w in writers:
+                    del ready[w]
+            groups = [g for g in map(_take, writers) if g is not None]
+            if not groups:
+                continue
+            files = self._files
+            acquired: list[LedgerFile] = []
+            try:
+                for g in groups:
+                    files.acquire(g.file)
+                    acquired.append(g.file)
+                await self._write_round(groups)
+            except Exception as exc:  # never leave receipts pending
+                log.exception("journal round failed")
+                for g in groups:
+                    if g.error is None:
+                        g.error = WriteFailed(f"journal round failed: {exc}", False)
+            finally:
+                for lf in acquired:
+                    files.release(lf)
+            refused = self._guard() if self._guard is not None else None
+            for g in groups:
+                if g.error is None:
+                    self._dirty.add(g.file)
+                g.writer.finish(g, refused)
+
+    async def _write_round(self, groups: list[PendingGroup]) -> None:
+        if self._broken or self._file.write_end >= self._max_file_bytes:
+            await self._roll()
+        sync = False
+        for g in groups:
+            if g.sync:
+                sync = True
+                break
+        started = self._loop.time()
+        intact = await self._run_blocking(_write_round, self._file, groups, sync)
+        metrics.WRITE_SECONDS.observe(self._loop.time() - started)
+        if not intact:
+            self._broken = True  # the next round starts a new journal file
+        if not sync and any(g.journaled and g.error is None for g in groups):
+            self._unsynced = True
+
+    async def _roll(self) -> None:
+        """Start the next journal file; checkpoint the old one in the background."""
+        seq = self._seq + 1
+        path = os.path.join(self.directory, journal_file_name(seq))
+        new = await self._loop.run_in_executor(self._executor, LedgerFile.create, path, seq)
+        old, dirty = self._file, self._dirty
+        self._file, self._dirty, self._seq = new, set(), seq
+        self._broken = False
+        task = self._loop.create_task(self._checkpoint(old, dirty), name="journal-checkpoint")
+        self._checkpoints.add(task)
+        task.add_done_callback(self._checkpoints.discard)
+
+    async def _checkpoint(self, old: LedgerFile, dirty: set[LedgerFile]) -> None:
+        try:
+            clean = await self._run_blocking(_checkpoint, old, dirty, False)
+        except Exception:
+            log.exception("journal checkpoint failed", journal=old.path)
+            return
+        if not clean:
+            log.error("journal file kept: a ledger file could not be synced", journal=old.path)
+
+    async def _sync_loop(self, interval_s: float) -> None:
+        """``interval``: the journal is synced at most this long after a write."""
+        while True:
+            await asyncio.sleep(interval_s)
+            if self._unsynced:
+                self._unsynced = False
+                try:
+                    await self._run_blocking(self._file.sync)
+                except OSError:
+                    log.exception("journal fsync failed", journal=self._file.path)
+
+
+def _take(writer: LedgerWriter) -> PendingGroup | None:
+    return writer.take()
+
+
+def _write_round(journal: LedgerFile, groups: list[PendingGroup], sync: bool) -> bool:
+    """Each group to its ledger file, then the journaled ones to the journal
+    and (``sync``) one fdatasync. *Blocking*. A group whose ledger write fails
+    fails alone; a failed journal write fails every group journaled with it,
+    their ledger files cut back to where they were. Returns False when the
+    journal file itself could not be cut back after a failed write."""
+    for g in groups:
+        try:
+            g.file.write_records(g.parts, g.ends, False)
+        except WriteFailed as exc:
+            g.error = exc
+    parts: list[bytes] = []
+    nbytes = 0
+    journaled = [g for g in groups if g.error is None and g.journaled]
+    for g in journaled:
+        parts.append(g.header)
+        parts.extend(g.parts)
+        nbytes += len(g.header) + g.record_bytes
+    if not journaled:
+        return True
+    try:
+        journal.append_raw(parts, nbytes, sync)
+    except WriteFailed as exc:
+        for g in journaled:
+            try:
+                g.file.cut_back(g.start)
+            except OSError as cut:
+                why = f"journal write failed ({exc}), cut-back failed: {cut}"
+                g.error = WriteFailed(why, False)
+                continue
+            g.error = WriteFailed(f"journal write failed: {exc}", True)
+        return exc.recovered
+    return True
+
+
+def _checkpoint(journal: LedgerFile, dirty: set[LedgerFile], last: bool) -> bool:
+    """Sync every ledger file written during ``journal`` and their directories,
+    then delete the journal file. *Blocking*. False (journal kept) when a
+    file could not be synced."""
+    clean = True
+    dirs: set[str] = set()
+    for lf in dirty:
+        try:
+            lf.sync_by_path()
+        except OSError:
+            log.exception("ledger file fsync failed", file=lf.path)
+            clean = False
+        dirs.add(os.path.dirname(lf.path))
+    for d in dirs:
+        with contextlib.suppress(FileNotFoundError):
+            fsync_dir(d)
+            # A new ledger directory's own name lives in its parent.
+            fsync_dir(os.path.dirname(d))
+    if last:
+        with contextlib.suppress(OSError):
+            journal.sync()
+    journal.close()
+    if clean:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(journal.path)
+    return clean
+
+
+def _make_journal_dir(directory: str) -> tuple[int, LedgerFile]:
+    os.makedirs(directory)
+    fsync_dir(os.path.dirname(directory))
+    lock_fd = os.open(
+        os.path.join(directory, LOCK_NAME), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644
+    )
+    fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    first = LedgerFile.create(os.path.join(directory, journal_file_name(1)), 1)
+    return lock_fd, first
+
+
+def _remove_dir(directory: str) -> None:
+    for name in os.listdir(directory):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(os.path.join(directory, name))
+    with contextlib.suppress(OSError):
+        os.rmdir(directory)
+    with contextlib.suppress(OSError):
+        fsync_dir(os.path.dirname(directory))
