@@ -13,7 +13,13 @@ import contextlib
 import json
 from typing import Any
 
-from magnetar.broker.storage.api import BadVersion, MetadataStore, NotEmpty, NotFound
+from magnetar.broker.storage.api import (
+    BadVersion,
+    MetadataStore,
+    NotEmpty,
+    NotFound,
+    Notification,
+)
 from magnetar.proto.naming import TopicName
 
 CLUSTERS = "/admin/clusters"
@@ -67,16 +73,49 @@ def partitioned_topic_path(topic: TopicName) -> str:
     )
 
 
+# Cached reads kept at most (a topic's policies, its terminated mark, ...).
+_CACHE_LIMIT = 200_000
+
+
 class PulsarResources:
     def __init__(self, store: MetadataStore, cluster: str) -> None:
         self.store = store
         self.cluster = cluster
+        # Pulsar's MetadataCache: values read, dropped on a change notification.
+        # Only where the store hears of every change (the embedded one); with
+        # etcd another broker's write would leave this copy stale.
+        self._cache: dict[str, bytes | None] | None = None
+        self._changes = 0
+        if store.sees_every_change:
+            self._cache = {}
+            store.register_listener(self._changed)
+
+    def _changed(self, note: Notification) -> None:
+        self._changes += 1
+        if self._cache is not None:
+            self._cache.pop(note.path, None)
+
+    async def _get_raw(self, path: str) -> bytes | None:
+        cache = self._cache
+        if cache is None:
+            got = await self.store.get(path)
+            return None if got is None else got.value
+        if path in cache:
+            return cache[path]
+        changes = self._changes
+        got = await self.store.get(path)
+        value = None if got is None else got.value
+        if changes == self._changes:  # nothing changed while we read
+            if len(cache) >= _CACHE_LIMIT:
+                cache.clear()
+            cache[path] = value
+        return value
 
     async def _get_json(self, path: str) -> Json | None:
-        got = await self.store.get(path)
-        if got is None:
+        raw = await self._get_raw(path)
+        if raw is None:
             return None
-        value = json.loads(got.value) if got.value else {}
+        value = json.loads(raw) if raw else {}
         return value if isinstance(value, dict) else {"value": value}
 
     async def _create(self, path: str, value: Json, what: str) -> None:

@@ -265,6 +265,12 @@ class MetadataStore(ABC):
     def register_listener(self, listener: NotificationListener) -> Callable[[], None]:
         """Call ``listener`` on every change; returns a function that unregisters."""
 
+    @property
+    def sees_every_change(self) -> bool:
+        """True when listeners hear of every change to the store, whoever made
+        it (one process owns it), so readers may cache what they read."""
+        return False
+
     @abstractmethod
     async def close(self) -> None:
         """Idempotent. Pending and later calls raise :class:`MetadataStoreClosed`."""

@@ -45,6 +45,8 @@ from magnetar.broker.storage.replay import replay_journals
 log = structlog.get_logger(__name__)
 
 LEDGER_ID_PATH = "/storage/next-ledger-id"
+# Ids reserved at a time; ids of a block unused at exit are skipped, never reused.
+LEDGER_ID_BLOCK = 1024
 
 
 class FileManagedLedgerFactory(ManagedLedgerFactory):
@@ -86,6 +88,8 @@ class FileManagedLedgerFactory(ManagedLedgerFactory):
         self._ledgers: dict[str, ManagedLedgerImpl] = {}
         self._opening: dict[str, asyncio.Future[ManagedLedgerImpl]] = {}
         self._id_lock = asyncio.Lock()
+        self._next_id = 0
+        self._id_limit = 0
         self._closed = False
         # Time-based retention needs trimming without any activity: a sweep.
         self._trim_interval_s = trim_interval_s
@@ -255,16 +259,24 @@ class FileManagedLedgerFactory(ManagedLedgerFactory):
             del self._ledgers[ml.name]
 
     async def _allocate_ledger_id(self) -> int:
+        """A new ledger id: from a block reserved in the metadata store (one
+        compare-and-set per LEDGER_ID_BLOCK ids, not one commit per topic)."""
+        if self._next_id < self._id_limit:
+            self._next_id += 1
+            return self._next_id - 1
         async with self._id_lock:
-            while True:
+            while self._next_id >= self._id_limit:
                 got = await self.store.get(LEDGER_ID_PATH)
                 current = int(got.value) if got is not None and got.value else 1
                 version = got.stat.version if got is not None else -1
+                limit = current + LEDGER_ID_BLOCK
                 try:
-                    await self.store.put(LEDGER_ID_PATH, str(current + 1).encode(), version)
+                    await self.store.put(LEDGER_ID_PATH, str(limit).encode(), version)
                 except BadVersion:
-                    continue  # another process allocated one; read again
-                return current
+                    continue  # another process reserved a block; read again
+                self._next_id, self._id_limit = current, limit
+            self._next_id += 1
+            return self._next_id - 1
 
 
 def _validate_name(name: str) -> None:

@@ -168,6 +168,7 @@ class ManagedLedgerImpl(ManagedLedger):
         # follows what survives a crash, never what is only in memory.
         self.durable_mark_deletes: dict[str, Position] = {}
         self._opening_cursors: dict[str, asyncio.Future[ManagedCursorImpl]] = {}
+        self._first_record: asyncio.Task[None] | None = None
         self.stats = LedgerStats()
 
     # ------------------------------------------------------------------ accessors
@@ -257,6 +258,35 @@ class ManagedLedgerImpl(ManagedLedger):
             for w in waiters:
                 if not w.done():
                     w.set_result(None)
+
+    def store_first_record(self) -> None:
+        """Store a new ledger's record in the background (see recovery)."""
+        self._first_record = self._loop.create_task(
+            self._store_first_record(), name=f"ml-first-record:{self._name}"
+        )
+
+    async def _store_first_record(self) -> None:
+        try:
+            await self.write_ledger_list()
+        except Exception as exc:
+            log.exception("storing a new managed ledger failed", ledger=self._name)
+            self.fence()
+            self._writer.fail_queued(StorageError(f"creating {self._name} failed: {exc}"))
+        finally:
+            self._writer.resume()
+
+    @property
+    def record_pending(self) -> bool:
+        """A new ledger whose first record is not stored yet: no receipt may resolve."""
+        task = self._first_record
+        return task is not None and not task.done()
+
+    async def wait_first_record(self) -> None:
+        task = self._first_record
+        if task is not None and not task.done():
+            await asyncio.shield(task)
+        if self._state == _FENCED:
+            self.check_open()
 
     def fence(self) -> None:
         self._state = _FENCED
@@ -426,6 +456,7 @@ class ManagedLedgerImpl(ManagedLedger):
         fut: asyncio.Future[ManagedCursorImpl] = self._loop.create_future()
         self._opening_cursors[name] = fut
         try:
+            await self.wait_first_record()
             cursor = await ManagedCursorImpl.open_durable(self, name, initial_position, properties)
         except BaseException as exc:
             fut.set_exception(exc)
@@ -464,6 +495,7 @@ class ManagedLedgerImpl(ManagedLedger):
 
     async def delete_cursor(self, name: str) -> None:
         self.check_open()
+        await self.wait_first_record()
         cursor = self.cursors_by_name.pop(name, None)
         if cursor is not None:
             await cursor.discard()
@@ -539,6 +571,8 @@ class ManagedLedgerImpl(ManagedLedger):
             return
         self._state = _CLOSING
         err = ManagedLedgerClosed(f"managed ledger {self._name} is closed")
+        if self._first_record is not None:
+            await asyncio.wait([self._first_record])
         await self._writer.stop(err)
         waiters, self._entry_waiters = self._entry_waiters, []
         fail_all(waiters, err)

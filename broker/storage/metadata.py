@@ -217,6 +217,11 @@ class SqliteMetadataStore(MetadataStore):
         result: bool = await self._submit(op)
         return result
 
+    @property
+    def sees_every_change(self) -> bool:
+        # The file is this process's alone (the data directory is locked).
+        return True
+
     def register_listener(self, listener: NotificationListener) -> Callable[[], None]:
         self._listeners.append(listener)
 

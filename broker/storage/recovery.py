@@ -84,9 +84,15 @@ async def open_ledger(
         )
         ctx.files.adopt(lf)
         ml.layout.append(LedgerInfo(new_id, lf, ctx.cache.new_cache(new_id)))
-        await ml.write_ledger_list()
         if lac[1] < 0:
             lac = Position(new_id, -1)
+        if got is None:
+            # New: its first record is stored in the background (creating a
+            # topic waits for no commit); receipts and cursors wait for it.
+            ml.start(lac)
+            ml.store_first_record()
+            return ml
+        await ml.write_ledger_list()
         for encoded in await ctx.store.get_children(ml.meta_path):
             cursor_got = await ctx.store.get(f"{ml.meta_path}/{encoded}")
             if cursor_got is None:

@@ -146,10 +146,22 @@ class LedgerWriter:
         self._nmsgs.append(num_messages)
         self._futs.append(fut)
         self._bytes += len(data)
-        if not self._scheduled and self._rolling is None and self._in_flight is None:
+        if (
+            not self._scheduled
+            and self._rolling is None
+            and self._in_flight is None
+            and not self._ml.record_pending
+        ):
             self._scheduled = True
             self._ml.ctx.journal.schedule(self)
         return fut
+
+    def resume(self) -> None:
+        """What held appends back is over (a new ledger's record is stored)."""
+        idle = self._rolling is None and self._in_flight is None
+        if self._futs and not self._scheduled and not self._stopping and idle:
+            self._scheduled = True
+            self._ml.ctx.journal.schedule(self)
 
     def fail_queued(self, exc: BaseException) -> None:
         """Fail every append not yet handed to a write."""
@@ -176,7 +188,7 @@ class LedgerWriter:
     def take(self) -> PendingGroup | None:
         """The next group to write, or None (nothing queued, or a rollover first)."""
         self._scheduled = False
-        if not self._futs or self._stopping or self._ml.is_closed:
+        if not self._futs or self._stopping or self._ml.is_closed or self._ml.record_pending:
             return None
         queued_at = self._oldest_queued
         datas, nmsgs, futs, nbytes = self._take_group()

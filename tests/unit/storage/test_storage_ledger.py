@@ -20,6 +20,7 @@ from magnetar.broker.storage import (
     SyncPolicy,
 )
 from magnetar.broker.storage.ledger import ManagedLedgerImpl
+from magnetar.broker.storage.metadata import SqliteMetadataStore
 from magnetar.broker.storage.segment import (
     FIRST_PREALLOCATION_STEP,
     IDLE_PREALLOCATION_STEP,
@@ -469,3 +470,25 @@ async def test_thousands_of_ledgers_keep_a_few_files_open(tmp_path: Path) -> Non
         assert len(set(positions)) == len(positions)
     finally:
         await f.close()
+
+
+async def test_ledger_ids_stay_unique_across_factories_sharing_a_store(tmp_path: Path) -> None:
+    """Ids come in reserved blocks: two brokers on one metadata store (cluster
+    mode) never hand out the same id, and a restart skips the rest of a block."""
+    store = await SqliteMetadataStore.open(str(tmp_path / "meta.db"))
+    try:
+        a = await FileManagedLedgerFactory.create(str(tmp_path / "a"), store=store, shared=True)
+        b = await FileManagedLedgerFactory.create(str(tmp_path / "b"), store=store, shared=True)
+        ids: list[int] = []
+        for i in range(6):
+            ml = await (a if i % 2 else b).open_impl(f"t/n/persistent/shared-{i}")
+            ids.extend(info.ledger_id for info in ml.layout.infos())
+        await a.close()
+        a = await FileManagedLedgerFactory.create(str(tmp_path / "a"), store=store, shared=True)
+        ml = await a.open_impl("t/n/persistent/after-restart")
+        ids.append(ml.layout.current.ledger_id)
+        assert len(set(ids)) == len(ids) == 7
+        await a.close()
+        await b.close()
+    finally:
+        await store.close()
