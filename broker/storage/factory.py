@@ -258,14 +258,19 @@ class FileManagedLedgerFactory(ManagedLedgerFactory):
         if self._ledgers.get(ml.name) is ml:
             del self._ledgers[ml.name]
 
-    async def _allocate_ledger_id(self) -> int:
-        """A new ledger id: from a block reserved in the metadata store (one
-        compare-and-set per LEDGER_ID_BLOCK ids, not one commit per topic)."""
+    async def _allocate_ledger_id(self, after: int = -1) -> int:
+        """A new ledger id above ``after``: from a block reserved in the
+        metadata store (one compare-and-set per LEDGER_ID_BLOCK ids, not one
+        commit per topic). Ids must grow within a managed ledger: one whose
+        newest id came from another broker's later block makes this broker
+        reserve a fresh block, which lies above every id handed out."""
+        if self._next_id <= after:
+            self._id_limit = self._next_id  # drop the rest of the block
         if self._next_id < self._id_limit:
             self._next_id += 1
             return self._next_id - 1
         async with self._id_lock:
-            while self._next_id >= self._id_limit:
+            while self._next_id >= self._id_limit or self._next_id <= after:
                 got = await self.store.get(LEDGER_ID_PATH)
                 current = int(got.value) if got is not None and got.value else 1
                 version = got.stat.version if got is not None else -1

@@ -97,7 +97,8 @@ class LedgerContext:
     cache: EntryCacheManager
     store: MetadataStore
     clock: Clock
-    allocate_ledger_id: Callable[[], Awaitable[int]]
+    # A new ledger id greater than the argument (the ledger's newest id).
+    allocate_ledger_id: Callable[[int], Awaitable[int]]
     on_closed: Callable[[ManagedLedgerImpl], None]
     journal: Journal
     files: OpenFiles

@@ -78,7 +78,9 @@ async def open_ledger(
             if info.entry_count:
                 lac = Position(info.ledger_id, info.entry_count - 1)
                 break
-        new_id = await ctx.allocate_ledger_id()
+        # Above every recorded id, even one whose file was missing.
+        newest = max((rec.ledger_id for rec in records), default=-1)
+        new_id = await ctx.allocate_ledger_id(newest)
         lf = await ml.run_blocking(
             LedgerFile.create, os.path.join(ml.dir, f"{new_id}.log"), new_id, False
         )

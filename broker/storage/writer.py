@@ -321,7 +321,7 @@ class LedgerWriter:
         """Close the current ledger and start a new one (metadata first)."""
         ml = self._ml
         ctx = ml.ctx
-        new_id = await ctx.allocate_ledger_id()
+        new_id = await ctx.allocate_ledger_id(ml.layout.current.ledger_id)
         path = os.path.join(ml.dir, f"{new_id}.log")
         lf = await ml.run_blocking(LedgerFile.create, path, new_id, False)
         ctx.files.adopt(lf)

@@ -477,17 +477,29 @@ async def test_ledger_ids_stay_unique_across_factories_sharing_a_store(tmp_path:
     mode) never hand out the same id, and a restart skips the rest of a block."""
     store = await SqliteMetadataStore.open(str(tmp_path / "meta.db"))
     try:
-        a = await FileManagedLedgerFactory.create(str(tmp_path / "a"), store=store, shared=True)
-        b = await FileManagedLedgerFactory.create(str(tmp_path / "b"), store=store, shared=True)
+        data = str(tmp_path / "data")  # cluster mode: one directory, many brokers
+        a = await FileManagedLedgerFactory.create(data, store=store, shared=True)
+        b = await FileManagedLedgerFactory.create(data, store=store, shared=True)
         ids: list[int] = []
         for i in range(6):
             ml = await (a if i % 2 else b).open_impl(f"t/n/persistent/shared-{i}")
             ids.extend(info.ledger_id for info in ml.layout.infos())
         await a.close()
-        a = await FileManagedLedgerFactory.create(str(tmp_path / "a"), store=store, shared=True)
+        a = await FileManagedLedgerFactory.create(data, store=store, shared=True)
         ml = await a.open_impl("t/n/persistent/after-restart")
         ids.append(ml.layout.current.ledger_id)
         assert len(set(ids)) == len(ids) == 7
+        # A topic moving between brokers: its ids keep growing although the
+        # broker it moves to holds an older block.
+        low, high = (a, b) if ids[-1] < ids[-2] else (b, a)
+        moved = await high.open_impl("t/n/persistent/moving")
+        await moved.add_entry(b"on the broker with the newer block")
+        first = moved.layout.current.ledger_id
+        await moved.close()
+        moved = await low.open_impl("t/n/persistent/moving")
+        assert moved.layout.ids[0] == first
+        assert moved.layout.current.ledger_id > first
+        await moved.close()
         await a.close()
         await b.close()
     finally:
