@@ -34,6 +34,7 @@ from magnetar.broker.storage import metrics
 from magnetar.broker.storage.handles import OpenFiles
 from magnetar.broker.storage.segment import LedgerFile, WriteFailed, fsync_dir
 
+# Typing only: writers hand the journal their pending groups.
 if TYPE_CHECKING:
     from collections.abc import Callable
 
