@@ -5,9 +5,10 @@ rate control, message size, batching, a line every --interval seconds
 from __future__ import annotations
 
 import contextlib
+import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import click
@@ -86,6 +87,19 @@ def _report(meter: Meter, what: str, interval: float, done: threading.Event) -> 
     return thread
 
 
+@contextlib.contextmanager
+def _until_interrupted() -> Iterator[threading.Event]:
+    """An event set by Ctrl-C (SIGINT), the way an open-ended run ends. A
+    flag, not KeyboardInterrupt: the exception could land inside a client
+    call (and be lost there, or leave it half done); the loops check the flag."""
+    stop = threading.Event()
+    previous = signal.signal(signal.SIGINT, lambda _sig, _frame: stop.set())
+    try:
+        yield stop
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 _SERVICE_URL = click.option(
     "--url", default="pulsar://localhost:6650", show_default=True, envvar="MAGNETAR_SERVICE_URL"
 )
@@ -122,13 +136,14 @@ def perf_produce(
         reporter = _report(meter, "produced", interval, done)
         payload = b"m" * size
         start, sent = time.monotonic(), 0
-        # Ctrl-C (the way an open-ended run ends) still prints the summary.
-        with contextlib.suppress(KeyboardInterrupt):
-            while num_messages == 0 or sent < num_messages:
+        # Ctrl-C ends the run and still prints the summary.
+        with _until_interrupted() as stop:
+            while (num_messages == 0 or sent < num_messages) and not stop.is_set():
                 if rate > 0:
                     wait = start + sent / rate - time.monotonic()
                     if wait > 0:
-                        time.sleep(wait)
+                        stop.wait(wait)
+                        continue
                 began = time.monotonic()
                 producer.send_async(payload, _on_sent(meter, size, began))
                 sent += 1
@@ -168,9 +183,12 @@ def perf_consume(
         consumer = client.subscribe(topic, subscription, consumer_type=pulsar.ConsumerType.Shared)
         reporter = _report(meter, "consumed", interval, done)
         received = 0
-        with contextlib.suppress(KeyboardInterrupt):
-            while num_messages == 0 or received < num_messages:
-                message = consumer.receive()
+        with _until_interrupted() as stop:
+            while (num_messages == 0 or received < num_messages) and not stop.is_set():
+                try:
+                    message = consumer.receive(timeout_millis=200)
+                except pulsar.Timeout:
+                    continue  # to look at the flag
                 latency = time.time() - message.publish_timestamp() / 1000
                 meter.record(len(message.data()), max(latency, 0.0))
                 consumer.acknowledge(message)

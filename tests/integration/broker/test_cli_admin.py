@@ -164,12 +164,17 @@ def test_perf_produce_open_ended_run_ends_with_its_summary(broker: BrokerThread)
         text=True,
     )
     assert proc.stdout is not None
-    started = time.monotonic()
-    periodic = proc.stdout.readline()  # the first line comes after one interval
-    for _ in range(2):  # a few intervals' worth of sends before the interrupt
-        proc.stdout.readline()
-    proc.send_signal(signal.SIGINT)
-    out, _ = proc.communicate(timeout=30)
+    try:
+        started = time.monotonic()
+        periodic = proc.stdout.readline()  # the first line comes after one interval
+        for _ in range(2):  # a few intervals' worth of sends before the interrupt
+            proc.stdout.readline()
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:  # it ignored the interrupt: the test fails, nothing leaks
+            proc.kill()
+            proc.communicate()
     elapsed = time.monotonic() - started + 0.3  # the process began before `started`
     assert proc.returncode == 0
     line = re.compile(
