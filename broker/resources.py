@@ -85,15 +85,17 @@ class PulsarResources:
         # Only where the store hears of every change (the embedded one); with
         # etcd another broker's write would leave this copy stale.
         self._cache: dict[str, bytes | None] | None = None
-        self._changes = 0
+        # Reads under way, each with its token; a change to the path drops
+        # the token, and that read's value is not cached (it may be older).
+        self._reading: dict[str, object] = {}
         if store.sees_every_change:
             self._cache = {}
             store.register_listener(self._changed)
 
     def _changed(self, note: Notification) -> None:
-        self._changes += 1
         if self._cache is not None:
             self._cache.pop(note.path, None)
+            self._reading.pop(note.path, None)
 
     async def _get_raw(self, path: str) -> bytes | None:
         cache = self._cache
@@ -102,10 +104,15 @@ class PulsarResources:
             return None if got is None else got.value
         if path in cache:
             return cache[path]
-        changes = self._changes
-        got = await self.store.get(path)
+        token = self._reading[path] = object()
+        try:
+            got = await self.store.get(path)
+        finally:
+            unchanged = self._reading.get(path) is token
+            if unchanged:
+                del self._reading[path]
         value = None if got is None else got.value
-        if changes == self._changes:  # nothing changed while we read
+        if unchanged:  # no change to the path while we read
             if len(cache) >= _CACHE_LIMIT:
                 cache.clear()
             cache[path] = value
@@ -205,7 +212,7 @@ class PulsarResources:
         return [f"{tenant}/{ns}" for ns in await self.store.get_children(f"{POLICIES}/{tenant}")]
 
     async def namespace_exists(self, tenant: str, namespace: str) -> bool:
-        return await self.store.exists(f"{POLICIES}/{tenant}/{namespace}")
+        return await self._get_raw(f"{POLICIES}/{tenant}/{namespace}") is not None
 
     async def get_policies(self, tenant: str, namespace: str) -> Json:
         data = await self._get_json(f"{POLICIES}/{tenant}/{namespace}")

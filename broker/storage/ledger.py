@@ -260,15 +260,22 @@ class ManagedLedgerImpl(ManagedLedger):
                 if not w.done():
                     w.set_result(None)
 
-    def store_first_record(self) -> None:
-        """Store a new ledger's record in the background (see recovery)."""
+    def store_first_record(self, make_files: Callable[[], None]) -> None:
+        """Make a new ledger's files and store its record in the background
+        (see recovery)."""
         self._first_record = self._loop.create_task(
-            self._store_first_record(), name=f"ml-first-record:{self._name}"
+            self._store_first_record(make_files), name=f"ml-first-record:{self._name}"
         )
 
-    async def _store_first_record(self) -> None:
+    async def _store_first_record(self, make_files: Callable[[], None]) -> None:
         try:
-            await self.write_ledger_list()
+            # Independent: the record names a file that replay would recreate.
+            results = await asyncio.gather(
+                self.run_blocking(make_files), self.write_ledger_list(), return_exceptions=True
+            )
+            for result in results:
+                if isinstance(result, BaseException):
+                    raise result
         except Exception as exc:
             log.exception("storing a new managed ledger failed", ledger=self._name)
             self.fence()

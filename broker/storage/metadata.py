@@ -1,9 +1,16 @@
 """Embedded metadata store on SQLite (stdlib), WAL mode, on its own thread.
 
-One thread owns the connection. Calls queue up; the thread takes every queued
-call into one transaction (group commit: one fsync for many puts), each call in
-its own savepoint so a failed compare-and-set leaves the others intact. Results
-and change notifications go back to the caller's event loop.
+One thread owns the writing connection. Calls queue up; the thread takes every
+queued call into one transaction (group commit: one fsync for many puts), each
+call in its own savepoint so a failed compare-and-set leaves the others
+intact. Results and change notifications go back to the caller's event loop.
+
+Point reads (get, exists) run on the caller's thread on a second, read-only
+connection: a WAL reader never waits for the writer, and a read of one row
+costs less than the hop to the writer thread (where it would also queue
+behind commits). A read of a path with a write still queued (on it or below
+it) goes through the queue instead, so a caller always sees the writes it
+submitted before the read.
 """
 
 from __future__ import annotations
@@ -65,13 +72,34 @@ def _stat(row: tuple[Any, ...]) -> Stat:
     return Stat(int(row[0]), int(row[1]), int(row[2]))
 
 
-class _Call:
-    __slots__ = ("fn", "future", "loop")
+def _with_ancestors(path: str) -> tuple[str, ...]:
+    found = [path]
+    while path != "/":
+        path = _parent(path)
+        found.append(path)
+    return tuple(found)
 
-    def __init__(self, fn: _Op, future: asyncio.Future[Any], loop: asyncio.AbstractEventLoop):
+
+class _ReadElsewhere(Exception):
+    """The caller's-thread read cannot answer; the writer thread will."""
+
+
+class _Call:
+    __slots__ = ("fn", "future", "loop", "recursive", "touched")
+
+    def __init__(
+        self,
+        fn: _Op,
+        future: asyncio.Future[Any],
+        loop: asyncio.AbstractEventLoop,
+        touched: tuple[str, ...] = (),
+        recursive: bool = False,
+    ):
         self.fn = fn
         self.future = future
         self.loop = loop
+        self.touched = touched  # paths whose reads wait for this write
+        self.recursive = recursive
 
 
 def _resolve(fut: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
@@ -94,6 +122,14 @@ class SqliteMetadataStore(MetadataStore):
         self._thread = threading.Thread(target=self._run, name="magnetar-metadata", daemon=True)
         self._ready = threading.Event()
         self._open_error: BaseException | None = None
+        self._reader: sqlite3.Connection | None = None
+        self._reader_lock = threading.Lock()
+        # Paths with queued writes (each write counts on its path and its
+        # ancestors, whose existence a put may change); a queued recursive
+        # delete sends every read through the queue.
+        self._pending: dict[str, int] = {}
+        self._pending_recursive = 0
+        self._pending_lock = threading.Lock()
 
     @classmethod
     async def open(cls, path: str) -> SqliteMetadataStore:
@@ -102,6 +138,13 @@ class SqliteMetadataStore(MetadataStore):
         await asyncio.to_thread(store._ready.wait)
         if store._open_error is not None:
             raise StorageError(f"cannot open metadata store {path}") from store._open_error
+        try:
+            reader = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+            reader.execute("PRAGMA query_only=ON")
+        except sqlite3.Error as exc:
+            await store.close()
+            raise StorageError(f"cannot open metadata store {path}") from exc
+        store._reader = reader
         return store
 
     # ------------------------------------------------------------------- interface
@@ -115,7 +158,12 @@ class SqliteMetadataStore(MetadataStore):
             ).fetchone()
             return None if row is None else GetResult(bytes(row[0]), _stat(row[1:]))
 
-        result: GetResult | None = await self._submit(op)
+        result: GetResult | None
+        if self._may_read_here(path):
+            with contextlib.suppress(_ReadElsewhere):
+                result = self._read_here(op)
+                return result
+        result = await self._submit(op)
         return result
 
     async def put(self, path: str, value: bytes, expected_version: int | None = None) -> Stat:
@@ -150,7 +198,7 @@ class SqliteMetadataStore(MetadataStore):
             notes.append(Notification(NotificationType.MODIFIED, path))
             return Stat(version + 1, ctime, now)
 
-        result: Stat = await self._submit(op)
+        result: Stat = await self._submit(op, path)
         return result
 
     async def delete(self, path: str, expected_version: int | None = None) -> None:
@@ -168,7 +216,7 @@ class SqliteMetadataStore(MetadataStore):
             notes.append(Notification(NotificationType.DELETED, path))
             notes.append(Notification(NotificationType.CHILDREN_CHANGED, _parent(path)))
 
-        await self._submit(op)
+        await self._submit(op, path)
 
     async def delete_recursive(self, path: str) -> None:
         validate_path(path)
@@ -189,7 +237,7 @@ class SqliteMetadataStore(MetadataStore):
                 notes.append(Notification(NotificationType.DELETED, str(p)))
             notes.append(Notification(NotificationType.CHILDREN_CHANGED, _parent(path)))
 
-        await self._submit(op)
+        await self._submit(op, path, recursive=True)
 
     async def get_children(self, path: str) -> list[str]:
         validate_path(path)
@@ -214,7 +262,12 @@ class SqliteMetadataStore(MetadataStore):
                 conn.execute("SELECT 1 FROM nodes WHERE path = ?", (path,)).fetchone() is not None
             )
 
-        result: bool = await self._submit(op)
+        result: bool
+        if self._may_read_here(path):
+            with contextlib.suppress(_ReadElsewhere):
+                result = self._read_here(op)
+                return result
+        result = await self._submit(op)
         return result
 
     @property
@@ -237,6 +290,10 @@ class SqliteMetadataStore(MetadataStore):
         self._closed = True
         self._queue.put(None)
         await asyncio.to_thread(self._thread.join)
+        with self._reader_lock:
+            if self._reader is not None:
+                self._reader.close()
+                self._reader = None
 
     # -------------------------------------------------------------------- internals
 
@@ -256,13 +313,46 @@ class SqliteMetadataStore(MetadataStore):
             notes.append(Notification(NotificationType.CREATED, p))
             notes.append(Notification(NotificationType.CHILDREN_CHANGED, _parent(p)))
 
-    async def _submit(self, fn: _Op) -> Any:
+    def _may_read_here(self, path: str) -> bool:
+        with self._pending_lock:
+            return not self._pending_recursive and path not in self._pending
+
+    def _read_here(self, fn: _Op) -> Any:
+        """One read on the caller's thread; _ReadElsewhere when the reader
+        connection cannot answer (closed, busy), to go through the queue."""
+        with self._reader_lock:
+            if self._reader is None or self._closed:
+                raise _ReadElsewhere
+            try:
+                return fn(self._reader, [])
+            except sqlite3.Error:
+                raise _ReadElsewhere from None
+
+    async def _submit(self, fn: _Op, writes: str | None = None, recursive: bool = False) -> Any:
         if self._closed:
             raise MetadataStoreClosed("metadata store is closed")
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[Any] = loop.create_future()
-        self._queue.put(_Call(fn, fut, loop))
+        touched = _with_ancestors(writes) if writes is not None else ()
+        if touched:
+            with self._pending_lock:
+                for p in touched:
+                    self._pending[p] = self._pending.get(p, 0) + 1
+                self._pending_recursive += recursive
+        self._queue.put(_Call(fn, fut, loop, touched, recursive))
         return await fut
+
+    def _written(self, batch: list[_Call]) -> None:
+        """The batch is committed (or rolled back): its paths read here again."""
+        with self._pending_lock:
+            for call in batch:
+                for p in call.touched:
+                    left = self._pending[p] - 1
+                    if left:
+                        self._pending[p] = left
+                    else:
+                        del self._pending[p]
+                self._pending_recursive -= call.recursive
 
     def _notify(self, notes: list[Notification]) -> None:
         for note in notes:
@@ -317,6 +407,7 @@ class SqliteMetadataStore(MetadataStore):
             except queue.Empty:
                 break
             if late is not None:
+                self._written([late])
                 late.loop.call_soon_threadsafe(
                     _resolve, late.future, None, MetadataStoreClosed("metadata store is closed")
                 )
@@ -348,6 +439,7 @@ class SqliteMetadataStore(MetadataStore):
             error = StorageError(f"metadata store commit failed: {exc}")
             results = [(call, None, error) for call in batch]
             notes = []
+        self._written(batch)
         loops: dict[asyncio.AbstractEventLoop, list[tuple[_Call, Any, BaseException | None]]] = {}
         for res in results:
             loops.setdefault(res[0].loop, []).append(res)

@@ -10,6 +10,7 @@ removed.
 from __future__ import annotations
 
 import os
+from functools import partial
 from urllib.parse import unquote
 
 import structlog
@@ -29,10 +30,11 @@ async def open_ledger(
 
     ml = ManagedLedgerImpl(ctx, name, config)
     try:
-        await ml.run_blocking(_make_dir, ml.dir)
         got = await ctx.store.get(ml.meta_path)
         records = decode_ledger_list(got.value) if got is not None else []
         ml.meta_version = got.stat.version if got is not None else -1
+        if records:
+            await ml.run_blocking(_make_dir, ml.dir)
         for i, rec in enumerate(records):
             last = i == len(records) - 1
             path = os.path.join(ml.dir, f"{rec.ledger_id}.log")
@@ -71,8 +73,6 @@ async def open_ledger(
             ctx.files.forget(empty.file)
             empty.file.close()
             await ml.run_blocking(os.unlink, empty.file.path)
-        known = {f"{i}.log" for i in ml.layout.ids}
-        await ml.run_blocking(_remove_leftovers, ml.dir, known)
         lac = Position(-1, -1)
         for info in reversed(ml.layout.infos()):
             if info.entry_count:
@@ -81,18 +81,22 @@ async def open_ledger(
         # Above every recorded id, even one whose file was missing.
         newest = max((rec.ledger_id for rec in records), default=-1)
         new_id = await ctx.allocate_ledger_id(newest)
-        lf = await ml.run_blocking(
-            LedgerFile.create, os.path.join(ml.dir, f"{new_id}.log"), new_id, False
-        )
-        ctx.files.adopt(lf)
+        path = os.path.join(ml.dir, f"{new_id}.log")
+        if got is None:
+            # New: its directory, first file and first record are made in the
+            # background (creating a topic waits for no disk); receipts and
+            # cursors wait for them (the writer holds appends until then).
+            lf = LedgerFile.unborn(path, new_id)
+        else:
+            known = {f"{i}.log" for i in ml.layout.ids}
+            lf = await ml.run_blocking(_prepare_files, ml.dir, known, new_id)
+            ctx.files.adopt(lf)
         ml.layout.append(LedgerInfo(new_id, lf, ctx.cache.new_cache(new_id)))
         if lac[1] < 0:
             lac = Position(new_id, -1)
         if got is None:
-            # New: its first record is stored in the background (creating a
-            # topic waits for no commit); receipts and cursors wait for it.
             ml.start(lac)
-            ml.store_first_record()
+            ml.store_first_record(partial(_prepare_new, ml.dir, path))
             return ml
         await ml.write_ledger_list()
         for encoded in await ctx.store.get_children(ml.meta_path):
@@ -109,6 +113,22 @@ async def open_ledger(
         raise
     ml.start(lac)
     return ml
+
+
+def _prepare_new(path: str, file: str) -> None:
+    """A new managed ledger's directory (leftovers of an earlier creation
+    that crashed before its record removed) and its empty first file."""
+    _make_dir(path)
+    _remove_leftovers(path, set())
+    os.close(os.open(file, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644))
+
+
+def _prepare_files(path: str, known: set[str], new_id: int) -> LedgerFile:
+    """The directory made if new, leftover files removed, the new ledger's
+    file created."""
+    _make_dir(path)
+    _remove_leftovers(path, known)
+    return LedgerFile.create(os.path.join(path, f"{new_id}.log"), new_id, False)
 
 
 def _make_dir(path: str) -> None:

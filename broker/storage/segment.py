@@ -82,6 +82,12 @@ class LedgerFile:
         return cls(path, ledger_id, fd, ScanResult(array("q", [0]), array("q", [0]), False))
 
     @classmethod
+    def unborn(cls, path: str, ledger_id: int) -> LedgerFile:
+        """A file made later, on a worker thread; no descriptor until
+        :meth:`open_fd` (nothing reads or writes it before it exists)."""
+        return cls(path, ledger_id, -1, ScanResult(array("q", [0]), array("q", [0]), False))
+
+    @classmethod
     def open_existing(
         cls, path: str, ledger_id: int, recover: bool, entries: int = -1
     ) -> tuple[LedgerFile, int, bool]:

@@ -166,3 +166,51 @@ async def test_wal_mode_is_on(tmp_path: Path) -> None:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     finally:
         conn.close()
+
+
+async def test_sqlite_reads_see_the_writes_submitted_before_them(tmp_path: Path) -> None:
+    """A read issued after a put or delete was submitted (not yet answered)
+    sees it: reads of the embedded store never overtake the caller's own
+    writes (etcd promises this only for awaited writes)."""
+    store = await SqliteMetadataStore.open(str(tmp_path / "m.db"))
+    try:
+        await store.put("/r/old/x", b"0")
+        put = asyncio.ensure_future(store.put("/r/new/x", b"1"))
+        gone = asyncio.ensure_future(store.delete_recursive("/r/old"))
+        await asyncio.sleep(0)  # both submitted, neither awaited
+        got = await store.get("/r/new/x")
+        assert got is not None and got.value == b"1"
+        assert await store.exists("/r/new")
+        assert await store.get("/r/old/x") is None
+        await asyncio.gather(put, gone)
+    finally:
+        await store.close()
+
+
+async def test_sqlite_point_reads_do_not_wait_for_the_writer(tmp_path: Path) -> None:
+    """Reads of the embedded store run on a reader connection: while the
+    writer thread is busy they still answer, except for a path with a write
+    queued behind it, which waits for that write."""
+    import threading
+
+    store = await SqliteMetadataStore.open(str(tmp_path / "m.db"))
+    held = threading.Event()
+    try:
+        await store.put("/a", b"1")
+        # Occupy the writer thread with a call that waits for the test.
+        busy = asyncio.ensure_future(store._submit(lambda _c, _n: held.wait(10)))
+        queued = asyncio.ensure_future(store.put("/b", b"2"))
+        await asyncio.sleep(0)
+        got = await asyncio.wait_for(store.get("/a"), 2)
+        assert got is not None and got.value == b"1"
+        assert await asyncio.wait_for(store.exists("/a"), 2)
+        waiting = asyncio.ensure_future(store.get("/b"))
+        await asyncio.sleep(0.05)
+        assert not waiting.done()  # its put is still queued
+        held.set()
+        await asyncio.gather(busy, queued)
+        found = await waiting
+        assert found is not None and found.value == b"2"
+    finally:
+        held.set()
+        await store.close()
