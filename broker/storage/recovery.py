@@ -33,8 +33,6 @@ async def open_ledger(
         got = await ctx.store.get(ml.meta_path)
         records = decode_ledger_list(got.value) if got is not None else []
         ml.meta_version = got.stat.version if got is not None else -1
-        if records:
-            await ml.run_blocking(_make_dir, ml.dir)
         for i, rec in enumerate(records):
             last = i == len(records) - 1
             path = os.path.join(ml.dir, f"{rec.ledger_id}.log")
