@@ -129,13 +129,16 @@ def consume_over(url: str, prefix: str, topics: int, per_topic: int) -> float:
 
 
 def restart(workdir: Path, topics: int) -> dict[str, float]:
-    """Magnetar alone: `topics` topics with one message each, then a restart."""
+    """Magnetar alone: `topics` topics with one message each (kept by a
+    subscription), then a restart."""
     # start_broker keeps its data in workdir / kind: the restart reuses it.
     data = workdir / LIKE_FOR_LIKE
     with start_broker(LIKE_FOR_LIKE, workdir) as broker:
         client = _client(broker.url)
         started = time.perf_counter()
         for i in range(topics):
+            # A durable subscription keeps the message (no retention is set).
+            client.subscribe(f"restart-{i}", "keep").close()
             producer = client.create_producer(f"restart-{i}", batching_enabled=False)
             producer.send(b"%d" % i)
             producer.close()
@@ -160,6 +163,11 @@ def restart(workdir: Path, topics: int) -> dict[str, float]:
             raise RuntimeError(f"restart-{which} held {msg.data()!r}")
         client.close()
         rss = _peak_rss_mib(proc.pid)
+    except Exception:
+        log.flush()
+        tail = (workdir / "restart.log").read_text(errors="replace").splitlines()[-20:]
+        print("the restarted broker's log ends:", *tail, sep="\n", file=sys.stderr)
+        raise
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=60)
