@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import json
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
@@ -415,8 +416,14 @@ class ManagedCursorImpl(ManagedCursor):
         if self._persist_handle is not None or self._persist_task is not None:
             return
         interval = self._ml.config.cursor_persist_interval_s
-        delay = max(0.0, self._last_persist + interval - self._loop.time())
-        self._persist_handle = self._loop.call_later(delay, self._on_persist_timer)
+        now = self._loop.time()
+        due = max(now, self._last_persist + interval)
+        if interval > 0:
+            # On a grid shared by every cursor: the cursors of many topics
+            # dirty within one interval persist in the same loop turn, so
+            # the metadata store commits them in one transaction.
+            due = math.ceil(due / interval) * interval
+        self._persist_handle = self._loop.call_at(due, self._on_persist_timer)
 
     def _on_persist_timer(self) -> None:
         self._persist_handle = None

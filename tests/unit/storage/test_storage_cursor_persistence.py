@@ -169,3 +169,30 @@ async def test_reopen_keeps_every_cursor(open_factory: OpenFactory) -> None:
     f = await open_factory()
     ml = await f.open_impl(NAME)
     assert sorted(c.name for c in ml.cursors) == ["a", "b", "c"]
+
+
+async def test_cursors_of_many_ledgers_persist_together(open_factory: OpenFactory) -> None:
+    """Issue 24: cursors opened and acked at different moments persist on
+    one grid of the interval shared by all, in the same loop turn, so the
+    metadata store commits them together instead of each at its own phase."""
+    f = await open_factory(cursor_persist_interval_s=0.5)
+    loop = asyncio.get_running_loop()
+    heard: dict[str, float] = {}
+    paths: set[str] = set()
+
+    def on_change(n: Notification) -> None:
+        if n.path in paths and n.type is NotificationType.MODIFIED:
+            heard.setdefault(n.path, loop.time())
+
+    f.store.register_listener(on_change)
+    for i in range(20):  # subscriptions made and acked over 0.4 s
+        ml = await f.open_impl(f"public/default/persistent/many-{i}")
+        c = await ml.open_cursor("s", InitialPosition.EARLIEST)
+        paths.add(cursor_path(ml.meta_path, "s"))
+        c.delete([await ml.add_entry(b"x")])
+        await asyncio.sleep(0.02)
+    await asyncio.sleep(1.2)
+    assert set(heard) == paths
+    times = sorted(heard.values())
+    turns = 1 + sum(1 for a, b in itertools.pairwise(times) if b - a > 0.008)
+    assert turns <= 3, times  # one per grid point crossed, not one per cursor
