@@ -87,28 +87,33 @@ def _collect(data_dir: str) -> list[_Orphan]:
 
 
 def _apply(data_dir: str, orphan: _Orphan, known: dict[str, dict[int, int]]) -> int:
-    """Copy back what the ledger files lack. *Blocking*."""
-    files: dict[tuple[str, int], tuple[LedgerFile, int]] = {}
+    """Copy back what the ledger files lack, one ledger file open at a time
+    (a journal may hold groups of a hundred thousand ledgers). *Blocking*."""
+    by_ledger: dict[tuple[str, int], list[tuple[JournalGroup, bytes]]] = {}
+    for group, buf in orphan.groups:
+        ledgers = known.get(group.name)
+        if ledgers is None or group.ledger_id not in ledgers:
+            continue  # deleted or trimmed since
+        by_ledger.setdefault((group.name, group.ledger_id), []).append((group, buf))
     copied = 0
-    try:
-        for group, buf in orphan.groups:
-            ledgers = known.get(group.name)
-            if ledgers is None or group.ledger_id not in ledgers:
-                continue  # deleted or trimmed since
-            key = (group.name, group.ledger_id)
-            if key not in files:
-                files[key] = _open_for_replay(data_dir, group.name, group.ledger_id)
-            lf, count = files[key]
-            limit = ledgers[group.ledger_id]
-            copied_here, count = _copy_group(lf, count, group, buf, limit)
-            files[key] = (lf, count)
-            copied += copied_here
-        for lf, _ in files.values():
+    synced_dirs: set[str] = set()
+    for (name, ledger_id), groups in by_ledger.items():
+        lf, count = _open_for_replay(data_dir, name, ledger_id)
+        try:
+            limit = known[name][ledger_id]
+            for group, buf in groups:  # in journal order
+                copied_here, count = _copy_group(lf, count, group, buf, limit)
+                copied += copied_here
             lf.sync()
-            fsync_dir(os.path.dirname(lf.path))
-    finally:
-        for lf, _ in files.values():
+        finally:
             lf.close()
+        directory = os.path.dirname(lf.path)
+        if directory not in synced_dirs:
+            fsync_dir(directory)
+            synced_dirs.add(directory)
+    # A ledger directory replay made anew has its name in the parent.
+    for parent in {os.path.dirname(d) for d in synced_dirs}:
+        fsync_dir(parent)
     if copied:
         log.warning("journal replayed", journal=orphan.directory, entries=copied)
     for name in os.listdir(orphan.directory):

@@ -6,12 +6,17 @@ run created, when first written) with the ``fsync`` policy, through the
 broker's one journal, and print one line per resolved append, flushed:
 ``a TOPIC SEQ LEDGER ENTRY``. ``ready`` comes once the factory is open. It
 runs until killed.
+
+``python crash_many_child.py DATA_DIR replay`` opens the factory (which
+replays the journals a killed child left) with a limit of 256 open files,
+fewer than the ledgers a journal holds, and exits 0.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import resource
 import sys
 
 from magnetar.broker.storage import FileManagedLedgerFactory, ManagedLedgerConfig, SyncPolicy
@@ -69,5 +74,14 @@ async def main(data_dir: str, first_seq: int, topics: int) -> None:
     await asyncio.gather(*[appender() for _ in range(16)])
 
 
+async def replay(data_dir: str) -> None:
+    resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
+    factory = await FileManagedLedgerFactory.create(data_dir, CONFIG, max_open_files=MAX_OPEN_FILES)
+    await factory.close()
+
+
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3])))
+    if sys.argv[2] == "replay":
+        asyncio.run(replay(sys.argv[1]))
+    else:
+        asyncio.run(main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3])))
