@@ -58,9 +58,10 @@ class OpenFiles:
         if len(self._lru) > self._capacity:
             self._evict()
 
-    def forget(self, lf: LedgerFile) -> None:
-        """``lf`` is being closed for good (trimmed, deleted, its ledger closed)."""
+    def close(self, lf: LedgerFile) -> None:
+        """Close ``lf`` for good (trimmed, deleted, its ledger closed)."""
         self._lru.pop(lf, None)
+        lf.close()
 
     def _evict(self) -> None:
         lru = self._lru

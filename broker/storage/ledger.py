@@ -281,17 +281,17 @@ class ManagedLedgerImpl(ManagedLedger):
             self.fence()
             self._writer.fail_queued(StorageError(f"creating {self._name} failed: {exc}"))
         finally:
+            self._first_record = None  # no longer pending: appends may go
             self._writer.resume()
 
     @property
     def record_pending(self) -> bool:
         """A new ledger whose first record is not stored yet: no receipt may resolve."""
-        task = self._first_record
-        return task is not None and not task.done()
+        return self._first_record is not None
 
     async def wait_first_record(self) -> None:
         task = self._first_record
-        if task is not None and not task.done():
+        if task is not None:
             await asyncio.shield(task)
         if self._state == _FENCED:
             self.check_open()
@@ -398,8 +398,7 @@ class ManagedLedgerImpl(ManagedLedger):
             if lf.refs == 0 and (
                 self._state == _CLOSED or self.layout.get(info.ledger_id) is not info
             ):
-                files.forget(lf)
-                lf.close()  # trimmed or closed while we read
+                files.close(lf)  # trimmed or closed while we read
         self.stats.disk_reads += 1
         self.stats.disk_read_entries += len(entries)
         metrics.DISK_READS.inc()
@@ -596,8 +595,7 @@ class ManagedLedgerImpl(ManagedLedger):
         for info in self.layout.infos():
             info.cache.clear()
             if info.file.refs == 0:
-                self._ctx.files.forget(info.file)
-                info.file.close()
+                self._ctx.files.close(info.file)
         self._state = _CLOSED
         self._ctx.on_closed(self)
 

@@ -80,10 +80,6 @@ def _with_ancestors(path: str) -> tuple[str, ...]:
     return tuple(found)
 
 
-class _ReadElsewhere(Exception):
-    """The caller's-thread read cannot answer; the writer thread will."""
-
-
 class _Call:
     __slots__ = ("fn", "future", "loop", "recursive", "touched")
 
@@ -158,12 +154,7 @@ class SqliteMetadataStore(MetadataStore):
             ).fetchone()
             return None if row is None else GetResult(bytes(row[0]), _stat(row[1:]))
 
-        result: GetResult | None
-        if self._may_read_here(path):
-            with contextlib.suppress(_ReadElsewhere):
-                result = self._read_here(op)
-                return result
-        result = await self._submit(op)
+        result: GetResult | None = await self._point_read(path, op)
         return result
 
     async def put(self, path: str, value: bytes, expected_version: int | None = None) -> Stat:
@@ -262,12 +253,7 @@ class SqliteMetadataStore(MetadataStore):
                 conn.execute("SELECT 1 FROM nodes WHERE path = ?", (path,)).fetchone() is not None
             )
 
-        result: bool
-        if self._may_read_here(path):
-            with contextlib.suppress(_ReadElsewhere):
-                result = self._read_here(op)
-                return result
-        result = await self._submit(op)
+        result: bool = await self._point_read(path, op)
         return result
 
     @property
@@ -313,20 +299,18 @@ class SqliteMetadataStore(MetadataStore):
             notes.append(Notification(NotificationType.CREATED, p))
             notes.append(Notification(NotificationType.CHILDREN_CHANGED, _parent(p)))
 
-    def _may_read_here(self, path: str) -> bool:
+    async def _point_read(self, path: str, fn: _Op) -> Any:
+        """``fn`` on the caller's thread over the reader connection, or through
+        the writer's queue when a write of ``path`` is queued or the reader
+        cannot answer (closed, busy)."""
         with self._pending_lock:
-            return not self._pending_recursive and path not in self._pending
-
-    def _read_here(self, fn: _Op) -> Any:
-        """One read on the caller's thread; _ReadElsewhere when the reader
-        connection cannot answer (closed, busy), to go through the queue."""
-        with self._reader_lock:
-            if self._reader is None or self._closed:
-                raise _ReadElsewhere
-            try:
-                return fn(self._reader, [])
-            except sqlite3.Error:
-                raise _ReadElsewhere from None
+            here = not self._pending_recursive and path not in self._pending
+        if here:
+            with self._reader_lock:
+                if self._reader is not None and not self._closed:
+                    with contextlib.suppress(sqlite3.Error):
+                        return fn(self._reader, [])
+        return await self._submit(fn)
 
     async def _submit(self, fn: _Op, writes: str | None = None, recursive: bool = False) -> Any:
         if self._closed:

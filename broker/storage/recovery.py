@@ -68,8 +68,7 @@ async def open_ledger(
         # The ledger that was being written is closed now; an empty one goes.
         if len(ml.layout) and ml.layout.current.entry_count == 0:
             empty = ml.layout.remove(ml.layout.current.ledger_id)
-            ctx.files.forget(empty.file)
-            empty.file.close()
+            ctx.files.close(empty.file)
             await ml.run_blocking(os.unlink, empty.file.path)
         lac = Position(-1, -1)
         for info in reversed(ml.layout.infos()):
@@ -94,7 +93,7 @@ async def open_ledger(
             lac = Position(new_id, -1)
         if got is None:
             ml.start(lac)
-            ml.store_first_record(partial(_prepare_new, ml.dir, path))
+            ml.store_first_record(partial(_prepare_new, ml.dir, new_id))
             return ml
         await ml.write_ledger_list()
         for encoded in await ctx.store.get_children(ml.meta_path):
@@ -106,19 +105,16 @@ async def open_ledger(
             ml.cursors_by_name[cname] = cursor
     except BaseException:
         for info in ml.layout.infos():
-            ctx.files.forget(info.file)
-            info.file.close()
+            ctx.files.close(info.file)
         raise
     ml.start(lac)
     return ml
 
 
-def _prepare_new(path: str, file: str) -> None:
-    """A new managed ledger's directory (leftovers of an earlier creation
-    that crashed before its record removed) and its empty first file."""
-    _make_dir(path)
-    _remove_leftovers(path, set())
-    os.close(os.open(file, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644))
+def _prepare_new(path: str, new_id: int) -> None:
+    """A new managed ledger's files (any leftover of an earlier creation that
+    crashed before its record goes); the LedgerFile opens its own later."""
+    _prepare_files(path, set(), new_id).close()
 
 
 def _prepare_files(path: str, known: set[str], new_id: int) -> LedgerFile:

@@ -67,8 +67,7 @@ async def trim_ledgers(ml: ManagedLedgerImpl) -> int:
         info.cache.clear()
         ml.forget_unsynced(info.file)
         if info.file.refs == 0:
-            files.forget(info.file)
-            info.file.close()
+            files.close(info.file)
         # else: the last reader closes the fd (ManagedLedgerImpl.read_in_ledger)
     await ml.run_blocking(_unlink, [i.file.path for i in victims])
     metrics.LEDGERS_TRIMMED.inc(len(victims))

@@ -146,20 +146,21 @@ class LedgerWriter:
         self._nmsgs.append(num_messages)
         self._futs.append(fut)
         self._bytes += len(data)
+        if not self._scheduled:
+            self.resume()
+        return fut
+
+    def resume(self) -> None:
+        """Ask the journal for a turn when appends wait and nothing holds them
+        back (a group in a round, a rollover, a new ledger's first record)."""
         if (
-            not self._scheduled
+            self._futs
+            and not self._scheduled
+            and not self._stopping
             and self._rolling is None
             and self._in_flight is None
             and not self._ml.record_pending
         ):
-            self._scheduled = True
-            self._ml.ctx.journal.schedule(self)
-        return fut
-
-    def resume(self) -> None:
-        """What held appends back is over (a new ledger's record is stored)."""
-        idle = self._rolling is None and self._in_flight is None
-        if self._futs and not self._scheduled and not self._stopping and idle:
             self._scheduled = True
             self._ml.ctx.journal.schedule(self)
 
@@ -214,9 +215,7 @@ class LedgerWriter:
             in_flight, self._in_flight = self._in_flight, None
             if in_flight is not None:
                 in_flight.set_result(None)
-            if self._futs and not self._stopping and self._rolling is None:
-                self._scheduled = True
-                self._ml.ctx.journal.schedule(self)
+            self.resume()
 
     # -------------------------------------------------------------------- internals
 
@@ -313,9 +312,7 @@ class LedgerWriter:
             self.fail_queued(StorageError(f"append to {self._ml.name} failed: {exc}"))
         finally:
             self._rolling = None
-            if self._futs and not self._stopping:
-                self._scheduled = True
-                self._ml.ctx.journal.schedule(self)
+            self.resume()
 
     async def _rollover(self) -> None:
         """Close the current ledger and start a new one (metadata first)."""
@@ -333,8 +330,8 @@ class LedgerWriter:
         except BaseException:
             ml.layout.remove(new_id)
             old.closed_at = None
-            ctx.files.forget(lf)
-            await ml.run_blocking(_close_and_unlink, lf)
+            ctx.files.close(lf)
+            await ml.run_blocking(_unlink, lf.path)
             raise
         ml.stats.rollovers += 1
         metrics.ROLLOVERS.inc()
@@ -348,7 +345,6 @@ def fail_all(futs: Sequence[asyncio.Future[Any]], exc: BaseException) -> None:
             fut.set_exception(exc)
 
 
-def _close_and_unlink(lf: LedgerFile) -> None:
-    lf.close()
+def _unlink(path: str) -> None:
     with contextlib.suppress(FileNotFoundError):
-        os.unlink(lf.path)
+        os.unlink(path)
