@@ -8,17 +8,15 @@ reported flush (SEM-3.9, SEM-5.2).
 
 from __future__ import annotations
 
-import asyncio
 import os
 import random
-import signal
-import sys
 from pathlib import Path
 
 import pytest
 
 from magnetar.broker.storage import EARLIEST, FileManagedLedgerFactory, Position
 from tests.integration.storage.crash_child import CONFIG, NAME, parse_seq, payload
+from tests.integration.storage.crash_support import run_until_killed
 
 CHILD = str(Path(__file__).with_name("crash_child.py"))
 ROUNDS = 22
@@ -39,40 +37,6 @@ class Claims:
             self.mark_delete = max(self.mark_delete, pos)
         else:
             self.individual.add(pos)
-
-
-async def _run_child(data_dir: str, first_seq: int, kill_after: float) -> list[str]:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        CHILD,
-        data_dir,
-        str(first_seq),
-        stdout=asyncio.subprocess.PIPE,
-    )
-    assert proc.stdout is not None
-    lines: list[str] = []
-    ready = asyncio.Event()
-
-    async def pump() -> None:
-        assert proc.stdout is not None
-        while True:
-            raw = await proc.stdout.readline()
-            if not raw:
-                return
-            if raw.endswith(b"\n"):  # a line cut by the kill is not a report
-                lines.append(raw.decode().strip())
-                if lines[-1] == "ready":
-                    ready.set()
-
-    pumping = asyncio.ensure_future(pump())
-    try:
-        await asyncio.wait_for(ready.wait(), 30)
-        await asyncio.sleep(kill_after)
-    finally:
-        proc.send_signal(signal.SIGKILL)
-        await proc.wait()
-        await pumping
-    return lines
 
 
 async def _verify(
@@ -154,7 +118,8 @@ async def _crash_rounds(data_dir: str, lose_tails: bool) -> None:
     lost = 0
     for _ in range(ROUNDS):
         before = _ledger_sizes(data_dir)
-        lines = await _run_child(data_dir, next_seq, rng.uniform(0.02, 0.35))
+        # Killed a random moment after "ready".
+        lines = await run_until_killed(CHILD, [data_dir, str(next_seq)], 1, rng.uniform(0.02, 0.35))
         acks: list[tuple[str, Position]] = []
         for line in lines:
             kind, *rest = line.split()

@@ -11,7 +11,6 @@ import asyncio
 import os
 import random
 import shutil
-import signal
 import sys
 from pathlib import Path
 
@@ -19,38 +18,10 @@ import pytest
 
 from magnetar.broker.storage import EARLIEST, FileManagedLedgerFactory, Position
 from tests.integration.storage.crash_many_child import CONFIG, MAX_OPEN_FILES, name, parse, payload
+from tests.integration.storage.crash_support import run_until_killed
 
 CHILD = str(Path(__file__).with_name("crash_many_child.py"))
 TOPICS = 1000
-
-
-async def _run_child(data_dir: str, first_seq: int, receipts: int, kill_after: float) -> list[str]:
-    """The child's lines; killed ``kill_after`` seconds after it reported
-    ``receipts`` appends (a count, not a time: the machine may be busy)."""
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, CHILD, data_dir, str(first_seq), str(TOPICS), stdout=asyncio.subprocess.PIPE
-    )
-    assert proc.stdout is not None
-    lines: list[str] = []
-    enough = asyncio.Event()
-
-    async def pump() -> None:
-        assert proc.stdout is not None
-        while raw := await proc.stdout.readline():
-            if raw.endswith(b"\n"):  # a line cut by the kill is not a report
-                lines.append(raw.decode().strip())
-                if len(lines) > receipts:  # "ready" and that many receipts
-                    enough.set()
-
-    pumping = asyncio.ensure_future(pump())
-    try:
-        await asyncio.wait_for(enough.wait(), 120)
-        await asyncio.sleep(kill_after)
-    finally:
-        proc.send_signal(signal.SIGKILL)
-        await proc.wait()
-        await pumping
-    return lines
 
 
 async def _verify(data_dir: str, reported: dict[int, dict[int, Position]]) -> int:
@@ -131,7 +102,9 @@ async def _crash_rounds(data_dir: str, lose: bool) -> None:
     # The first kill comes while topics are still being created.
     for receipts, kill_after in ((100, 0.05), (1500, rng.uniform(0, 0.5)), (1500, 0.2)):
         before = _synced_before(data_dir)
-        for line in await _run_child(data_dir, next_seq, receipts, kill_after):
+        args = [data_dir, str(next_seq), str(TOPICS)]
+        # "ready", then that many receipts before the clock starts.
+        for line in await run_until_killed(CHILD, args, 1 + receipts, kill_after):
             kind, *rest = line.split()
             if kind == "a":
                 topic, seq, lid, eid = map(int, rest)
