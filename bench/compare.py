@@ -37,6 +37,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -191,16 +192,18 @@ def produce(url: str, topic: str, count: int, batched: bool, callback: bool = Fa
         client.close()
 
 
-def _producer(client: pulsar.Client, topic: str, batched: bool) -> pulsar.Producer:
+def _producer(
+    client: pulsar.Client, topic: str, batched: bool, max_pending: int = 5000
+) -> pulsar.Producer:
     """The producers of the throughput rows: 1,000 messages / 5 ms when batched."""
     return client.create_producer(
         topic,
         batching_enabled=batched,
         batching_max_messages=1000,
         batching_max_publish_delay_ms=5,
-        max_pending_messages=5000,
+        max_pending_messages=max_pending,
         block_if_queue_full=True,
-        send_timeout_millis=60000,
+        send_timeout_millis=120_000,
     )
 
 
@@ -342,6 +345,14 @@ class Row:
     higher_is_better: bool
     samples: dict[str, list[float]]
 
+    @staticmethod
+    def record(
+        rows: dict[str, Row], name: str, unit: str, higher: bool, broker: str, value: float
+    ) -> None:
+        """One round's sample of ``broker`` for the row ``name`` (made on first use)."""
+        row = rows.setdefault(name, Row(name, unit, higher, {}))
+        row.samples.setdefault(broker, []).append(value)
+
     def median(self, broker: str) -> float:
         values = self.samples.get(broker)
         return statistics.median(values) if values else float("nan")
@@ -377,9 +388,7 @@ def run(scale: float, rounds: int) -> list[Row]:
     # client and the broker split what is free, so this decides the rest.
     cpu_rows: list[tuple[str, str, float]] = []
 
-    def record(name: str, unit: str, higher: bool, broker: str, value: float) -> None:
-        row = rows.setdefault(name, Row(name, unit, higher, {}))
-        row.samples.setdefault(broker, []).append(value)
+    record = partial(Row.record, rows)
 
     try:
         # Brokers alternate within each round, so drift on this shared

@@ -26,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,7 @@ from bench.compare import (
     _cpu_seconds,
     _free_port,
     _peak_rss_mib,
+    _producer,
     _wait_for_port,
     start_broker,
 )
@@ -56,18 +58,7 @@ def _open_files(pid: int) -> int:
 
 
 def _producers(client: pulsar.Client, prefix: str, n: int, batched: bool) -> list[Any]:
-    return [
-        client.create_producer(
-            f"{prefix}-{i}",
-            batching_enabled=batched,
-            batching_max_messages=1000,
-            batching_max_publish_delay_ms=5,
-            max_pending_messages=2000,
-            block_if_queue_full=True,
-            send_timeout_millis=120_000,
-        )
-        for i in range(n)
-    ]
+    return [_producer(client, f"{prefix}-{i}", batched, max_pending=2000) for i in range(n)]
 
 
 def produce_over(
@@ -179,9 +170,7 @@ def run(topic_counts: list[int], rounds: int, consume_topics: int) -> list[Row]:
     workdir = Path(tempfile.mkdtemp(prefix="magnetar-scale-"))
     rows: dict[str, Row] = {}
 
-    def record(name: str, unit: str, higher: bool, broker: str, value: float) -> None:
-        row = rows.setdefault(name, Row(name, unit, higher, {}))
-        row.samples.setdefault(broker, []).append(value)
+    record = partial(Row.record, rows)
 
     try:
         for rnd in range(rounds):
