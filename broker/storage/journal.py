@@ -85,7 +85,6 @@ class Journal:
         self._broken = False
         self._unsynced = False
         self._closing = False
-        self._closed = False
         self._checkpoints: set[asyncio.Task[None]] = set()
         self._task = self._loop.create_task(self._run(), name="journal-writer")
         self._sync_task = self._loop.create_task(
@@ -144,9 +143,8 @@ class Journal:
 
     async def close(self) -> None:
         """Write what is scheduled, checkpoint everything, delete the journal."""
-        if self._closed:
+        if self._closing:
             return
-        self._closed = True
         self._closing = True
         if self._wakeup is not None:
             self._wakeup.set_result(None)
