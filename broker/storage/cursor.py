@@ -13,6 +13,7 @@ import bisect
 import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
@@ -421,19 +422,22 @@ class ManagedCursorImpl(ManagedCursor):
         if interval > 0:
             # On a grid shared by every cursor: the cursors of many topics
             # dirty within one interval persist in the same loop turn, so
-            # the metadata store commits them in one transaction.
-            due = math.ceil(due / interval) * interval
-        self._persist_handle = self._loop.call_at(due, self._on_persist_timer)
+            # the metadata store commits them in one transaction. (The
+            # epsilon keeps a due time on a grid point there, not one later.)
+            due = math.ceil(due / interval - 1e-6) * interval
+        self._persist_handle = self._loop.call_at(due, partial(self._on_persist_timer, due))
 
-    def _on_persist_timer(self) -> None:
+    def _on_persist_timer(self, due: float) -> None:
         self._persist_handle = None
         if self._closed:
             return
-        self._persist_task = self._loop.create_task(self._persist_in_background())
+        self._persist_task = self._loop.create_task(self._persist_in_background(due))
 
-    async def _persist_in_background(self) -> None:
+    async def _persist_in_background(self, due: float) -> None:
         try:
-            await self._persist()
+            # Counted from the grid point, not from when the write ended:
+            # otherwise the next point is two intervals away.
+            await self._persist(started=due)
         except StorageError:
             log.exception("cursor persist failed", ledger=self._ml.name, cursor=self._name)
         finally:
@@ -441,7 +445,7 @@ class ManagedCursorImpl(ManagedCursor):
         if self._dirty:
             self._mark_dirty()
 
-    async def _persist(self) -> None:
+    async def _persist(self, started: float | None = None) -> None:
         async with self._persist_lock:
             if not self._dirty:
                 return
@@ -454,7 +458,7 @@ class ManagedCursorImpl(ManagedCursor):
                 self._dirty = True
                 raise
             self._version = stat.version
-            self._last_persist = self._loop.time()
+            self._last_persist = self._loop.time() if started is None else started
             self._ml.cursor_persisted(self._name, md)
 
     async def flush(self) -> None:

@@ -196,3 +196,28 @@ async def test_cursors_of_many_ledgers_persist_together(open_factory: OpenFactor
     times = sorted(heard.values())
     turns = 1 + sum(1 for a, b in itertools.pairwise(times) if b - a > 0.008)
     assert turns <= 3, times  # one per grid point crossed, not one per cursor
+
+
+async def test_steady_acks_persist_once_every_interval(open_factory: OpenFactory) -> None:
+    """SEM-3.9: under a steady stream of acks a cursor persists once per
+    interval, not less often: an ack is at most about one interval from
+    being durable (the grid must not push each write a whole interval on)."""
+    f = await open_factory(cursor_persist_interval_s=0.2)
+    ml = await f.open_impl(NAME)
+    c = await ml.open_cursor("s", InitialPosition.EARLIEST)
+    p = [await ml.add_entry(b"x") for _ in range(120)]
+    path = cursor_path(ml.meta_path, "s")
+    writes: list[float] = []
+    loop = asyncio.get_running_loop()
+
+    def heard(n: Notification) -> None:
+        if n.path == path and n.type is NotificationType.MODIFIED:
+            writes.append(loop.time())
+
+    f.store.register_listener(heard)
+    for pos in p:  # acks for 1.2 s
+        c.delete([pos])
+        await asyncio.sleep(0.01)
+    gaps = [b - a for a, b in itertools.pairwise(writes)]
+    assert len(writes) >= 4, writes
+    assert max(gaps) < 0.3, gaps
