@@ -57,6 +57,10 @@ class TopicListWatchers:
         self._by_namespace: dict[str, list[TopicListWatcher]] = {}
         self._refreshing: dict[str, asyncio.Task[None]] = {}
         self._again: set[str] = set()
+        # Changes seen per namespace: a watcher compares the count before and
+        # after its first listing, so a topic that appears while it lists is
+        # not missed (its change came before the watcher was registered).
+        self._changes: dict[str, int] = {}
 
     async def watch(
         self, cnx: WatcherConnection, watcher_id: int, namespace: str, pattern: str
@@ -64,11 +68,16 @@ class TopicListWatchers:
         """Register a watcher; the matching topics now and their hash. A
         watcher id the connection uses already is replaced (a re-watch)."""
         self.close(cnx, watcher_id)
+        changes = self._changes.get(namespace, 0)
         matching = filter_topics(await self._list_topics(namespace), pattern)
         if matching is None:
             raise InvalidPattern(f"the topics pattern {pattern!r} is not a valid regex")
         watcher = TopicListWatcher(cnx, watcher_id, namespace, pattern, set(matching))
         self._by_namespace.setdefault(namespace, []).append(watcher)
+        if self._changes.get(namespace, 0) != changes:
+            # The refresh task runs after the caller has answered the watch,
+            # so the client gets the success first and the difference next.
+            self.namespace_changed(namespace)
         return sorted(matching), topics_hash(matching)
 
     def close(self, cnx: WatcherConnection, watcher_id: int) -> bool:
@@ -92,6 +101,7 @@ class TopicListWatchers:
     def namespace_changed(self, namespace: str) -> None:
         """Schedule a refresh of the namespace's watchers (coalesced: a change
         during a refresh runs one more)."""
+        self._changes[namespace] = self._changes.get(namespace, 0) + 1
         if namespace not in self._by_namespace:
             return
         if namespace in self._refreshing:
