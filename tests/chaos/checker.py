@@ -13,6 +13,10 @@ A history is a list of recorded operations (`Op`), each with its outcome:
   not, no broker served the topic).
 - ``heal``: the time every fault was undone; ``caught_up``: the time the
   consumers had received every acknowledged send.
+- ``fence``: after healing, a sealed ledger of a topic and the entry count
+  it was sealed with (``ledger``, ``entry``), from the owner's internal stats.
+- ``unfinished``: the controller's mark that the workload had to be killed;
+  its history ends where it stopped.
 
 What "exactly once" means here (after failover a consumer may be given a
 message again, because an acknowledgement the old owner took may not have
@@ -31,7 +35,9 @@ name the same position.** So the anomalies are:
   (the entry count the new owner sealed it with);
 - ``undelivered``: an acknowledged send no consumer ever received;
 - ``slow-recovery``: consumers caught up later than the bound after healing;
-- ``unreadable``: no broker served a topic for the final read after healing.
+- ``unreadable``: no broker served a topic for the final read after healing;
+- ``unfinished``: the workload did not end in time (the cluster stopped
+  answering), so its history is cut short.
 """
 
 from __future__ import annotations
@@ -47,7 +53,7 @@ Position = tuple[int, int]
 
 @dataclass(frozen=True, slots=True)
 class Op:
-    kind: str  # send | receive | ack | final | heal | caught_up
+    kind: str  # send | receive | ack | final | fence | heal | caught_up | unreadable | unfinished
     time: float
     producer: str = ""
     seq: int = -1
@@ -63,6 +69,10 @@ class Op:
     @property
     def key(self) -> tuple[str, int]:
         return (self.producer, self.seq)
+
+    def line(self) -> str:
+        """The op as one line of a history file."""
+        return json.dumps(asdict(self)) + "\n"
 
 
 @dataclass(slots=True)
@@ -91,9 +101,11 @@ def check(
     fences: Mapping[int, int] | None = None,
     recovery_bound: float = 60.0,
 ) -> Report:
-    """Every anomaly of the history; `fences` maps ledger id -> sealed entry count."""
+    """Every anomaly of the history; `fences` maps ledger id -> sealed entry
+    count (default: the history's fence ops)."""
     ops = list(history)
-    fences = fences or {}
+    if fences is None:
+        fences = {op.ledger: op.entry for op in ops if op.kind == "fence"}
     report = Report()
     sent = {op.key for op in ops if op.kind == "send"}
     acked = [op for op in ops if op.kind == "send" and op.result == "ok"]
@@ -155,6 +167,8 @@ def check(
     for op in ops:
         if op.kind == "unreadable":
             report.flag("unreadable", f"no broker served {op.producer} for the final read")
+        elif op.kind == "unfinished":
+            report.flag("unfinished", "the workload was killed: its history is cut short")
     heals = [op.time for op in ops if op.kind == "heal"]
     caught = [op.time for op in ops if op.kind == "caught_up"]
     if heals:
@@ -169,11 +183,11 @@ def check(
     return report
 
 
-def dump(ops: Iterable[Op], path: Path) -> None:
-    with path.open("w") as out:
-        for op in ops:
-            out.write(json.dumps(asdict(op)) + "\n")
-
-
 def load(path: Path) -> list[Op]:
-    return [Op(**json.loads(line)) for line in path.read_text().splitlines() if line]
+    """A history file; a last line cut short (the workload was killed while
+    writing it) is left out."""
+    ops = []
+    for line in path.read_text().splitlines(keepends=True):
+        if line.endswith("\n"):
+            ops.append(Op(**json.loads(line)))
+    return ops

@@ -3,9 +3,11 @@ it names is flagged when the history contains it."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from tests.chaos.checker import Op, check
+from tests.chaos.checker import Op, check, load
 
 
 def send(producer: str, seq: int, ledger: int, entry: int, result: str = "ok") -> Op:
@@ -103,6 +105,21 @@ def test_receipt_beyond_the_fence() -> None:
     assert "beyond-fence" in _flags(ops)
 
 
+def test_fences_come_from_the_history() -> None:
+    """The workload records each sealed ledger as a fence op after healing;
+    the checker reads the fences from there unless it is given them."""
+    ops = [*clean(), send("p3", 0, 1, 2), stored("p3", 0, 2, 5), received("p3", 0, 2, 5)]
+    fence = Op("fence", 30.0, "persistent://t", -1, "", 1, 2)
+    assert "beyond-fence" in set(check([*ops, fence]).kinds())
+    assert "beyond-fence" not in set(check(ops).kinds())
+
+
+def test_history_lines_load_back(tmp_path: Path) -> None:
+    path = tmp_path / "history.jsonl"
+    path.write_text("".join(op.line() for op in clean()))
+    assert load(path) == clean()
+
+
 def test_acknowledged_but_never_delivered() -> None:
     ops = [op for op in clean() if not (op.kind == "receive" and op.key == ("p1", 2))]
     assert "undelivered" in _flags(ops)
@@ -116,3 +133,7 @@ def test_consumers_never_catching_up_or_too_slowly() -> None:
 
 def test_a_topic_nobody_serves_after_healing() -> None:
     assert "unreadable" in _flags([*clean(), Op("unreadable", 20.0, "persistent://t")])
+
+
+def test_a_workload_that_had_to_be_killed() -> None:
+    assert "unfinished" in _flags([*clean(), Op("unfinished", 400.0)])

@@ -7,7 +7,10 @@ consumer per topic acknowledging every message; every operation is
 recorded with its outcome (see checker.py). On SIGUSR1 (the controller has
 healed every fault) it stops sending, waits for every send's answer,
 records when the consumers have received every acknowledged send, reads
-each topic back from the start and writes the history, one JSON op a line.
+each topic back from the start and records each topic's sealed ledgers (the
+fences new owners set). The history file gets one JSON op a line as they
+happen; every wait at the end is bounded, so even a cluster that stopped
+serving (a safety mechanism switched off) ends with a history to check.
 """
 
 from __future__ import annotations
@@ -15,19 +18,23 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import signal
 import sys
 import threading
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pulsar
 
-from tests.chaos.checker import Op, dump
+from tests.chaos.checker import Op
 
-CATCH_UP_TIMEOUT = 120.0
+# Everything after healing (answers, catch-up, final reads) ends within this;
+# the controller kills a workload that takes longer (run.py).
+FINISH_SECONDS = 240.0
 ROTATE_SECONDS = 2.0
 KEEP_EPOCHS = 4
 _LOGGER = logging.getLogger("chaos.workload")
@@ -35,13 +42,22 @@ _LOGGER.setLevel(logging.ERROR)
 
 
 class History:
-    def __init__(self) -> None:
+    """The ops, each written to the history file as it happens: a run that
+    hangs or is killed still leaves what it saw for the checker."""
+
+    def __init__(self, path: Path) -> None:
         self.ops: list[Op] = []
         self.lock = threading.Lock()
+        self._out = path.open("a", buffering=1)
 
     def add(self, op: Op) -> None:
         with self.lock:
             self.ops.append(op)
+            self._out.write(op.line())
+
+    def close(self) -> None:
+        with self.lock:
+            self._out.close()
 
 
 def keep_everything(admin_urls: list[str]) -> None:
@@ -71,10 +87,9 @@ def _decode(data: bytes) -> tuple[str, int]:
     return producer, int(seq)
 
 
-def read_back(client: Any, name: str, history: History) -> None:
+def read_back(client: Any, name: str, history: History, deadline: float) -> None:
     """The final read of a topic from the start; a topic no broker serves in
     time is recorded as unreadable (the checker flags it)."""
-    deadline = time.monotonic() + CATCH_UP_TIMEOUT
     while True:
         try:
             reader = client.create_reader(name, pulsar.MessageId.earliest)
@@ -84,20 +99,44 @@ def read_back(client: Any, name: str, history: History) -> None:
                 history.add(Op("unreadable", time.monotonic(), name))
                 print(f"final read of {name} failed: {exc!r}", file=sys.stderr)
                 return
-    while reader.has_message_available():
-        msg = reader.read_next(10_000)
-        producer, seq = _decode(msg.data())
-        mid = msg.message_id()
-        history.add(Op("final", time.monotonic(), producer, seq, "", mid.ledger_id(),
-                       mid.entry_id()))  # fmt: skip
-    reader.close()
+    try:
+        while reader.has_message_available():
+            msg = reader.read_next(10_000)
+            producer, seq = _decode(msg.data())
+            mid = msg.message_id()
+            history.add(Op("final", time.monotonic(), producer, seq, "", mid.ledger_id(),
+                           mid.entry_id()))  # fmt: skip
+    except Exception as exc:  # a partial read: what it missed shows as lost
+        history.add(Op("unreadable", time.monotonic(), name))
+        print(f"final read of {name} broke off: {exc!r}", file=sys.stderr)
+    with contextlib.suppress(Exception):
+        reader.close()
+
+
+def record_fences(admin_urls: list[str], name: str, history: History) -> None:
+    """Each sealed ledger's entry count, from the owner's internal stats: a
+    new owner seals the ledger it took over at what the file held, so a
+    receipt at or past that count names an entry beyond the fence. The
+    newest ledger is still open and has no fence."""
+    path = name.replace("persistent://", "persistent/")
+    for url in admin_urls:
+        try:
+            with urllib.request.urlopen(f"{url}/admin/v2/{path}/internalStats", timeout=10) as got:
+                stats = json.load(got)
+        except (OSError, ValueError):
+            continue
+        for ledger in stats.get("ledgers", [])[:-1]:
+            history.add(Op("fence", time.monotonic(), name, -1, "", ledger["ledgerId"],
+                           ledger["entries"]))  # fmt: skip
+        return
+    print(f"no broker gave the internal stats of {name}", file=sys.stderr)
 
 
 def run(service_url: str, admin_urls: list[str], out: Path, topics: int, rate: float) -> None:
     healed = threading.Event()
     signal.signal(signal.SIGUSR1, lambda *_: healed.set())
     keep_everything(admin_urls)
-    history = History()
+    history = History(out)
     client = pulsar.Client(
         service_url, operation_timeout_seconds=30, connection_timeout_ms=3000, logger=_LOGGER
     )
@@ -156,6 +195,7 @@ def run(service_url: str, admin_urls: list[str], out: Path, topics: int, rate: f
         thread.start()
 
     acked: set[tuple[str, int]] = set()
+    unanswered: set[tuple[str, int]] = set()
 
     def answered(producer: str, seq: int) -> Any:
         def done(result: Any, mid: Any) -> None:
@@ -163,8 +203,9 @@ def run(service_url: str, admin_urls: list[str], out: Path, topics: int, rate: f
             position = (mid.ledger_id(), mid.entry_id()) if ok else (-1, -1)
             history.add(Op("send", time.monotonic(), producer, seq, "ok" if ok else "fail",
                            *position))  # fmt: skip
-            if ok:
-                with history.lock:
+            with history.lock:
+                unanswered.discard((producer, seq))
+                if ok:
                     acked.add((producer, seq))
 
         return done
@@ -200,41 +241,53 @@ def run(service_url: str, admin_urls: list[str], out: Path, topics: int, rate: f
             _, producers, labels = epochs[-1]
         for producer, label in zip(producers, labels, strict=True):
             payload = f"{label}:{seq}".encode()
+            with history.lock:
+                unanswered.add((label, seq))
             try:
                 producer.send_async(payload, answered(label, seq))
             except Exception as exc:
+                with history.lock:
+                    unanswered.discard((label, seq))
                 history.add(Op("send", time.monotonic(), label, seq, "fail"))
                 print(f"send_async failed: {exc!r}", file=sys.stderr)
         seq += 1
         healed.wait(interval)
     history.add(Op("heal", time.monotonic()))
-    rotator.join(CATCH_UP_TIMEOUT)
-    for _, producers, _ in epochs:
-        for producer in producers:
-            producer.flush()
-    deadline = time.monotonic() + CATCH_UP_TIMEOUT
-    while time.monotonic() < deadline:
-        with history.lock:
-            if acked <= received:
-                break
-        time.sleep(0.05)
+    finish_by = time.monotonic() + FINISH_SECONDS
+    rotator.join(10)  # it may hang closing an old epoch; it is a daemon
+    # Every send answered (send timeout 0: the clients resend until then),
+    # within a bound; what is still open at the end is recorded as unknown.
+    if not _wait(lambda: not unanswered, history.lock, finish_by):
+        print(f"{len(unanswered)} sends never answered", file=sys.stderr)
+    with history.lock:
+        never = sorted(unanswered)
+    for label, number in never:
+        history.add(Op("send", time.monotonic(), label, number, "unknown"))
+    if _wait(lambda: acked <= received, history.lock, finish_by):
+        history.add(Op("caught_up", time.monotonic()))
     else:
         print("consumers did not catch up", file=sys.stderr)
-    with history.lock:
-        if acked <= received:
-            history.ops.append(Op("caught_up", time.monotonic()))
     stop_consuming.set()
     for thread in readers:
         thread.join(5)
     for name in names:
-        read_back(client, name, history)
-    for epoch_client, producers, _ in epochs:
-        for producer in producers:
-            producer.close()
-        if epoch_client is not None:
-            epoch_client.close()
-    client.close()
-    dump(history.ops, out)
+        read_back(client, name, history, finish_by)
+        record_fences(admin_urls, name, history)
+    history.close()
+    # Closing clients with sends still open could wait forever; the history
+    # is written, so the process ends here.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+def _wait(done: Callable[[], bool], lock: threading.Lock, deadline: float) -> bool:
+    while time.monotonic() < deadline:
+        with lock:
+            if done():
+                return True
+        time.sleep(0.05)
+    return False
 
 
 if __name__ == "__main__":
