@@ -7,6 +7,11 @@ show that the fault runs' checker catches what it protects against.
   write guard always says "go on". So an owner whose lease expired (paused,
   or cut from etcd) still confirms writes, possibly past the fence its
   successor set.
+- ``no-fence``: a ledger taken over from another broker is not sealed at
+  the entry count its new owner found: whatever the old owner still writes
+  into the file afterwards (writes it never confirmed, since its session
+  had ended; their producers send them again to the new owner) is served
+  as part of the ledger whenever the topic is opened again.
 - ``safe``: the broker as shipped.
 
 There is no broker option for this on purpose (nobody should run it so), so
@@ -19,8 +24,10 @@ import sys
 
 from magnetar.broker.__main__ import main
 from magnetar.broker.cluster.session import EtcdSession
+from magnetar.broker.storage.segment import LedgerFile
 
-VARIANTS = ("safe", "no-session-guard")
+VARIANTS = ("safe", "no-session-guard", "no-fence")
+_open_existing = LedgerFile.open_existing
 
 
 def _always_go_on(self: EtcdSession) -> str | None:
@@ -31,6 +38,12 @@ def _valid_until_told(self: EtcdSession) -> bool:
     return not self._lost
 
 
+def _unsealed(
+    cls: type[LedgerFile], path: str, ledger_id: int, recover: bool, entries: int = -1
+) -> tuple[LedgerFile, int, bool]:
+    return _open_existing(path, ledger_id, recover, -1)
+
+
 if __name__ == "__main__":
     variant = sys.argv[1]
     if variant not in VARIANTS:
@@ -38,4 +51,6 @@ if __name__ == "__main__":
     if variant == "no-session-guard":
         EtcdSession.write_guard = _always_go_on  # type: ignore[method-assign]
         EtcdSession.valid = property(_valid_until_told)  # type: ignore[method-assign, assignment]
+    elif variant == "no-fence":
+        LedgerFile.open_existing = classmethod(_unsealed)  # type: ignore[method-assign, assignment]
     sys.exit(main(sys.argv[2:]))

@@ -146,5 +146,13 @@ class ChaosCluster:
         else:
             raise ValueError(f"only brokers restart: {name}")
 
+    def restart_all(self) -> None:
+        """Every broker killed at once, then started again."""
+        for name in self.BROKERS:
+            if self.alive(name):
+                self.kill(name)
+        for name in self.BROKERS:
+            self.start_broker(name)
+
     def alive(self, name: str) -> bool:
         return self.procs[name].poll() is None

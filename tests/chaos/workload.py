@@ -1,5 +1,6 @@
 """The fault runs' workload, run inside the client namespace:
-``python -m tests.chaos.workload SERVICE_URL ADMIN_URLS HISTORY [TOPICS] [RATE]``.
+``python -m tests.chaos.workload SERVICE_URL ADMIN_URLS HISTORY [TOPICS] [RATE]``
+(``--read-again`` first: only the final reads, see `read_again`).
 
 One producer per topic (deduplication on in the brokers, send timeout 0,
 no batching: the client retries every send until it is answered) and one
@@ -90,15 +91,17 @@ def _decode(data: bytes) -> tuple[str, int]:
 def read_back(client: Any, name: str, history: History, deadline: float) -> None:
     """The final read of a topic from the start; a topic no broker serves in
     time is recorded as unreadable (the checker flags it)."""
+    failure: Exception | None = None
     while True:
+        if time.monotonic() > deadline:
+            history.add(Op("unreadable", time.monotonic(), name))
+            print(f"final read of {name} failed: {failure!r}", file=sys.stderr)
+            return
         try:
             reader = client.create_reader(name, pulsar.MessageId.earliest)
             break
         except Exception as exc:
-            if time.monotonic() > deadline:
-                history.add(Op("unreadable", time.monotonic(), name))
-                print(f"final read of {name} failed: {exc!r}", file=sys.stderr)
-                return
+            failure = exc
     try:
         while reader.has_message_available():
             msg = reader.read_next(10_000)
@@ -140,7 +143,7 @@ def run(service_url: str, admin_urls: list[str], out: Path, topics: int, rate: f
     client = pulsar.Client(
         service_url, operation_timeout_seconds=30, connection_timeout_ms=3000, logger=_LOGGER
     )
-    names = [f"persistent://public/default/chaos-{i}" for i in range(topics)]
+    names = topic_names(topics)
     consumers = [
         client.subscribe(name, "chaos", consumer_type=pulsar.ConsumerType.Exclusive)
         for name in names
@@ -270,8 +273,29 @@ def run(service_url: str, admin_urls: list[str], out: Path, topics: int, rate: f
     stop_consuming.set()
     for thread in readers:
         thread.join(5)
+    _read_all(client, admin_urls, names, history, finish_by)
+
+
+def topic_names(count: int) -> list[str]:
+    return [f"persistent://public/default/chaos-{i}" for i in range(count)]
+
+
+def read_again(service_url: str, admin_urls: list[str], out: Path, topics: int) -> None:
+    """Only the final reads and fences, into a history of their own: the
+    controller's second look when the workload could not read everything
+    back (it restarted the brokers first, see run.py)."""
+    client = pulsar.Client(
+        service_url, operation_timeout_seconds=30, connection_timeout_ms=3000, logger=_LOGGER
+    )
+    finish_by = time.monotonic() + FINISH_SECONDS
+    _read_all(client, admin_urls, topic_names(topics), History(out), finish_by)
+
+
+def _read_all(
+    client: Any, admin_urls: list[str], names: list[str], history: History, deadline: float
+) -> None:
     for name in names:
-        read_back(client, name, history, finish_by)
+        read_back(client, name, history, deadline)
         record_fences(admin_urls, name, history)
     history.close()
     # Closing clients with sends still open could wait forever; the history
@@ -291,7 +315,11 @@ def _wait(done: Callable[[], bool], lock: threading.Lock, deadline: float) -> bo
 
 
 if __name__ == "__main__":
-    url, admins, target = sys.argv[1], sys.argv[2].split(","), Path(sys.argv[3])
-    count = int(sys.argv[4]) if len(sys.argv) > 4 else 3
-    per_second = float(sys.argv[5]) if len(sys.argv) > 5 else 20.0
+    again = sys.argv[1] == "--read-again"
+    args = sys.argv[2:] if again else sys.argv[1:]
+    url, admins, target = args[0], args[1].split(","), Path(args[2])
+    count = int(args[3]) if len(args) > 3 else 3
+    if again:
+        read_again(url, admins, target, count)
+    per_second = float(args[4]) if len(args) > 4 else 20.0
     run(url, admins, target, count, per_second)
