@@ -7,11 +7,13 @@ show that the fault runs' checker catches what it protects against.
   write guard always says "go on". So an owner whose lease expired (paused,
   or cut from etcd) still confirms writes, possibly past the fence its
   successor set.
-- ``no-fence``: a ledger taken over from another broker is not sealed at
-  the entry count its new owner found: whatever the old owner still writes
-  into the file afterwards (writes it never confirmed, since its session
-  had ended; their producers send them again to the new owner) is served
-  as part of the ledger whenever the topic is opened again.
+- ``no-fence``: the session guard stays, fencing goes, on both sides of a
+  takeover. The old owner's managed ledger no longer fences itself after
+  its first refused write, so it keeps appending (never confirming) while
+  clients still reach it; and a ledger taken over is not sealed at the
+  entry count its new owner found, so what the old owner wrote afterwards
+  is served whenever the topic is opened again. Those writes were refused,
+  their producers send them again to the new owner: stored twice.
 - ``safe``: the broker as shipped.
 
 There is no broker option for this on purpose (nobody should run it so), so
@@ -24,6 +26,7 @@ import sys
 
 from magnetar.broker.__main__ import main
 from magnetar.broker.cluster.session import EtcdSession
+from magnetar.broker.storage.ledger import ManagedLedgerImpl
 from magnetar.broker.storage.segment import LedgerFile
 
 VARIANTS = ("safe", "no-session-guard", "no-fence")
@@ -36,6 +39,10 @@ def _always_go_on(self: EtcdSession) -> str | None:
 
 def _valid_until_told(self: EtcdSession) -> bool:
     return not self._lost
+
+
+def _never_fenced(self: ManagedLedgerImpl) -> None:
+    return None
 
 
 def _unsealed(
@@ -53,4 +60,5 @@ if __name__ == "__main__":
         EtcdSession.valid = property(_valid_until_told)  # type: ignore[method-assign, assignment]
     elif variant == "no-fence":
         LedgerFile.open_existing = classmethod(_unsealed)  # type: ignore[method-assign, assignment]
+        ManagedLedgerImpl.fence = _never_fenced  # type: ignore[method-assign]
     sys.exit(main(sys.argv[2:]))

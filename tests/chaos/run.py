@@ -123,12 +123,16 @@ def run(
     say: Callable[[str], None] = print,
     variant: str = "safe",
     kinds: tuple[str, ...] = FAULTS,
+    rate: float = RATE,
 ) -> Outcome:
     rng = random.Random(seed)
-    say(f"chaos run: seed {seed}, {seconds:.0f}s, brokers {variant}, work directory {workdir}")
+    say(
+        f"chaos run: seed {seed}, {seconds:.0f}s, {rate:g} sends/s per topic, "
+        f"brokers {variant}, work directory {workdir}"
+    )
     cluster = ChaosCluster(network, workdir, variant).start()
     history = workdir / "history.jsonl"
-    workload = _client_process(cluster, history, TOPICS, RATE)
+    workload = _client_process(cluster, history, TOPICS, rate)
     outcome_faults: list[str] = []
     heal_times: list[float] = []
     start = time.monotonic()
@@ -222,7 +226,8 @@ def main() -> int:
         if unknown:
             print(f"chaos: unknown faults {sorted(unknown)}; known: {FAULTS}", file=sys.stderr)
             return 2
-        outcome = run(network, workdir, seconds, seed, variant=variant, kinds=kinds)
+        rate = float(os.environ.get("CHAOS_RATE") or RATE)
+        outcome = run(network, workdir, seconds, seed, variant=variant, kinds=kinds, rate=rate)
     finally:
         network.close()
     print(f"seed {seed} (rerun: CHAOS_SEED={seed} make chaos)")
