@@ -3,8 +3,9 @@ fencing, no receipt after a lost session), a short seeded run: brokers, a
 3-member etcd and a client in their own network namespaces; broker/etcd and
 broker/client partitions, a minority etcd member, pauses and kills while
 producers (deduplication, send timeout 0) and acknowledging consumers run;
-after healing the history checker finds no anomaly (tests/chaos/checker.py
-says what each one means)."""
+after healing, and again after every broker is killed and restarted, the
+history checker finds no anomaly (tests/chaos/checker.py says what each one
+means)."""
 
 from __future__ import annotations
 
