@@ -49,6 +49,9 @@ class History:
     def __init__(self, path: Path) -> None:
         self.ops: list[Op] = []
         self.lock = threading.Lock()
+        # Notified when sends are answered or messages received (the waits
+        # after healing).
+        self.changed = threading.Condition(self.lock)
         self._out = path.open("a", buffering=1)
 
     def add(self, op: Op) -> None:
@@ -188,8 +191,9 @@ def run(service_url: str, admin_urls: list[str], out: Path, topics: int, rate: f
             mid = msg.message_id()
             history.add(Op("receive", time.monotonic(), producer, seq, "", mid.ledger_id(),
                            mid.entry_id(), consumer="c"))  # fmt: skip
-            with history.lock:
+            with history.changed:
                 received.add((producer, seq))
+                history.changed.notify_all()
             with contextlib.suppress(Exception):
                 consumer.acknowledge(msg)
 
@@ -206,10 +210,11 @@ def run(service_url: str, admin_urls: list[str], out: Path, topics: int, rate: f
             position = (mid.ledger_id(), mid.entry_id()) if ok else (-1, -1)
             history.add(Op("send", time.monotonic(), producer, seq, "ok" if ok else "fail",
                            *position))  # fmt: skip
-            with history.lock:
+            with history.changed:
                 unanswered.discard((producer, seq))
                 if ok:
                     acked.add((producer, seq))
+                history.changed.notify_all()
 
         return done
 
@@ -260,13 +265,13 @@ def run(service_url: str, admin_urls: list[str], out: Path, topics: int, rate: f
     rotator.join(10)  # it may hang closing an old epoch; it is a daemon
     # Every send answered (send timeout 0: the clients resend until then),
     # within a bound; what is still open at the end is recorded as unknown.
-    if not _wait(lambda: not unanswered, history.lock, finish_by):
+    if not _wait(lambda: not unanswered, history.changed, finish_by):
         print(f"{len(unanswered)} sends never answered", file=sys.stderr)
     with history.lock:
         never = sorted(unanswered)
     for label, number in never:
         history.add(Op("send", time.monotonic(), label, number, "unknown"))
-    if _wait(lambda: acked <= received, history.lock, finish_by):
+    if _wait(lambda: acked <= received, history.changed, finish_by):
         history.add(Op("caught_up", time.monotonic()))
     else:
         print("consumers did not catch up", file=sys.stderr)
@@ -305,13 +310,9 @@ def _read_all(
     os._exit(0)
 
 
-def _wait(done: Callable[[], bool], lock: threading.Lock, deadline: float) -> bool:
-    while time.monotonic() < deadline:
-        with lock:
-            if done():
-                return True
-        time.sleep(0.05)
-    return False
+def _wait(done: Callable[[], bool], changed: threading.Condition, deadline: float) -> bool:
+    with changed:
+        return changed.wait_for(done, max(0.0, deadline - time.monotonic()))
 
 
 if __name__ == "__main__":
@@ -321,5 +322,5 @@ if __name__ == "__main__":
     count = int(args[3]) if len(args) > 3 else 3
     if again:
         read_again(url, admins, target, count)
-    per_second = float(args[4]) if len(args) > 4 else 20.0
-    run(url, admins, target, count, per_second)
+    else:
+        run(url, admins, target, count, float(args[4]) if len(args) > 4 else 20.0)

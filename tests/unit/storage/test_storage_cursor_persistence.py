@@ -17,10 +17,11 @@ from magnetar.broker.storage import (
     Position,
 )
 from magnetar.broker.storage.cursor import ManagedCursorImpl, cursor_path
-from magnetar.broker.storage.ledger import ManagedLedgerImpl
+from magnetar.broker.storage.ledger import ManagedLedgerImpl, ledger_meta_path
 from tests.unit.storage.storage_support import OpenFactory
 
 NAME = "public/default/persistent/p"
+CURSOR_PATH = cursor_path(ledger_meta_path(NAME), "s")
 
 
 def _state(c: ManagedCursor, positions: list[Position]) -> tuple[object, ...]:
@@ -58,20 +59,29 @@ async def test_state_survives_close_and_reopen_exactly(open_factory: OpenFactory
     assert [e.position for e in got] == [p[5], p[8], p[9], p[11], p[12]]
 
 
-async def test_persists_at_most_once_per_interval(open_factory: OpenFactory) -> None:
+async def _cursor_with_entries(
+    open_factory: OpenFactory, entries: int
+) -> tuple[FileManagedLedgerFactory, ManagedCursor, list[Position], list[float]]:
+    """A cursor over `entries` new entries, persisting every 0.2 s, and the
+    loop times at which its state is written to the store."""
     f = await open_factory(cursor_persist_interval_s=0.2)
     ml = await f.open_impl(NAME)
     c = await ml.open_cursor("s", InitialPosition.EARLIEST)
-    p = [await ml.add_entry(b"x") for _ in range(50)]
-    path = cursor_path(ml.meta_path, "s")
+    p = [await ml.add_entry(b"x") for _ in range(entries)]
     writes: list[float] = []
     loop = asyncio.get_running_loop()
 
     def heard(n: Notification) -> None:
-        if n.path == path and n.type is NotificationType.MODIFIED:
+        if n.path == CURSOR_PATH and n.type is NotificationType.MODIFIED:
             writes.append(loop.time())
 
     f.store.register_listener(heard)
+    return f, c, p, writes
+
+
+async def test_persists_at_most_once_per_interval(open_factory: OpenFactory) -> None:
+    f, c, p, writes = await _cursor_with_entries(open_factory, 50)
+    loop = asyncio.get_running_loop()
     start = loop.time()
     for pos in p:
         c.delete([pos])
@@ -80,7 +90,7 @@ async def test_persists_at_most_once_per_interval(open_factory: OpenFactory) -> 
     elapsed = loop.time() - start
     assert 1 <= len(writes) <= elapsed / 0.2 + 1
     assert all(b - a >= 0.19 for a, b in itertools.pairwise(writes))
-    got = await f.store.get(path)
+    got = await f.store.get(CURSOR_PATH)
     assert got is not None and json.loads(got.value)["md"] == list(p[-1])
 
 
@@ -202,19 +212,7 @@ async def test_steady_acks_persist_once_every_interval(open_factory: OpenFactory
     """SEM-3.9: under a steady stream of acks a cursor persists once per
     interval, not less often: an ack is at most about one interval from
     being durable (the grid must not push each write a whole interval on)."""
-    f = await open_factory(cursor_persist_interval_s=0.2)
-    ml = await f.open_impl(NAME)
-    c = await ml.open_cursor("s", InitialPosition.EARLIEST)
-    p = [await ml.add_entry(b"x") for _ in range(120)]
-    path = cursor_path(ml.meta_path, "s")
-    writes: list[float] = []
-    loop = asyncio.get_running_loop()
-
-    def heard(n: Notification) -> None:
-        if n.path == path and n.type is NotificationType.MODIFIED:
-            writes.append(loop.time())
-
-    f.store.register_listener(heard)
+    _f, c, p, writes = await _cursor_with_entries(open_factory, 120)
     for pos in p:  # acks for 1.2 s
         c.delete([pos])
         await asyncio.sleep(0.01)
