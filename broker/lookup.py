@@ -32,3 +32,8 @@ class Ownership(Protocol):
     def still_owns(self, name: TopicName) -> bool:
         """Whether the ownership checked before loading still holds (no
         release or session loss since)."""
+
+    async def served_elsewhere(self, name: TopicName) -> str | None:
+        """The web service URL of the broker serving `name` when that is
+        another broker, None when it is this one (an unowned bundle is
+        taken here, as an authoritative lookup does)."""

@@ -1,6 +1,7 @@
 """Admin v2 backlog operations and inspection: skip N, clear backlog (skip_all),
 expire messages (one subscription or all), peek the n-th unacknowledged
-message, internalStats and partitioned-stats.
+message, internalStats and partitioned-stats (in cluster mode it asks each
+partition's owner for that partition's stats).
 
 The backlog operations are PersistentSubscription's own (skip_entries,
 clear_backlog, expire_messages: the same mark-delete move a cumulative ack
@@ -9,10 +10,12 @@ makes); internalStats reads the managed ledger and its cursors.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from typing import Any
 
+import aiohttp
 from aiohttp import web
 
 from magnetar.broker.admin.base import (
@@ -28,6 +31,7 @@ from magnetar.broker.subscription import PersistentSubscription
 from magnetar.broker.topics.persistent import PersistentTopic
 from magnetar.proto import pulsar_api_pb2 as pb
 from magnetar.proto.frames import Payload
+from magnetar.proto.naming import TopicName
 
 # What partitioned-stats adds up over the partitions (Pulsar's field names).
 _SUMMED_TOPIC_FIELDS = (
@@ -50,6 +54,28 @@ _SUMMED_SUBSCRIPTION_FIELDS = (
     "msgRateRedeliver",
     "msgDelayed",
 )
+
+
+REMOTE_STATS_TIMEOUT_S = 30.0
+
+
+async def _remote_stats(
+    http: aiohttp.ClientSession, url: str, partition: TopicName, request: web.Request
+) -> dict[str, Any]:
+    """A partition's stats from the broker serving it (cluster mode), asked
+    with the caller's credentials."""
+    p = partition
+    path = f"/admin/v2/{p.domain}/{p.tenant}/{p.namespace}/{p.local_name}/stats"
+    headers = {k: v for k, v in request.headers.items() if k.lower() == "authorization"}
+    try:
+        async with http.get(url + path, headers=headers) as answer:
+            if answer.status != 200:
+                why = await answer.text()
+                raise HttpError(answer.status, f"stats of {p} from {url}: {why}")
+            stats: dict[str, Any] = await answer.json()
+            return stats
+    except (aiohttp.ClientError, TimeoutError) as exc:
+        raise HttpError(503, f"stats of {p}: its broker {url} did not answer: {exc}") from exc
 
 
 def _count(raw: str, what: str) -> int:
@@ -173,16 +199,26 @@ def routes(service: BrokerService, clock: Callable[[], float] = time.time) -> li
         partitions = await service.partitioned_metadata(str(name))
         if partitions == 0:
             raise HttpError(404, f"{name} is not a partitioned topic")
+        timeout = aiohttp.ClientTimeout(total=REMOTE_STATS_TIMEOUT_S)
+        async with aiohttp.ClientSession(timeout=timeout) as http:
+
+            async def stats_of(partition: TopicName) -> dict[str, Any]:
+                if service.ownership is not None:
+                    url = await service.ownership.served_elsewhere(partition)
+                    if url is not None:
+                        return await _remote_stats(http, url, partition, request)
+                topic = await service.get_topic(str(partition))
+                if not isinstance(topic, PersistentTopic):
+                    raise HttpError(405, f"{name} is not a persistent topic")
+                return await topic_stats(topic)
+
+            names = [name.partition(i) for i in range(partitions)]
+            found = await asyncio.gather(*map(stats_of, names))
         per_partition: dict[str, Any] = {}
         merged: dict[str, dict[str, Any]] = {}
         publishers: list[Any] = []
         totals: dict[str, float] = dict.fromkeys(_SUMMED_TOPIC_FIELDS, 0)
-        for index in range(partitions):
-            partition = name.partition(index)
-            topic = await service.get_topic(str(partition))
-            if not isinstance(topic, PersistentTopic):
-                raise HttpError(405, f"{name} is not a persistent topic")
-            stats = await topic_stats(topic)
+        for partition, stats in zip(names, found, strict=True):
             per_partition[str(partition)] = stats
             publishers.extend(stats["publishers"])
             for key in _SUMMED_TOPIC_FIELDS:

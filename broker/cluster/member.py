@@ -291,6 +291,16 @@ class ClusterMember:
             )
         self.owned.add(bundle)
 
+    async def served_elsewhere(self, name: TopicName) -> str | None:
+        bundle = self._bundle(name)
+        owner = await self.owner_of(bundle)
+        if owner is None:
+            await self.lookup(name, authoritative=True)
+            owner = await self.owner_of(bundle)
+        if owner is None or self.is_me(owner):
+            return None
+        return owner.web_service_url
+
     def still_owns(self, name: TopicName) -> bool:
         return (
             not self._leaving

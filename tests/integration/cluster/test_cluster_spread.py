@@ -155,3 +155,32 @@ def test_namespace_unload_reaches_every_owner(cluster_broker: BrokerMaker) -> No
             consumer.close()
     status, _ = http_call("PUT", f"{brokers[2].http_url}/admin/v2/namespaces/public/nope/unload")
     assert status == 404
+
+
+def test_partitioned_stats_sum_every_partition_across_brokers(cluster_broker: BrokerMaker) -> None:
+    """partitioned-stats asked of any broker counts every partition, also
+    those another broker serves: messages in, the subscription's backlog,
+    one entry per partition (Pulsar's PartitionedTopicStats)."""
+    brokers = [cluster_broker() for _ in range(3)]
+    topic = "persistent://public/default/spread-partitioned"
+    path = f"/admin/v2/{topic.replace('://', '/')}"
+    status, body = http_call("PUT", f"{brokers[0].http_url}{path}/partitions", 12)
+    assert status == 204, body
+    with official_client(brokers[0].url) as client:
+        client.subscribe(topic, "counted").close()
+        producer = client.create_producer(topic, batching_enabled=False)
+        for i in range(12):
+            producer.send(b"m", partition_key=f"key-{i}")
+        for _ in range(24):  # round robin without a key: every partition gets some
+            producer.send(b"m")
+        producer.close()
+    partitions = [f"{topic}-partition-{i}" for i in range(12)]
+    owners = {b.broker_id: set(b.ownership()["topics"]) & set(partitions) for b in brokers}
+    assert sum(1 for found in owners.values() if found) >= 2, owners  # spread over owners
+    for broker in brokers:
+        status, stats = http_call("GET", f"{broker.http_url}{path}/partitioned-stats")
+        assert status == 200, (broker.broker_id, stats)
+        assert stats["metadata"] == {"partitions": 12}
+        assert sorted(stats["partitions"]) == sorted(partitions)
+        assert stats["msgInCounter"] == 36, (broker.broker_id, stats)
+        assert stats["subscriptions"]["counted"]["msgBacklog"] == 36, (broker.broker_id, stats)
