@@ -22,6 +22,7 @@ import structlog
 from magnetar.broker.storage.api import (
     EARLIEST,
     LATEST,
+    BadVersion,
     ConcurrentReadError,
     CursorClosed,
     Entry,
@@ -30,6 +31,7 @@ from magnetar.broker.storage.api import (
     InvalidPosition,
     ManagedCursor,
     Position,
+    Stat,
     StorageError,
 )
 from magnetar.broker.storage.ranges import DeletedRanges, ack_set_to_int, int_to_ack_set
@@ -72,6 +74,9 @@ class ManagedCursorImpl(ManagedCursor):
         self._loop = asyncio.get_running_loop()
         self._path = cursor_path(ml.meta_path, name)
         self._version = -1
+        # What the puts since the last answered one wrote: a put whose answer
+        # was lost (a metadata store timeout) may have been applied all the same.
+        self._unanswered: list[bytes] = []
         self._dirty = False
         self._last_persist = float("-inf")
         self._persist_handle: asyncio.TimerHandle | None = None
@@ -453,13 +458,38 @@ class ManagedCursorImpl(ManagedCursor):
             md = self._md
             data = self._encode()
             try:
-                stat = await self._ml.ctx.store.put(self._path, data, self._version)
+                stat = await self._put(data)
             except BaseException:
                 self._dirty = True
                 raise
             self._version = stat.version
             self._last_persist = self._loop.time() if started is None else started
             self._ml.cursor_persisted(self._name, md)
+
+    async def _put(self, data: bytes) -> Stat:
+        """Compare-and-set of the cursor's node. When the version moved and
+        the node holds what one of our unanswered puts wrote, that put was
+        applied: go on from its version. Any other writer's change stays a
+        BadVersion (the cursor is someone else's now)."""
+        store = self._ml.ctx.store
+        try:
+            try:
+                stat = await store.put(self._path, data, self._version)
+            except BadVersion:
+                found = await store.get(self._path)
+                if found is None or found.value not in self._unanswered:
+                    raise
+                log.info("cursor write found applied after its answer was lost",
+                         ledger=self._ml.name, cursor=self._name)  # fmt: skip
+                self._version = found.stat.version
+                stat = await store.put(self._path, data, self._version)
+        except BadVersion:
+            raise
+        except StorageError:
+            self._unanswered = [*self._unanswered[-7:], data]
+            raise
+        self._unanswered.clear()
+        return stat
 
     async def flush(self) -> None:
         if not self._durable:

@@ -8,13 +8,18 @@ import asyncio
 import itertools
 import json
 
+import pytest
+
 from magnetar.broker.storage import (
+    BadVersion,
     FileManagedLedgerFactory,
     InitialPosition,
     ManagedCursor,
     Notification,
     NotificationType,
     Position,
+    Stat,
+    StorageError,
 )
 from magnetar.broker.storage.cursor import ManagedCursorImpl, cursor_path
 from magnetar.broker.storage.ledger import ManagedLedgerImpl, ledger_meta_path
@@ -219,3 +224,40 @@ async def test_steady_acks_persist_once_every_interval(open_factory: OpenFactory
     gaps = [b - a for a, b in itertools.pairwise(writes)]
     assert len(writes) >= 4, writes
     assert max(gaps) < 0.3, gaps
+
+
+async def test_a_write_applied_though_its_answer_was_lost(open_factory: OpenFactory) -> None:
+    """SEM-5.2 across a metadata store timeout: a cursor write the store
+    applied but never answered (etcd under a partition) leaves the node one
+    version ahead; the cursor recognises its own bytes there and keeps
+    persisting instead of failing on BadVersion from then on. Another
+    writer's change is still refused."""
+    f, c, p, _ = await _cursor_with_entries(open_factory, 5)
+    store = f.store
+    put = store.put
+    lose_answer = True
+
+    async def answer_lost_once(
+        path: str, value: bytes, expected_version: int | None = None
+    ) -> Stat:
+        nonlocal lose_answer
+        stat = await put(path, value, expected_version)
+        if path == CURSOR_PATH and lose_answer:
+            lose_answer = False
+            raise StorageError("etcd request failed: Deadline Exceeded")
+        return stat
+
+    store.put = answer_lost_once  # type: ignore[method-assign]
+    c.mark_delete(p[1])
+    with pytest.raises(StorageError):
+        await c.flush()
+    c.mark_delete(p[3])
+    await c.flush()  # finds the lost write applied, then writes on
+    found = await store.get(CURSOR_PATH)
+    assert found is not None
+    assert json.loads(found.value)["md"] == [p[3].ledger_id, p[3].entry_id]
+    # Someone else's write is not taken for ours.
+    await put(CURSOR_PATH, b"{}", found.stat.version)
+    c.mark_delete(p[4])
+    with pytest.raises(BadVersion):
+        await c.flush()
