@@ -18,19 +18,32 @@ show that the fault runs' checker catches what it protects against.
 
 There is no broker option for this on purpose (nobody should run it so), so
 the switch is a patch of one method in this launcher process only.
+
+Every variant, ``safe`` included, also gets the hook of the
+``stalled-write`` fault (run.py): while the file ``hold`` exists in the
+directory ``CHAOS_STALL_DIR`` names, the journal's writes wait in its I/O
+thread before they touch a file (a disk that stopped answering), and the
+file ``held`` says one does. Without ``hold`` the hook only looks for it.
 """
 
 from __future__ import annotations
 
+import os
 import sys
+import time
+from pathlib import Path
+from typing import Any
 
 from magnetar.broker.__main__ import main
 from magnetar.broker.cluster.session import EtcdSession
+from magnetar.broker.storage import journal
 from magnetar.broker.storage.ledger import ManagedLedgerImpl
 from magnetar.broker.storage.segment import LedgerFile
 
 VARIANTS = ("safe", "no-session-guard", "no-fence")
+STALL_ENV = "CHAOS_STALL_DIR"
 _open_existing = LedgerFile.open_existing
+_write_round = journal._write_round
 
 
 def _always_go_on(self: EtcdSession) -> str | None:
@@ -51,6 +64,19 @@ def _unsealed(
     return _open_existing(path, ledger_id, recover, -1)
 
 
+def _stallable(stall_dir: Path) -> Any:
+    hold, held = stall_dir / "hold", stall_dir / "held"
+
+    def write_round(*args: Any) -> bool:
+        if hold.exists():
+            held.touch()
+            while hold.exists():
+                time.sleep(0.02)
+        return _write_round(*args)
+
+    return write_round
+
+
 if __name__ == "__main__":
     variant = sys.argv[1]
     if variant not in VARIANTS:
@@ -61,4 +87,7 @@ if __name__ == "__main__":
     elif variant == "no-fence":
         LedgerFile.open_existing = classmethod(_unsealed)  # type: ignore[method-assign, assignment]
         ManagedLedgerImpl.fence = _never_fenced  # type: ignore[method-assign]
+    stall_dir = os.environ.get(STALL_ENV)
+    if stall_dir:
+        journal._write_round = _stallable(Path(stall_dir))
     sys.exit(main(sys.argv[2:]))

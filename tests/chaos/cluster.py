@@ -14,6 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.chaos.broker_variant import STALL_ENV
 from tests.chaos.netns import Network
 from tests.support.etcd import etcd_binary
 
@@ -105,9 +106,8 @@ class ChaosCluster:
     def start_broker(self, name: str) -> None:
         etcd = self.ETCDS[self.BROKERS.index(name)]
         addr = self.address(name)
-        command = [sys.executable, "-m", "magnetar.broker", "cluster"]
-        if self.variant != "safe":
-            command[2:3] = ["tests.chaos.broker_variant", self.variant]
+        # through the launcher, also when safe: it carries the stalled-write hook
+        command = [sys.executable, "-m", "tests.chaos.broker_variant", self.variant, "cluster"]
         command += ["--bind", addr, "--advertised-address", addr]
         command += ["--port", str(BROKER_PORT), "--http-port", str(BROKER_HTTP_PORT)]
         command += ["--data-dir", str(self.data_dir), "--log-format", "json"]
@@ -116,6 +116,7 @@ class ChaosCluster:
             "MAGNETAR_CLUSTER_LEASE_SECONDS": str(LEASE_SECONDS),
             "MAGNETAR_CLUSTER_LOAD_REPORT_INTERVAL_SECONDS": "1",
             "MAGNETAR_BROKER_DEDUPLICATION_ENABLED": "true",
+            STALL_ENV: str(self.stall_dir(name)),
         }
 
         with (self.workdir / f"{name}.log").open("ab") as log:
@@ -126,6 +127,8 @@ class ChaosCluster:
 
     def start(self) -> ChaosCluster:
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        for name in self.BROKERS:
+            self.stall_dir(name).mkdir(parents=True, exist_ok=True)
         self.start_etcd()
         for name in self.BROKERS:
             self.start_broker(name)
@@ -153,6 +156,21 @@ class ChaosCluster:
                 self.kill(name)
         for name in self.BROKERS:
             self.start_broker(name)
+
+    def stall_dir(self, broker: str) -> Path:
+        return self.workdir / "stall" / broker
+
+    def hold_writes(self, broker: str) -> None:
+        """The broker's next journal write waits until `release_writes`."""
+        (self.stall_dir(broker) / "held").unlink(missing_ok=True)
+        (self.stall_dir(broker) / "hold").touch()
+
+    def writes_held(self, broker: str) -> bool:
+        """Whether a write of the broker is waiting now."""
+        return (self.stall_dir(broker) / "held").exists()
+
+    def release_writes(self, broker: str) -> None:
+        (self.stall_dir(broker) / "hold").unlink(missing_ok=True)
 
     def alive(self, name: str) -> bool:
         return self.procs[name].poll() is None

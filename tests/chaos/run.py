@@ -21,10 +21,11 @@ from tests.chaos import netns
 from tests.chaos.checker import Op, Report, check, load
 from tests.chaos.cluster import REPO, ChaosCluster
 
-FAULTS = ("broker-etcd", "broker-clients", "etcd-minority", "pause", "kill")
+FAULTS = ("broker-etcd", "broker-clients", "etcd-minority", "pause", "kill", "stalled-write")
 TOPICS = 3
 RATE = 20.0  # sends per second per topic
 WORKLOAD_TIMEOUT = 300.0  # above the workload's own FINISH_SECONDS
+STALL_SECONDS = 8.0  # a stalled write outlives its broker's lease and the takeover
 
 
 @dataclass
@@ -52,12 +53,40 @@ class Outcome:
         return "\n".join(lines)
 
 
+def _stalled_write(cluster: ChaosCluster, rng: random.Random) -> tuple[str, Callable[[], None]]:
+    """A write in flight across a takeover: a broker's journal stops in the
+    middle of a write (before it reaches a file) and the broker is cut from
+    etcd; its topics move, and the write lands once the new owner has
+    opened the ledger. The broker is one that had a write to hold (it owns
+    a topic being written); a fence must keep that late write out."""
+    for b in cluster.BROKERS:
+        cluster.hold_writes(b)
+    deadline = time.monotonic() + 2.0
+    while time.monotonic() < deadline and not any(map(cluster.writes_held, cluster.BROKERS)):
+        time.sleep(0.05)
+    held = [b for b in cluster.BROKERS if cluster.writes_held(b)]
+    broker = rng.choice(held or list(cluster.BROKERS))
+    for b in cluster.BROKERS:
+        if b != broker:
+            cluster.release_writes(b)
+    cluster.net.isolate(broker, cluster.ETCDS)
+
+    def undo() -> None:
+        cluster.release_writes(broker)
+        time.sleep(0.5)  # the late write lands while the broker is still cut off
+        cluster.net.rejoin(broker, cluster.ETCDS)
+
+    return f"stalled-write {broker}" + ("" if held else " (no write was in flight)"), undo
+
+
 def _inject(
     cluster: ChaosCluster, rng: random.Random, kinds: tuple[str, ...]
 ) -> tuple[str, Callable[[], None]]:
     """Start one fault; returns its description and how to undo it."""
     kind = rng.choice(kinds)
     net = cluster.net
+    if kind == "stalled-write":
+        return _stalled_write(cluster, rng)
     if kind == "etcd-minority":
         member = rng.choice(cluster.ETCDS)
         others = [e for e in cluster.ETCDS if e != member]
@@ -142,7 +171,8 @@ def run(
             raise RuntimeError(f"the workload exited early; see {workdir / 'workload.log'}")
         what, undo = _inject(cluster, rng, kinds)
         say(f"  {time.monotonic() - start:6.1f}s fault: {what}")
-        time.sleep(rng.uniform(3.0, 8.0))
+        hold = rng.uniform(3.0, 8.0)
+        time.sleep(STALL_SECONDS if what.startswith("stalled-write") else hold)
         undo()
         heal_times.append(time.monotonic())
         outcome_faults.append(what)

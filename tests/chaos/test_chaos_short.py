@@ -22,8 +22,11 @@ pytestmark = [pytest.mark.slow, pytest.mark.official]
 SECONDS = 60.0
 
 
+# Above the workload's own bounded waits: a slow recovery is the checker's
+# finding (slow-recovery, unfinished), not a pytest timeout.
+@pytest.mark.timeout(720)
 def test_a_short_fault_run_has_no_anomaly(network: Network, tmp_path: Path) -> None:
-    seed = int(os.environ.get("CHAOS_SEED", "29"))
+    seed = int(os.environ.get("CHAOS_SEED", "38"))
     outcome = run(network, tmp_path, SECONDS, seed)
     assert outcome.faults, "no fault was injected"
     assert outcome.report.acknowledged > 0

@@ -243,16 +243,25 @@ def run(service_url: str, admin_urls: list[str], out: Path, topics: int, rate: f
     rotator = threading.Thread(target=rotate, daemon=True)
     rotator.start()
     seq = 0
+    # Each producer's sequence ids, given explicitly. The official client
+    # (C++ core) numbers messages itself from the broker's last sequence id
+    # whenever it (re)connects before its first receipt, even with messages
+    # pending: after a broker lost them (killed before they were stored),
+    # the next messages reuse pending ids and deduplication drops them.
+    # Explicit ids keep the producer's numbering its own.
+    next_id: dict[str, int] = {}
     interval = 1.0 / rate
     while not healed.is_set():
         with history.lock:
             _, producers, labels = epochs[-1]
         for producer, label in zip(producers, labels, strict=True):
             payload = f"{label}:{seq}".encode()
+            sequence_id = next_id.get(label, 0)
+            next_id[label] = sequence_id + 1
             with history.lock:
                 unanswered.add((label, seq))
             try:
-                producer.send_async(payload, answered(label, seq))
+                producer.send_async(payload, answered(label, seq), sequence_id=sequence_id)
             except Exception as exc:
                 with history.lock:
                     unanswered.discard((label, seq))
