@@ -41,12 +41,13 @@ def _read_key(path: str) -> bytes:
 def read_secret_key(path: str) -> bytes:
     """An HS256 secret from a file, raw or base64 (as `create-secret-key
     --base64` and Pulsar's tooling write it)."""
-    secret = _read_key(path)
+    # Raw keys are random bytes: whitespace at either end is part of the key.
+    raw = Path(path.removeprefix("file://")).read_bytes()
     try:
-        decoded = base64.b64decode(secret, validate=True)
+        decoded = base64.b64decode(raw.strip(), validate=True)
     except binascii.Error:
-        return secret
-    return decoded if len(decoded) >= 32 else secret
+        return raw
+    return decoded if len(decoded) >= 32 else raw
 
 
 class TokenProvider:
