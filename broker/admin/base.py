@@ -88,6 +88,12 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         return error_response(exc.status, f"{exc.reason}: {request.method} {request.path}")
 
 
+def caller_credentials(request: web.Request) -> dict[str, str]:
+    """The headers that carry the caller's credentials, for a request this
+    broker makes on the caller's behalf to another broker."""
+    return {k: v for k, v in request.headers.items() if k.lower() == "authorization"}
+
+
 def no_content() -> web.Response:
     return web.Response(status=204)
 

@@ -20,6 +20,7 @@ from aiohttp import web
 
 from magnetar.broker.admin.base import (
     HttpError,
+    caller_credentials,
     no_content,
     refuse_partitioned_base,
     topic_from_path,
@@ -66,9 +67,8 @@ async def _remote_stats(
     with the caller's credentials."""
     p = partition
     path = f"/admin/v2/{p.domain}/{p.tenant}/{p.namespace}/{p.local_name}/stats"
-    headers = {k: v for k, v in request.headers.items() if k.lower() == "authorization"}
     try:
-        async with http.get(url + path, headers=headers) as answer:
+        async with http.get(url + path, headers=caller_credentials(request)) as answer:
             if answer.status != 200:
                 why = await answer.text()
                 raise HttpError(answer.status, f"stats of {p} from {url}: {why}")

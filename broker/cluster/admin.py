@@ -15,7 +15,7 @@ import aiohttp
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
-from magnetar.broker.admin.base import HttpError, no_content, topic_from_path
+from magnetar.broker.admin.base import HttpError, caller_credentials, no_content, topic_from_path
 from magnetar.broker.cluster.brokers import live_brokers
 from magnetar.broker.cluster.bundles import bundle_of, bundles_of, parse_range
 from magnetar.broker.cluster.member import ClusterMember
@@ -48,13 +48,12 @@ def owner_redirect(member: ClusterMember) -> Callable[..., Awaitable[web.StreamR
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
         name = admin_topic(request.path)
         if name is not None and not request.path.endswith("/bundle"):
-            owner = await member.owner_of(bundle_of(name, member.config.default_namespace_bundles))
-            if owner is None:
-                # Not fatal here: the handler answers 503 if this broker cannot take it.
-                with contextlib.suppress(BrokerServiceError):
-                    await member.lookup(name, authoritative=True)
-            elif not member.is_me(owner):
-                raise web.HTTPTemporaryRedirect(owner.web_service_url + request.path_qs)
+            url = None
+            # Not fatal here: the handler answers 503 if this broker cannot take it.
+            with contextlib.suppress(BrokerServiceError):
+                url = await member.served_elsewhere(name)
+            if url is not None:
+                raise web.HTTPTemporaryRedirect(url + request.path_qs)
         return await handler(request)
 
     return middleware
@@ -85,7 +84,7 @@ def routes(member: ClusterMember) -> list[web.RouteDef]:
         namespace = f"{info['tenant']}/{info['namespace']}"
         if member.service is not None:  # 404 when the namespace does not exist
             await member.service.resources.get_policies(info["tenant"], info["namespace"])
-        headers = {k: v for k, v in request.headers.items() if k.lower() == "authorization"}
+        headers = caller_credentials(request)
         failed: list[str] = []
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as http:
             for bundle in bundles_of(namespace, bundles):
