@@ -469,22 +469,20 @@ class ManagedCursorImpl(ManagedCursor):
     async def _put(self, data: bytes) -> Stat:
         """Compare-and-set of the cursor's node. When the version moved and
         the node holds what one of our unanswered puts wrote, that put was
-        applied: go on from its version. Any other writer's change stays a
-        BadVersion (the cursor is someone else's now)."""
+        applied: go on from its version (once). Any other writer's change
+        stays a BadVersion (the cursor is someone else's now)."""
         store = self._ml.ctx.store
         try:
-            try:
-                stat = await store.put(self._path, data, self._version)
-            except BadVersion:
-                found = await store.get(self._path)
-                if found is None or found.value not in self._unanswered:
-                    raise
-                log.info("cursor write found applied after its answer was lost",
-                         ledger=self._ml.name, cursor=self._name)  # fmt: skip
-                self._version = found.stat.version
-                stat = await store.put(self._path, data, self._version)
+            stat = await store.put(self._path, data, self._version)
         except BadVersion:
-            raise
+            found = await store.get(self._path)
+            if found is None or found.value not in self._unanswered:
+                raise
+            log.info("cursor write found applied after its answer was lost",
+                     ledger=self._ml.name, cursor=self._name)  # fmt: skip
+            self._version = found.stat.version
+            self._unanswered.clear()
+            return await self._put(data)
         except StorageError:
             self._unanswered = [*self._unanswered[-7:], data]
             raise
