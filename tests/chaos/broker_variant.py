@@ -20,17 +20,19 @@ There is no broker option for this on purpose (nobody should run it so), so
 the switch is a patch of one method in this launcher process only.
 
 Every variant, ``safe`` included, also gets the hook of the
-``stalled-write`` fault (run.py): while the file ``hold`` exists in the
-directory ``CHAOS_STALL_DIR`` names, the journal's writes wait in its I/O
-thread before they touch a file (a disk that stopped answering), and the
-file ``held`` says one does. Without ``hold`` the hook only looks for it.
+``stalled-write`` fault (run.py, cluster.py): while the pipe ``hold`` exists
+in the directory ``CHAOS_STALL_DIR`` names, a journal write waits in its I/O
+thread before it touches a file (a disk that stopped answering), blocked
+opening and reading that pipe until the controller lets go; it says "h" on
+the pipe ``held`` when it starts waiting and "w" once written. Without
+``hold`` the hook only looks for it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -67,12 +69,26 @@ def _unsealed(
 def _stallable(stall_dir: Path) -> Any:
     hold, held = stall_dir / "hold", stall_dir / "held"
 
+    def tell(what: bytes) -> None:
+        # Nobody listening (the controller closed its end): nobody to tell.
+        with contextlib.suppress(OSError):
+            fd = os.open(held, os.O_WRONLY | os.O_NONBLOCK)
+            try:
+                os.write(fd, what)
+            finally:
+                os.close(fd)
+
     def write_round(*args: Any) -> bool:
-        if hold.exists():
-            held.touch()
-            while hold.exists():
-                time.sleep(0.02)
-        return _write_round(*args)
+        if not hold.exists():
+            return _write_round(*args)
+        tell(b"h")
+        # Opening waits for the controller's end, reading for it to close it.
+        with contextlib.suppress(FileNotFoundError), hold.open("rb") as fifo:
+            fifo.read()
+        try:
+            return _write_round(*args)
+        finally:
+            tell(b"w")
 
     return write_round
 

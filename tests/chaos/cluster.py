@@ -9,6 +9,7 @@ network, so every readiness check runs as a small probe inside a node.
 from __future__ import annotations
 
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -51,6 +52,8 @@ class ChaosCluster:
         self.workdir = workdir
         self.data_dir = workdir / "data"
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        # Our end of each broker's `held` pipe while its writes are held.
+        self._listening: dict[str, int] = {}
         for name in (*self.ETCDS, *self.BROKERS, self.CLIENT):
             network.add_node(name)
 
@@ -129,6 +132,7 @@ class ChaosCluster:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         for name in self.BROKERS:
             self.stall_dir(name).mkdir(parents=True, exist_ok=True)
+            os.mkfifo(self.stall_dir(name) / "held")
         self.start_etcd()
         for name in self.BROKERS:
             self.start_broker(name)
@@ -161,16 +165,35 @@ class ChaosCluster:
         return self.workdir / "stall" / broker
 
     def hold_writes(self, broker: str) -> None:
-        """The broker's next journal write waits until `release_writes`."""
-        (self.stall_dir(broker) / "held").unlink(missing_ok=True)
-        (self.stall_dir(broker) / "hold").touch()
+        """The broker's next journal write waits until `release_writes`
+        (the hook in broker_variant.py); `wait_held` hears when one does."""
+        directory = self.stall_dir(broker)
+        # Read and write: the hook's writes never fail while we listen, and
+        # select sees data only, never an end of file.
+        self._listening[broker] = os.open(directory / "held", os.O_RDWR | os.O_NONBLOCK)
+        (directory / "hold").unlink(missing_ok=True)
+        os.mkfifo(directory / "hold")
 
-    def writes_held(self, broker: str) -> bool:
-        """Whether a write of the broker is waiting now."""
-        return (self.stall_dir(broker) / "held").exists()
+    def wait_held(self, brokers: list[str], timeout: float) -> list[str]:
+        """Those of `brokers` whose hook spoke (a write held, or written)
+        within `timeout` seconds; at once when one already had."""
+        by_fd = {self._listening[b]: b for b in brokers}
+        ready, _, _ = select.select(list(by_fd), [], [], timeout)
+        for fd in ready:
+            os.read(fd, 64)
+        return sorted(by_fd[fd] for fd in ready)
 
-    def release_writes(self, broker: str) -> None:
-        (self.stall_dir(broker) / "hold").unlink(missing_ok=True)
+    def release_writes(self, broker: str, landed_within: float = 0.0) -> None:
+        """Let the broker's held write go (opening the pipe wakes the hook,
+        closing it ends its read); with `landed_within`, wait that long at
+        most for the write to be done."""
+        hold = self.stall_dir(broker) / "hold"
+        fd = os.open(hold, os.O_RDWR)
+        hold.unlink()
+        os.close(fd)
+        if landed_within:
+            self.wait_held([broker], landed_within)
+        os.close(self._listening.pop(broker))
 
     def alive(self, name: str) -> bool:
         return self.procs[name].poll() is None

@@ -61,10 +61,7 @@ def _stalled_write(cluster: ChaosCluster, rng: random.Random) -> tuple[str, Call
     a topic being written); a fence must keep that late write out."""
     for b in cluster.BROKERS:
         cluster.hold_writes(b)
-    deadline = time.monotonic() + 2.0
-    while time.monotonic() < deadline and not any(map(cluster.writes_held, cluster.BROKERS)):
-        time.sleep(0.05)
-    held = [b for b in cluster.BROKERS if cluster.writes_held(b)]
+    held = cluster.wait_held(list(cluster.BROKERS), 2.0)
     broker = rng.choice(held or list(cluster.BROKERS))
     for b in cluster.BROKERS:
         if b != broker:
@@ -72,8 +69,8 @@ def _stalled_write(cluster: ChaosCluster, rng: random.Random) -> tuple[str, Call
     cluster.net.isolate(broker, cluster.ETCDS)
 
     def undo() -> None:
-        cluster.release_writes(broker)
-        time.sleep(0.5)  # the late write lands while the broker is still cut off
+        # The late write lands while the broker is still cut off.
+        cluster.release_writes(broker, landed_within=5.0 if held else 0.0)
         cluster.net.rejoin(broker, cluster.ETCDS)
 
     return f"stalled-write {broker}" + ("" if held else " (no write was in flight)"), undo
