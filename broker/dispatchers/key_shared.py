@@ -21,12 +21,15 @@ Ordering, per key hash:
   queues by position, so they go to the key's current owner before anything
   later of that key; while some are still waiting to be read, their keys
   wait.
-- SEM-4.4.4: a consumer that joins while others hold unacked messages is
-  marked with the earliest position not yet dispatched (the cursor's read
-  position, or an earlier held or queued entry); it gets nothing at or after
-  that mark until nothing before it is in flight any more. A delayed message
-  not delivered yet is not in flight (Pulsar's rule), so it does not hold a
-  joiner back. allow_out_of_order_delivery on the consumer lifts this.
+- SEM-4.4.4: a consumer that joins while others hold unacked messages gets
+  two positions: its mark, the earliest position not yet dispatched (the
+  cursor's read position, or an earlier held or queued entry), and its
+  release point, the read position. It gets nothing at or after the mark
+  until nothing dispatched before the release point is in flight any more:
+  entries read before it joined may have gone out after a held one, so the
+  mark alone does not cover them. A delayed message not delivered yet is not
+  in flight (Pulsar's rule), so it does not hold a joiner back.
+  allow_out_of_order_delivery on the consumer lifts this.
 """
 
 from __future__ import annotations
@@ -60,6 +63,11 @@ def _mode_name(mode: int) -> str:
     return _MODE_NAMES.get(mode, str(mode))
 
 
+class _Join(NamedTuple):
+    mark: Position
+    release: Position
+
+
 class KeyedEntry(NamedTuple):
     """An entry read from storage with its sticky key hash, parsed once."""
 
@@ -85,8 +93,9 @@ class KeySharedDispatcher(PersistentDispatcher):
         # Key hash of every entry handed out and not acked yet (and of delayed
         # ones), so a redelivery needs no parse.
         self._hash_of: dict[Position, int] = {}
-        # SEM-4.4.4: consumer -> the first position it may not have yet.
-        self._joined: dict[Consumer, Position] = {}
+        # SEM-4.4.4: consumer -> (the first position it may not have yet,
+        # the position before which nothing may be in flight to release it).
+        self._joined: dict[Consumer, _Join] = {}
 
     def _new_selector(self, mode: int) -> ConsumerSelector:
         if mode == KeySharedMode.STICKY:
@@ -115,14 +124,16 @@ class KeySharedDispatcher(PersistentDispatcher):
             )
         self.selector.add_consumer(consumer)  # ConsumerAssignError: nothing changed
         if not policy.allow_out_of_order_delivery and self.consumers:
-            mark = self._first_undispatched()
-            if not self._all_before_done(mark):
-                self._joined[consumer] = mark
+            release = self.cursor.read_position
+            if not self._nothing_in_flight_before(release):
+                mark = self._first_undispatched()
+                self._joined[consumer] = _Join(mark, release)
                 log.debug(
                     "key_shared consumer held back until earlier messages are acked",
                     subscription=self.name,
                     consumer=consumer.name,
                     mark=str(mark),
+                    release=str(release),
                 )
         self.consumers.append(consumer)
         self._regroup()
@@ -169,32 +180,38 @@ class KeySharedDispatcher(PersistentDispatcher):
         hash_of = self._hash_of
         for position in positions:
             hash_of.pop(position, None)
-        if self._joined and self._release_joined():
+        # Only an ack before some release point can release a joiner.
+        if self._joined and positions and self._release_joined(min(positions)):
             self.wake()
 
-    def _release_joined(self) -> bool:
-        """Drop the join marks everything before which is done with now."""
-        released = [c for c, mark in self._joined.items() if self._all_before_done(mark)]
+    def _release_joined(self, acked: Position | None = None, *, scan: bool = True) -> bool:
+        """Drop the joins nothing before whose release point is in flight now
+        (with `scan` off, only those everything before which is acked: the
+        check a dispatch round can afford)."""
+        released = [
+            consumer
+            for consumer, join in self._joined.items()
+            if (acked is None or acked < join.release)
+            and self._nothing_in_flight_before(join.release, scan=scan)
+        ]
         for consumer in released:
             del self._joined[consumer]
         return bool(released)
 
-    def _all_before_done(self, mark: Position) -> bool:
-        """Whether nothing before `mark` is in flight. Everything acked is the
-        cheap answer; with delayed messages held, those not delivered yet are
-        not in flight (as in Pulsar), so then what is in flight is looked at:
-        pending on a consumer, read and waiting for its owner, or queued for
-        redelivery."""
-        if self.cursor.mark_delete_position >= self.ledger.previous_position(mark):
+    def _nothing_in_flight_before(self, position: Position, *, scan: bool = True) -> bool:
+        """Whether nothing dispatched before `position` is unacked: pending on
+        a consumer or given back and waiting to go out again. Everything acked
+        is the cheap answer. Entries read and not dispatched yet are not in
+        flight (the joiner's mark keeps it from them), nor are delayed
+        messages not delivered yet (as in Pulsar)."""
+        if self.cursor.mark_delete_position >= self.ledger.previous_position(position):
             return True
-        if not self.delayed:
+        if not scan:
             return False
         first = self.replay.first()
-        if first is not None and first < mark:
+        if first is not None and first < position:
             return False
-        if any(queue and queue[0].position < mark for queue in self._queues.values()):
-            return False
-        return not any(p < mark for c in self.consumers for p in c.pending_acks)
+        return not any(p < position for c in self.consumers for p in c.pending_acks)
 
     # --------------------------------------------------------- read-ahead
 
@@ -227,7 +244,9 @@ class KeySharedDispatcher(PersistentDispatcher):
 
     async def _round(self) -> bool:
         if self._joined:
-            self._release_joined()
+            # Acks release joiners as they come; this catches a mark-delete
+            # moved some other way (a skip, an expiry).
+            self._release_joined(scan=False)
         permits = self._within_dispatch_rate(self._consumers_with_permits())
         if permits <= 0:
             return False
@@ -318,7 +337,8 @@ class KeySharedDispatcher(PersistentDispatcher):
         (SEM-2.2: the next entry goes while they are positive) and before its
         join mark; keys in `blocked` stay, and so do their later entries."""
         budget = consumer.permits
-        mark = self._joined.get(consumer) if self._joined else None
+        join = self._joined.get(consumer) if self._joined else None
+        mark = join.mark if join is not None else None
         hash_of = self._hash_of
         chosen: list[Entry] = []
         if not blocked:

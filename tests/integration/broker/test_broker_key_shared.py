@@ -163,6 +163,7 @@ def test_joining_consumers_never_break_key_order(broker: BrokerThread, seed: int
             consumer = client.subscribe(
                 topic, "sub", consumer_type=KeyShared, consumer_name=name, receiver_queue_size=20
             )
+            record("join", name, "", 0)
             thread = threading.Thread(
                 target=consume, args=(name, consumer, random.Random(rng.random())), daemon=True
             )
@@ -192,17 +193,21 @@ def test_joining_consumers_never_break_key_order(broker: BrokerThread, seed: int
     for step, kind, name, key, index in events:
         if kind == "recv":
             first_step[(key, index)] = (step, name)
-        else:
+        elif kind == "ack":
             acked_step[(key, index)] = step
     for key in keys:
         for index in range(1, per_key):
             step, name = first_step[(key, index)]
             before_step, before_name = first_step[(key, index - 1)]
-            assert before_step < step, f"{key}/{index} received before {key}/{index - 1}"
+            assert before_step < step, (
+                f"{key}/{index} received before {key}/{index - 1}; history of {key}: "
+                f"{[e for e in events if e[3] == key or e[1] == 'join']}"
+            )
             if before_name != name:
                 assert acked_step[(key, index - 1)] < step, (
                     f"{key}/{index} went to {name} while {key}/{index - 1} was unacked "
-                    f"at {before_name}"
+                    f"at {before_name}; history of {key}: "
+                    f"{[e for e in events if e[3] == key or e[1] == 'join']}"
                 )
 
 
