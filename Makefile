@@ -58,9 +58,9 @@ bench: $(STAMP)
 # The official Python client's own suite against a broker from this checkout
 # (README "Conformance"); not part of `make test`. SUITE is its tests/ folder.
 conformance: $(STAMP)
-	@test -n "$(SUITE)" || { echo "usage: make conformance SUITE=<apache/pulsar-client-python tests folder> [CONFORMANCE_ARGS=...]"; exit 2; }
+	@test -n "$(SUITE)" || { echo "usage: make conformance SUITE=<apache/pulsar-client-python tests folder> [CLIENT=magnetar] [CONFORMANCE_ARGS=...]"; exit 2; }
 	$(BIN)/pip install --quiet requests fastavro
-	$(BIN)/python -m tests.conformance.run $(SUITE) $(CONFORMANCE_ARGS)
+	$(BIN)/python -m tests.conformance.run $(SUITE) --client $(or $(CLIENT),official) $(CONFORMANCE_ARGS)
 
 # Coverage-guided fuzzing of the codec and the command handlers (atheris);
 # not part of `make test`. The corpus grows in build/fuzz-corpus.

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterator
 from typing import Any, Generic, TypeVar
 
+from magnetar.client.aio.errors import Interrupted
 from magnetar.client.aio.log import get_logger
 
 _log = get_logger("magnetar.client")
@@ -69,6 +71,20 @@ class LoopThread:
         except concurrent.futures.TimeoutError:
             future.cancel()
             raise
+
+    def close_then_stop(self, coro: Coroutine[Any, Any, object], timeout: float) -> None:
+        """Run `coro` (a close) for at most `timeout` seconds, then stop: how
+        a client that was never closed ends when it is collected."""
+        if not self._thread.is_alive() or self.loop.is_closed():
+            coro.close()
+            return
+        future = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        if not self.in_loop_thread:
+            try:
+                future.result(timeout)
+            except BaseException:
+                future.cancel()
+        self.stop()
 
     def stop(self) -> None:
         """Stop the loop and join the thread (idempotent)."""
@@ -232,6 +248,27 @@ class AppEvents(Generic[T, A]):
             raise
 
 
+# A wait in the main thread wakes this often, so that a signal sent from
+# another thread (which does not interrupt it) has its handler run.
+_SIGNAL_CHECK_SECONDS = 0.1
+
+
+def _signal_slice(remaining: float | None) -> float | None:
+    if threading.current_thread() is not threading.main_thread():
+        return remaining
+    return _SIGNAL_CHECK_SECONDS if remaining is None else min(remaining, _SIGNAL_CHECK_SECONDS)
+
+
+@contextlib.contextmanager
+def _interruptible() -> Iterator[None]:
+    """As the official client: a signal whose handler raises (SIGINT's
+    default) ends a blocking wait with Interrupted."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        raise Interrupted("interrupted while waiting") from None
+
+
 class ThreadQueue(Generic[T]):
     """Items put on the loop thread and taken by application threads with no loop
     round trip (the blocking consumer's receive). close(error) makes an empty
@@ -282,6 +319,10 @@ class ThreadQueue(Generic[T]):
         """Wait until an item is there; False after `timeout` seconds without one."""
         if self._items:
             return True
+        with _interruptible():
+            return self._wait(timeout)
+
+    def _wait(self, timeout: float | None) -> bool:
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:
             while not self._items:
@@ -292,7 +333,7 @@ class ThreadQueue(Generic[T]):
                     return False
                 self._waiting += 1
                 try:
-                    self._cond.wait(remaining)
+                    self._cond.wait(_signal_slice(remaining))
                 finally:
                     self._waiting -= 1
             return True
@@ -308,6 +349,10 @@ class ThreadQueue(Generic[T]):
             return self._items.popleft()
         except IndexError:
             pass
+        with _interruptible():
+            return self._get(timeout)
+
+    def _get(self, timeout: float | None) -> T | None:
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:
             while True:
@@ -322,6 +367,6 @@ class ThreadQueue(Generic[T]):
                     return None
                 self._waiting += 1
                 try:
-                    self._cond.wait(remaining)
+                    self._cond.wait(_signal_slice(remaining))
                 finally:
                     self._waiting -= 1

@@ -39,6 +39,13 @@ FILES = (
     "schema_test.py",
     "table_view_test.py",
 )
+# With our client in the official one's place, the suite's files that test
+# the Python layer only (loggers, interrupts) are ours to pass too.
+MAGNETAR_FILES = (*FILES, "custom_logger_test.py", "debug_logger_test.py", "interrupted_test.py")
+# `--client magnetar`: this folder on PYTHONPATH and its plugin loaded make
+# the suite's `pulsar`, `pulsar.*` and `_pulsar` imports our modules.
+ALIAS_DIR = Path(__file__).with_name("alias")
+ALIAS_PLUGIN = ["-p", "magnetar_as_pulsar"]
 # They connect to 192.0.2.1 (TEST-NET-1): never run here.
 NEVER_RUN = {
     "test_connect_timeout": "dials 192.0.2.1; only loopback traffic is allowed here",
@@ -220,8 +227,17 @@ def broker(workdir: Path, suite: Path) -> Iterator[tuple[Path, str]]:
 # ------------------------------------------------------------------- tests
 
 
-def collect(suite: Path, files: tuple[str, ...]) -> list[str]:
+def client_env(client: str) -> tuple[list[str], dict[str, str]]:
+    """The pytest arguments and environment that run the suite with `client`."""
+    if client == "official":
+        return [], dict(os.environ)
+    path = os.pathsep.join(p for p in (str(ALIAS_DIR), os.environ.get("PYTHONPATH", "")) if p)
+    return ALIAS_PLUGIN, {**os.environ, "PYTHONPATH": path}
+
+
+def collect(suite: Path, files: tuple[str, ...], client: str = "official") -> list[str]:
     """Node ids (file::Class::test) of the chosen files, in file order."""
+    plugin, env = client_env(client)
     ids: list[str] = []
     for name in files:
         out = subprocess.run(
@@ -233,9 +249,11 @@ def collect(suite: Path, files: tuple[str, ...]) -> list[str]:
                 "-q",
                 "-p",
                 "no:cacheprovider",
+                *plugin,
                 name,
             ],
             cwd=suite,
+            env=env,
             capture_output=True,
             text=True,
             check=False,
@@ -247,18 +265,20 @@ def collect(suite: Path, files: tuple[str, ...]) -> list[str]:
     return ids
 
 
-def run_one(suite: Path, node: str, timeout: float, logs: Path) -> Result:
+def run_one(suite: Path, node: str, timeout: float, logs: Path, client: str = "official") -> Result:
     name = node.rsplit("::", 1)[-1]
     if name in NEVER_RUN:
         return Result(node, "SKIP", 0.0, NEVER_RUN[name])
     log_file = logs / (re.sub(r"[^A-Za-z0-9_.-]", "_", node) + ".log")
     started = time.monotonic()
     target = node.split("::", 1)[0] if node.endswith("::<collection>") else node
-    command = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", target]
+    plugin, env = client_env(client)
+    command = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *plugin]
+    command.append(target)
     if node.endswith("::<collection>"):
         command.append("--collect-only")
     with log_file.open("wb") as log:
-        proc = subprocess.Popen(command, cwd=suite, stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(command, cwd=suite, stdout=log, stderr=subprocess.STDOUT, env=env)
         try:
             code = proc.wait(timeout)
         except subprocess.TimeoutExpired:
@@ -293,24 +313,36 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds per test")
     parser.add_argument("--json", type=Path, help="write the results here")
-    parser.add_argument("--files", default=",".join(FILES), help="comma-separated test files")
+    parser.add_argument(
+        "--client",
+        choices=("official", "magnetar"),
+        default="official",
+        help="the client the suite imports as `pulsar` (default: the official one)",
+    )
+    parser.add_argument("--files", default="", help="comma-separated test files")
     parser.add_argument("--keep", action="store_true", help="keep the broker log and test logs")
     args = parser.parse_args(argv)
     suite = args.suite.resolve()
     if not (suite / "pulsar_test.py").is_file():
         parser.error(f"{suite} is not the suite's tests/ folder (no pulsar_test.py)")
-    nodes = [n for n in collect(suite, tuple(args.files.split(","))) if _matches(args.pattern, n)]
+    files = (
+        args.files.split(",")
+        if args.files
+        else (MAGNETAR_FILES if args.client == "magnetar" else FILES)
+    )
+    collected = collect(suite, tuple(files), args.client)
+    nodes = [n for n in collected if _matches(args.pattern, n)]
     workdir = Path(tempfile.mkdtemp(prefix="magnetar-conformance-"))
     logs = workdir / "logs"
     logs.mkdir()
     results: list[Result] = []
     try:
         with broker(workdir, suite) as (broker_log, superuser):
-            print(f"broker started (log: {broker_log})")
+            print(f"broker started (log: {broker_log}); client: {args.client}")
             for what, step in SETUP:
                 print(f"set-up: {what}: {step(superuser)}")
             for node in nodes:
-                result = run_one(suite, node, args.timeout, logs)
+                result = run_one(suite, node, args.timeout, logs, args.client)
                 results.append(result)
                 detail = f"  {result.detail}" if result.detail else ""
                 print(f"{result.outcome:<7} {result.seconds:6.1f}s  {node}{detail}", flush=True)
