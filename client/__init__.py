@@ -21,6 +21,12 @@ from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, TypeVar
 
 from magnetar.client.aio import client as _aio_client
+from magnetar.client.aio.auth import (
+    Authentication,
+    AuthenticationBasic,
+    AuthenticationTLS,
+    AuthenticationToken,
+)
 from magnetar.client.aio.enums import (
     BatchingType,
     CompressionType,
@@ -34,7 +40,6 @@ from magnetar.client.aio.enums import (
 )
 from magnetar.client.aio.errors import *  # noqa: F403 (the official module exports them all)
 from magnetar.client.aio.errors import (
-    InvalidConfiguration,
     PulsarException,
     Result,
 )
@@ -54,6 +59,10 @@ from magnetar.proto.hashes import DEFAULT_HASHING_SCHEME, HashingScheme
 _R = TypeVar("_R")
 
 __all__ = [
+    "Authentication",
+    "AuthenticationBasic",
+    "AuthenticationTLS",
+    "AuthenticationToken",
     "BatchingType",
     "Client",
     "CompressionType",
@@ -117,13 +126,16 @@ class Client:
         tls_certificate_file_path: str | None = None,
         **extra: Any,
     ) -> None:
-        if tls_private_key_file_path or tls_certificate_file_path or tls_trust_certs_file_path:
-            raise InvalidConfiguration("TLS is not supported yet")
         self._client = _aio_client.Client(
             service_url,
             authentication=authentication,
             operation_timeout_seconds=operation_timeout_seconds,
             use_tls=use_tls,
+            tls_trust_certs_file_path=tls_trust_certs_file_path,
+            tls_allow_insecure_connection=tls_allow_insecure_connection,
+            tls_validate_hostname=tls_validate_hostname,
+            tls_private_key_file_path=tls_private_key_file_path,
+            tls_certificate_file_path=tls_certificate_file_path,
             connection_timeout_ms=connection_timeout_ms,
             stats_interval_in_seconds=stats_interval_in_seconds,
             **extra,

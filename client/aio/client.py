@@ -10,6 +10,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
+from magnetar.client.aio.auth import Authentication
 from magnetar.client.aio.config import (
     ActiveConsumerListener,
     ConsumerConfiguration,
@@ -45,6 +46,7 @@ from magnetar.client.aio.policies import BatchReceivePolicy, DeadLetterPolicy, K
 from magnetar.client.aio.pool import ConnectionPool
 from magnetar.client.aio.producer import Producer
 from magnetar.client.aio.reader import Reader
+from magnetar.client.aio.security import Security
 from magnetar.proto.hashes import DEFAULT_HASHING_SCHEME, HashingScheme
 from magnetar.proto.ids import MessageId
 from magnetar.proto.naming import InvalidTopicName as _BadName
@@ -72,14 +74,15 @@ class Client:
     """One client: a connection pool shared by all its producers and consumers.
 
     Keyword names follow `pulsar.Client`; options the official client has and
-    we do not implement yet (TLS, authentication) raise InvalidConfiguration
-    when set rather than being silently ignored.
+    we do not implement raise InvalidConfiguration when set rather than being
+    silently ignored. A `pulsar+ssl://` or `https://` URL, or use_tls, makes
+    every connection TLS.
     """
 
     def __init__(
         self,
         service_url: str,
-        authentication: Any = None,
+        authentication: Authentication | None = None,
         operation_timeout_seconds: float = 30,
         io_threads: int = 1,
         message_listener_threads: int = 1,
@@ -93,21 +96,45 @@ class Client:
         logger: Any = None,
         connection_timeout_ms: int = 10000,
         listener_name: str | None = None,
+        tls_private_key_file_path: str | None = None,
+        tls_certificate_file_path: str | None = None,
         *,
         keepalive_interval_seconds: float = 30.0,
         initial_backoff_interval_ms: int = 100,
         max_backoff_interval_ms: int = 30000,
     ) -> None:
-        if authentication is not None:
-            raise InvalidConfiguration("authentication is not supported yet")
-        if use_tls:
-            raise InvalidConfiguration("TLS is not supported yet")
+        if authentication is not None and not isinstance(authentication, Authentication):
+            raise ValueError("authentication must be a pulsar Authentication object")
+        for name, value in (
+            ("tls_trust_certs_file_path", tls_trust_certs_file_path),
+            ("tls_private_key_file_path", tls_private_key_file_path),
+            ("tls_certificate_file_path", tls_certificate_file_path),
+        ):
+            if value is not None and not isinstance(value, str):
+                raise ValueError(f"{name} must be a string")
+        for name, flag in (
+            ("use_tls", use_tls),
+            ("tls_allow_insecure_connection", tls_allow_insecure_connection),
+            ("tls_validate_hostname", tls_validate_hostname),
+        ):
+            if not isinstance(flag, bool):
+                raise ValueError(f"{name} must be a bool")
         self.service_url = ServiceUrl.parse(service_url)
         self.operation_timeout = float(operation_timeout_seconds)
+        security = Security(
+            use_tls=use_tls or self.service_url.uses_tls,
+            trust_certs_file=tls_trust_certs_file_path,
+            allow_insecure=tls_allow_insecure_connection,
+            validate_hostname=tls_validate_hostname,
+            certificate_file=tls_certificate_file_path,
+            private_key_file=tls_private_key_file_path,
+            authentication=authentication,
+        )
         self._pool = ConnectionPool(
             connection_timeout=connection_timeout_ms / 1000.0,
             operation_timeout=self.operation_timeout,
             keepalive_interval=keepalive_interval_seconds,
+            security=security,
         )
         lookup = lookup_service_for(self.service_url, self._pool, self.operation_timeout)
         self._context = ClientContext(

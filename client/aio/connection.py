@@ -25,6 +25,7 @@ from magnetar.client.aio.errors import (
     from_server_error,
 )
 from magnetar.client.aio.log import get_logger
+from magnetar.client.aio.security import NO_SECURITY, Security
 from magnetar.proto import pulsar_api_pb2 as pb
 from magnetar.proto.errors import ChecksumMismatch
 from magnetar.proto.frames import (
@@ -107,8 +108,10 @@ class ClientConnection:
         *,
         operation_timeout: float = 30.0,
         keepalive_interval: float = 30.0,
+        security: Security = NO_SECURITY,
     ) -> None:
         self.address = address
+        self.security = security
         self.operation_timeout = operation_timeout
         self.keepalive_interval = keepalive_interval
         self.max_message_size = DEFAULT_MAX_MESSAGE_SIZE
@@ -141,10 +144,15 @@ class ClientConnection:
         connection_timeout: float = 10.0,
         operation_timeout: float = 30.0,
         keepalive_interval: float = 30.0,
+        security: Security = NO_SECURITY,
     ) -> ClientConnection:
-        """Connect to `host:port` and complete the CONNECT handshake."""
+        """Connect to `host:port` (over TLS when `security` says so) and
+        complete the CONNECT handshake, authenticated when it says so."""
         cnx = cls(
-            address, operation_timeout=operation_timeout, keepalive_interval=keepalive_interval
+            address,
+            operation_timeout=operation_timeout,
+            keepalive_interval=keepalive_interval,
+            security=security,
         )
         await cnx._connect(connection_timeout)
         return cnx
@@ -152,8 +160,21 @@ class ClientConnection:
     async def _connect(self, timeout: float) -> None:  # noqa: ASYNC109 (connect deadline)
         host, port = split_address(self.address)
         try:
+            context = self.security.ssl_context()
+            method, data = self.security.connect_auth()
+        except PulsarException:
+            self._closed = True
+            raise
+        try:
             self._reader, self._writer = await asyncio.wait_for(
-                asyncio.open_connection(host, port, limit=_READ_SIZE), timeout
+                asyncio.open_connection(
+                    host,
+                    port,
+                    limit=_READ_SIZE,
+                    ssl=context,
+                    server_hostname=host.strip("[]") if context is not None else None,
+                ),
+                timeout,
             )
         except (OSError, TimeoutError) as exc:
             self._closed = True
@@ -164,6 +185,12 @@ class ClientConnection:
         connect = pb.CommandConnect(
             client_version=CLIENT_VERSION, protocol_version=PROTOCOL_VERSION
         )
+        # AUTH_CHALLENGE is answered (below): expiring credentials are
+        # refreshed in place instead of the connection being closed.
+        connect.feature_flags.supports_auth_refresh = True
+        if method:
+            connect.auth_method_name = method
+            connect.auth_data = data
         self.write(encode_command(wrap(connect)))
         try:
             connected = await asyncio.wait_for(asyncio.shield(self._handshake), timeout)
@@ -372,6 +399,8 @@ class ClientConnection:
         elif kind == T.CONNECTED:
             if self._handshake is not None and not self._handshake.done():
                 self._handshake.set_result(command.connected)
+        elif kind == T.AUTH_CHALLENGE:
+            self._answer_challenge(command.authChallenge)
         elif kind == T.CLOSE_PRODUCER:
             producer = self._producers.pop(command.close_producer.producer_id, None)
             if producer is not None:
@@ -392,6 +421,23 @@ class ClientConnection:
                 watcher.handle_topic_update(update)
         else:
             self._log.debug("ignored command", command=command_name(kind))
+
+    def _answer_challenge(self, challenge: pb.CommandAuthChallenge) -> None:
+        """The broker asks for fresh credentials (an expiring token, or a
+        multi-step method): answer with what the authentication says now."""
+        try:
+            method, data = self.security.connect_auth()
+        except PulsarException as exc:
+            self._log.warning("cannot answer an auth challenge", error=str(exc))
+            self.abort(exc)
+            return
+        method = method or challenge.challenge.auth_method_name
+        response = pb.CommandAuthResponse(
+            client_version=CLIENT_VERSION,
+            response=pb.AuthData(auth_method_name=method, auth_data=data),
+            protocol_version=PROTOCOL_VERSION,
+        )
+        self.send_command(response)
 
     def _on_response(self, frame: Frame) -> None:
         command = frame.command

@@ -1,8 +1,8 @@
 """Service URLs, topic lookup and partitioned-topic metadata.
 
-`pulsar://host:port[,host2:port2]` looks up over the binary protocol: LOOKUP
+`pulsar://host:port[,host2:port2]` (or `pulsar+ssl://`) looks up over the binary protocol: LOOKUP
 answers Connect (here) or Redirect (ask that broker, up to 20 hops);
-`http://host:port` uses the REST endpoints the official client uses (WIRE
+`http://host:port` (or `https://`) uses the REST endpoints the official client uses (WIRE
 "HTTP the official client uses").
 """
 
@@ -24,6 +24,7 @@ from magnetar.client.aio.errors import (
     from_server_error,
 )
 from magnetar.client.aio.pool import ConnectionPool
+from magnetar.client.aio.security import Security
 from magnetar.proto import pulsar_api_pb2 as pb
 from magnetar.proto.naming import TopicName
 
@@ -32,10 +33,17 @@ _LOOKUP = pb.CommandLookupTopicResponse
 _PARTITIONS = pb.CommandPartitionedTopicMetadataResponse
 
 
+_DEFAULT_PORTS = {"pulsar": 6650, "pulsar+ssl": 6651, "http": 8080, "https": 8443}
+
+
 @dataclass(frozen=True)
 class ServiceUrl:
     scheme: str
     addresses: tuple[str, ...]
+
+    @property
+    def uses_tls(self) -> bool:
+        return self.scheme in ("pulsar+ssl", "https")
 
     @classmethod
     def parse(cls, url: str) -> ServiceUrl:
@@ -44,11 +52,11 @@ class ServiceUrl:
         except ValueError as exc:
             raise InvalidUrl(f"invalid service URL {url!r}: {exc}") from exc
         scheme = parts.scheme
-        if scheme not in ("pulsar", "http", "https", "pulsar+ssl"):
-            raise InvalidUrl(f"service URL {url!r}: scheme must be pulsar:// or http://")
-        if scheme in ("pulsar+ssl", "https"):
-            raise InvalidUrl(f"service URL {url!r}: TLS is not supported yet")
-        default_port = 6650 if scheme == "pulsar" else 8080
+        if scheme not in _DEFAULT_PORTS:
+            raise InvalidUrl(
+                f"service URL {url!r}: scheme must be pulsar://, pulsar+ssl://, http:// or https://"
+            )
+        default_port = _DEFAULT_PORTS[scheme]
         addresses = []
         for host in parts.netloc.split(","):
             host = host.strip()
@@ -92,6 +100,7 @@ class BinaryLookupService:
         self._service = service
         self._pool = pool
         self._next_host = itertools.cycle(service.addresses)
+        self._tls = pool.security.use_tls
 
     async def get_partitioned_metadata(self, topic: TopicName) -> int:
         address = next(self._next_host)
@@ -137,9 +146,14 @@ class BinaryLookupService:
             response = frame.command.lookupTopicResponse
             if response.response == _LOOKUP.Failed:
                 raise _failure(response.error, response.message, "lookup", topic)
-            if not response.brokerServiceUrl:
-                raise LookupError(f"lookup of {topic} answered without a broker URL")
-            target = address_of(response.brokerServiceUrl)
+            url = response.brokerServiceUrlTls if self._tls else response.brokerServiceUrl
+            if not url:
+                raise LookupError(
+                    f"lookup of {topic} answered without a broker URL"
+                    + (" for TLS" if self._tls else ""),
+                    retriable=False,
+                )
+            target = address_of(url)
             if response.response == _LOOKUP.Connect:
                 # Behind a proxy the physical connection stays on the service URL.
                 return address if response.proxy_through_service_url else target
@@ -162,23 +176,31 @@ def _failure(error: int, message: str, what: str, topic: TopicName) -> PulsarExc
 class HttpLookupService:
     """Lookups over HTTP, as the official client does for http:// service URLs."""
 
-    def __init__(self, service: ServiceUrl, timeout: float) -> None:
+    def __init__(self, service: ServiceUrl, timeout: float, security: Security) -> None:
         self._service = service
         self._next_host = itertools.cycle(service.addresses)
         self._timeout = aiohttp.ClientTimeout(total=timeout)
+        self._security = security
         self._session: aiohttp.ClientSession | None = None
 
     def _http(self) -> aiohttp.ClientSession:
         if self._session is None:
-            self._session = aiohttp.ClientSession(timeout=self._timeout)
+            context = self._security.ssl_context()
+            connector = aiohttp.TCPConnector(ssl=context) if context is not None else None
+            self._session = aiohttp.ClientSession(timeout=self._timeout, connector=connector)
         return self._session
 
     async def _get_json(self, path: str) -> object:
         url = f"{self._service.scheme}://{next(self._next_host)}{path}"
+        headers = self._security.http_headers()
         try:
-            async with self._http().get(url) as response:
+            async with self._http().get(url, headers=headers) as response:
                 if response.status == 404:
                     raise TopicNotFound(f"GET {url}: 404")
+                if response.status in (401, 403):
+                    # As the official client: an HTTP error status is a
+                    # connect error, and asking again will not help.
+                    raise ConnectError(f"GET {url}: HTTP {response.status}", retriable=False)
                 if response.status >= 400:
                     raise LookupError(f"GET {url}: HTTP {response.status}")
                 return await response.json(content_type=None)
@@ -202,9 +224,10 @@ class HttpLookupService:
 
     async def get_broker(self, topic: TopicName) -> str:
         body = await self._get_json(f"/lookup/v2/topic/{topic.rest_path}")
-        if not isinstance(body, dict) or not isinstance(body.get("brokerUrl"), str):
-            raise LookupError(f"lookup of {topic}: unexpected answer {body!r}")
-        return address_of(body["brokerUrl"])
+        key = "brokerUrlTls" if self._security.use_tls else "brokerUrl"
+        if not isinstance(body, dict) or not isinstance(body.get(key), str) or not body[key]:
+            raise LookupError(f"lookup of {topic}: no {key} in {body!r}", retriable=False)
+        return address_of(body[key])
 
     async def close(self) -> None:
         if self._session is not None:
@@ -213,6 +236,6 @@ class HttpLookupService:
 
 
 def lookup_service_for(service: ServiceUrl, pool: ConnectionPool, timeout: float) -> LookupService:
-    if service.scheme == "pulsar":
+    if service.scheme in ("pulsar", "pulsar+ssl"):
         return BinaryLookupService(service, pool)
-    return HttpLookupService(service, timeout)
+    return HttpLookupService(service, timeout, pool.security)

@@ -12,6 +12,7 @@ import functools
 
 from magnetar.client.aio.connection import ClientConnection
 from magnetar.client.aio.errors import AlreadyClosed
+from magnetar.client.aio.security import NO_SECURITY, Security
 
 
 class ConnectionPool:
@@ -21,7 +22,9 @@ class ConnectionPool:
         connection_timeout: float = 10.0,
         operation_timeout: float = 30.0,
         keepalive_interval: float = 30.0,
+        security: Security = NO_SECURITY,
     ) -> None:
+        self.security = security
         self.connection_timeout = connection_timeout
         self.operation_timeout = operation_timeout
         self.keepalive_interval = keepalive_interval
@@ -48,6 +51,7 @@ class ConnectionPool:
                     connection_timeout=self.connection_timeout,
                     operation_timeout=self.operation_timeout,
                     keepalive_interval=self.keepalive_interval,
+                    security=self.security,
                 ),
                 name=f"pulsar-connect-{address}",
             )

@@ -61,7 +61,9 @@ class CertAuthority:
         )
         self.pem = _write(directory, name, self.cert, self._key)
 
-    def issue(self, common_name: str, *, server: bool = False) -> Pem:
+    def issue(self, common_name: str, *, server: bool = False, hosts: tuple[str, ...] = ()) -> Pem:
+        """A certificate signed by this CA; a server's names `hosts` (by
+        default localhost and 127.0.0.1)."""
         key = _key()
         now = datetime.datetime.now(datetime.UTC)
         builder = (
@@ -74,11 +76,11 @@ class CertAuthority:
             .not_valid_after(now + datetime.timedelta(days=1))
         )
         if server:
-            builder = builder.add_extension(
-                x509.SubjectAlternativeName(
-                    [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
-                ),
-                critical=False,
+            names: list[x509.GeneralName] = (
+                [x509.DNSName(host) for host in hosts]
+                if hosts
+                else [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
             )
+            builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=False)
         cert = builder.sign(self._key, hashes.SHA256())
         return _write(self.directory, common_name, cert, key)
