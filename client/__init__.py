@@ -20,6 +20,7 @@ import weakref
 from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, TypeVar
 
+from magnetar.client import schema
 from magnetar.client.aio import client as _aio_client
 from magnetar.client.aio.auth import (
     Authentication,
@@ -86,6 +87,7 @@ __all__ = [
     "Reader",
     "RegexSubscriptionMode",
     "Result",
+    "schema",
 ]
 
 
@@ -228,6 +230,7 @@ class Client:
             self._client.create_producer(
                 topic,
                 producer_name=producer_name,
+                schema=schema,
                 initial_sequence_id=initial_sequence_id,
                 send_timeout_millis=send_timeout_millis,
                 compression_type=compression_type,
@@ -315,6 +318,7 @@ class Client:
                 topic,
                 subscription_name,
                 consumer_type=consumer_type,
+                schema=schema,
                 message_listener=listener,
                 receiver_queue_size=receiver_queue_size,
                 max_total_receiver_queue_size_across_partitions=max_total_receiver_queue_size_across_partitions,

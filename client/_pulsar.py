@@ -30,6 +30,7 @@ from magnetar.client.aio.errors import *  # noqa: F403 (the binding exports ever
 from magnetar.client.aio.errors import InvalidConfiguration, PulsarException, Result
 from magnetar.client.loggers import LoggerLevel
 from magnetar.client.messages import Message, MessageId
+from magnetar.client.schema.schema import SchemaInfo, SchemaType
 
 __all__ = [
     "BatchingType",
@@ -50,6 +51,8 @@ __all__ = [
     "ReaderConfiguration",
     "RegexSubscriptionMode",
     "Result",
+    "SchemaInfo",
+    "SchemaType",
 ]
 
 

@@ -15,6 +15,7 @@ from magnetar.client.messages import MessageId
 from magnetar.client.sync import Permits
 from magnetar.proto import ids as _ids
 
+# The facade's Client (which creates producers) runs our calls on its loop thread.
 if TYPE_CHECKING:
     from magnetar.client import Client
 

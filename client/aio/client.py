@@ -16,6 +16,7 @@ from magnetar.client.aio.config import (
     ConsumerConfiguration,
     MessageListener,
     ProducerConfiguration,
+    wire_schema,
 )
 from magnetar.client.aio.consumer import Consumer
 from magnetar.client.aio.context import ClientContext
@@ -241,8 +242,6 @@ class Client:
         so code moved from either API keeps its behaviour.
         """
         self._check_open()
-        if schema is not None:
-            raise InvalidConfiguration("schemas are not supported yet; send bytes")
         if encryption_key is not None or crypto_key_reader is not None:
             raise InvalidConfiguration("end-to-end encryption is not supported yet")
         conf = ProducerConfiguration(
@@ -266,6 +265,7 @@ class Client:
             message_router=message_router,
             chunk_max_message_size=chunk_max_message_size,
             hashing_scheme=hashing_scheme,
+            schema=wire_schema(schema),
         )
         conf.validate()
         name = parse_topic(topic)
@@ -326,12 +326,11 @@ class Client:
         self._check_open()
         if not isinstance(topic, str | list | tuple | re.Pattern):
             raise InvalidConfiguration(f"topic must be a name, a list or a regex, not {topic!r}")
-        if schema is not None:
-            raise InvalidConfiguration("schemas are not supported yet in the async API")
         # crypto_key_reader is taken: decryption is not done yet (SEM-1 "later"), so
         # an encrypted message is handled by crypto_failure_action, as Pulsar does
         # when it cannot decrypt.
         conf = ConsumerConfiguration(
+            schema=wire_schema(schema),
             consumer_type=consumer_type,
             receiver_queue_size=receiver_queue_size,
             consumer_name=consumer_name,

@@ -19,6 +19,7 @@ from magnetar.client.aio.enums import (
 from magnetar.client.aio.errors import InvalidConfiguration
 from magnetar.client.aio.policies import BatchReceivePolicy, DeadLetterPolicy, KeySharedPolicy
 from magnetar.client.aio.unacked_tracker import validate as unacked_validate
+from magnetar.proto import pulsar_api_pb2 as pb
 from magnetar.proto.hashes import DEFAULT_HASHING_SCHEME, HashingScheme
 from magnetar.proto.ids import MessageId
 
@@ -50,6 +51,8 @@ class ProducerConfiguration:
     batching_type: BatchingType = BatchingType.Default
     access_mode: ProducerAccessMode = ProducerAccessMode.Shared
     message_router: MessageRouter | None = None
+    # What PRODUCER registers (None: bytes, nothing registered).
+    schema: pb.Schema | None = None
     # Our additions (keywords the official Python client does not have).
     chunk_max_message_size: int | None = None
     hashing_scheme: HashingScheme = DEFAULT_HASHING_SCHEME
@@ -100,6 +103,8 @@ class ConsumerConfiguration:
     start_message_id_inclusive: bool = False
     batch_receive_policy: BatchReceivePolicy = field(default_factory=BatchReceivePolicy)
     key_shared_policy: KeySharedPolicy | None = None
+    # What SUBSCRIBE declares (None: bytes).
+    schema: pb.Schema | None = None
     batch_index_ack_enabled: bool = False
     regex_subscription_mode: RegexSubscriptionMode = RegexSubscriptionMode.PersistentOnly
     dead_letter_policy: DeadLetterPolicy | None = None
@@ -136,3 +141,26 @@ class ConsumerConfiguration:
         self.initial_position = InitialPosition(int(self.initial_position))
         self.regex_subscription_mode = RegexSubscriptionMode(int(self.regex_subscription_mode))
         self.crypto_failure_action = ConsumerCryptoFailureAction(int(self.crypto_failure_action))
+
+
+def wire_schema(schema: Any) -> pb.Schema | None:
+    """The Schema a producer registers or a consumer declares for a schema
+    object (magnetar.client.schema); None for bytes, for which the official
+    client sends nothing either."""
+    if schema is None:
+        return None
+    try:
+        info = schema.schema_info()
+    except AttributeError:
+        raise InvalidConfiguration(
+            f"schema must be a magnetar.client.schema object, not {type(schema).__name__}"
+        ) from None
+    kind = int(info.schema_type())
+    if kind == 0:  # Schema.Type None: bytes
+        return None
+    wire = pb.Schema(name=info.name(), schema_data=info.schema_data())
+    wire.type = kind  # type: ignore[assignment]
+    wire.properties.extend(
+        pb.KeyValue(key=k, value=v) for k, v in sorted(info.properties().items())
+    )
+    return wire

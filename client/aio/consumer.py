@@ -153,6 +153,8 @@ class Consumer(ConnectionHandler):
             )
         if conf.consumer_type == ConsumerType.KeyShared and conf.key_shared_policy is not None:
             command.keySharedMeta.CopyFrom(conf.key_shared_policy.to_proto())
+        if conf.schema is not None:
+            command.schema.CopyFrom(conf.schema)
         # Register first: the broker may deliver right after its SUCCESS.
         cnx.register_consumer(self.consumer_id, self)
         try:

@@ -124,6 +124,8 @@ class Producer(ConnectionHandler):
         )
         if self._name:
             command.producer_name = self._name
+        if self.conf.schema is not None:
+            command.schema.CopyFrom(self.conf.schema)
         if self.conf.properties:
             command.metadata.extend(
                 pb.KeyValue(key=k, value=v) for k, v in sorted(self.conf.properties.items())

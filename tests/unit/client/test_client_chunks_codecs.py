@@ -91,6 +91,9 @@ def test_service_urls() -> None:
     assert ServiceUrl.parse("pulsar://host").addresses == ("host:6650",)
     assert ServiceUrl.parse("http://host").addresses == ("host:8080",)
     assert address_of("pulsar://10.0.0.1:6650") == "10.0.0.1:6650"
-    for bad in ("kafka://x:1", "pulsar://", "pulsar+ssl://x:6651"):
+    tls = ServiceUrl.parse("pulsar+ssl://host")
+    assert (tls.addresses, tls.uses_tls) == (("host:6651",), True)
+    assert ServiceUrl.parse("https://host").addresses == ("host:8443",)
+    for bad in ("kafka://x:1", "pulsar://", "ftp://x:6651"):
         with pytest.raises(InvalidUrl):
             ServiceUrl.parse(bad)
