@@ -52,7 +52,6 @@ from magnetar.client.consumer import Consumer
 from magnetar.client.loggers import ConsoleLogger, FileLogger, LogDestination, LoggerLevel
 from magnetar.client.messages import Message, MessageId, message_class
 from magnetar.client.producer import Producer
-from magnetar.client.producer import build_message as _build_message  # noqa: F401 (asyncio.py)
 from magnetar.client.reader import Reader
 from magnetar.client.sync import LoopThread, Permits, Submitter
 from magnetar.proto.hashes import DEFAULT_HASHING_SCHEME, HashingScheme

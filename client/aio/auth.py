@@ -62,7 +62,13 @@ class AuthenticationToken(Authentication):
         self._token = token
 
     def token(self) -> str:
-        value = self._token() if callable(self._token) else self._token
+        if callable(self._token):
+            try:
+                value = self._token()
+            except Exception as exc:  # the application's supplier: any failure
+                raise AuthenticationError(str(exc) or type(exc).__name__) from exc
+        else:
+            value = self._token
         if not isinstance(value, str):
             raise AuthenticationError(f"the token supplier returned {type(value).__name__}")
         return value
