@@ -14,6 +14,7 @@ key, since the broker compares what each client registers for a topic.
 
 from __future__ import annotations
 
+import abc
 import copy
 from enum import Enum
 from typing import Any, ClassVar
@@ -58,7 +59,7 @@ def _copied_default(value: Any) -> Any:
     return value
 
 
-class Field:
+class Field(abc.ABC):
     """Base of the field types. `required=True` drops the `null` branch from
     the field's Avro type; `required_default=True` writes `default` into the
     field's schema entry."""
@@ -74,11 +75,13 @@ class Field:
             default = self.validate_type("default", default)
         self._default = default
 
+    @abc.abstractmethod
     def type(self) -> str:
-        raise NotImplementedError
+        """The field's Avro type name."""
 
+    @abc.abstractmethod
     def python_type(self) -> PythonType:
-        raise NotImplementedError
+        """What a value of the field is in a record."""
 
     def validate_type(self, name: str, val: Any) -> Any:
         """`val` as stored in a record, or TypeError when it does not fit."""

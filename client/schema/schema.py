@@ -9,6 +9,7 @@ messages and registers the same schema for a topic.
 
 from __future__ import annotations
 
+import abc
 import json
 from collections.abc import Mapping
 from enum import Enum, IntEnum
@@ -135,7 +136,7 @@ T = TypeVar("T")
 R = TypeVar("R", bound=Record)
 
 
-class Schema(Generic[T]):
+class Schema(abc.ABC, Generic[T]):
     """Base of all schemas. A subclass implements `encode` and `decode`.
 
     `schema_definition` is JSON-ready data (or None); what the broker gets is
@@ -156,11 +157,13 @@ class Schema(Generic[T]):
             schema_type, schema_name, json.dumps(schema_definition, indent=1), properties
         )
 
+    @abc.abstractmethod
     def encode(self, obj: T) -> bytes:
-        raise NotImplementedError
+        """`obj` as the message payload."""
 
+    @abc.abstractmethod
     def decode(self, data: bytes) -> T:
-        raise NotImplementedError
+        """A payload back as an object."""
 
     def decode_message(self, msg: _MessageLike) -> T:
         """Decode a received message (schemas that need the message's schema
