@@ -51,7 +51,7 @@ from magnetar.client.aio.partitioned_reader import PartitionedReader as _AioPart
 from magnetar.client.aio.producer import Producer as _AioProducer
 from magnetar.client.aio.reader import Reader as _AioReader
 from magnetar.client.loggers import LogDestination
-from magnetar.client.messages import Message, MessageId, message_class
+from magnetar.client.messages import Message, MessageId, message_class, seek_target
 from magnetar.client.producer import build_message
 from magnetar.client.schema import BytesSchema
 from magnetar.proto import ids as _ids
@@ -114,14 +114,6 @@ def _ack_target(message: AckTarget) -> _aio_message.Message | _ids.MessageId:
     if isinstance(message, _aio_message.Message | _ids.MessageId):
         return message
     raise TypeError(f"expected a Message or a MessageId, got {type(message).__name__}")
-
-
-def _seek_target(messageid: MessageId | int) -> _ids.MessageId | int:
-    if isinstance(messageid, MessageId):
-        return messageid.inner
-    if isinstance(messageid, int):
-        return messageid
-    raise ValueError(f"invalid messageid type {type(messageid)}")
 
 
 class Producer:
@@ -216,7 +208,7 @@ class Consumer:
 
     async def seek(self, messageid: MessageId | int) -> None:
         """Move the subscription to a message id or a publish time (ms since the epoch)."""
-        await self._consumer.seek(_seek_target(messageid))
+        await self._consumer.seek(seek_target(messageid))
 
     async def close(self) -> None:
         """Close (idempotent, as the official consumer's close is)."""
@@ -262,7 +254,7 @@ class Reader:
 
     async def seek(self, messageid: MessageId | int) -> None:
         """To a message id (start_message_id_inclusive applies) or a publish time in ms."""
-        await self._reader.seek(_seek_target(messageid))
+        await self._reader.seek(seek_target(messageid))
 
     async def close(self) -> None:
         """Close (idempotent)."""

@@ -17,7 +17,7 @@ from magnetar.client.aio import consumer as _aio_consumer
 from magnetar.client.aio import message as _aio_message
 from magnetar.client.aio import multi_topic as _aio_multi
 from magnetar.client.aio.errors import AlreadyClosed, InvalidConfiguration, Timeout
-from magnetar.client.messages import Message, MessageId, message_class
+from magnetar.client.messages import Message, MessageId, message_class, seek_target
 from magnetar.client.sync import AppEvents, ThreadQueue
 from magnetar.proto import ids as _ids
 
@@ -215,7 +215,7 @@ class Consumer:
 
     def seek(self, messageid: MessageId | int) -> None:
         """To a message id, or to a publish time in ms since the epoch."""
-        target = messageid.inner if isinstance(messageid, MessageId) else int(messageid)
+        target = seek_target(messageid)
         self._client.run_ordered(lambda: self._consumer.seek(target))
 
     def get_last_message_id(self) -> MessageId:

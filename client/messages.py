@@ -112,3 +112,13 @@ def message_class(schema: Any) -> type[Message]:
     if schema is None:
         return Message
     return type("Message", (Message,), {"__slots__": (), "_schema": schema})
+
+
+def seek_target(messageid: MessageId | int) -> _ids.MessageId | int:
+    """What a consumer's or reader's seek takes: a message id, or a publish
+    time in ms since the epoch."""
+    if isinstance(messageid, MessageId):
+        return messageid.inner
+    if isinstance(messageid, int):
+        return messageid
+    raise ValueError(f"seek takes a MessageId or a publish time in ms, not {messageid!r}")

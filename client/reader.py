@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from magnetar.client.aio import reader as _aio_reader
 from magnetar.client.aio.partitioned_reader import PartitionedReader
-from magnetar.client.messages import Message, MessageId, message_class
+from magnetar.client.messages import Message, MessageId, message_class, seek_target
 
 # The facade's Client (which creates readers) runs our calls on its loop thread.
 if TYPE_CHECKING:
@@ -34,8 +34,7 @@ class Reader:
 
     def seek(self, messageid: MessageId | int) -> None:
         """To a message id, or to a publish time in ms since the epoch."""
-        target = messageid.inner if isinstance(messageid, MessageId) else int(messageid)
-        self._client.run(self._reader.seek(target))
+        self._client.run(self._reader.seek(seek_target(messageid)))
 
     def get_last_message_id(self) -> MessageId:
         """The topic's last message id (not in the official Reader)."""
