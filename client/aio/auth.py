@@ -26,20 +26,25 @@ class Authentication:
     or a JSON object), as the official `pulsar.Authentication`."""
 
     method_name: str = "none"
+    # The plugin form hands everything to the class the plugin names; the
+    # subclasses override what they carry and keep these defaults otherwise.
+    _delegate: Authentication | None = None
+    _unknown_plugin = ""
 
     def __init__(self, dynamicLibPath: str, authParamsString: str = "") -> None:
         if not isinstance(dynamicLibPath, str) or not isinstance(authParamsString, str):
             raise ValueError("Authentication(plugin: str, params: str)")
-        self._delegate: Authentication | None = _by_plugin(dynamicLibPath, authParamsString)
-        self._unknown = dynamicLibPath if self._delegate is None else ""
-        if self._delegate is not None:
+        self._delegate = _by_plugin(dynamicLibPath, authParamsString)
+        if self._delegate is None:
+            self._unknown_plugin = dynamicLibPath
+        else:
             self.method_name = self._delegate.method_name
 
     def auth_data(self) -> bytes:
         """What CONNECT and AUTH_RESPONSE carry."""
-        if self._delegate is None:
-            raise AuthenticationError(f"unknown authentication plugin {self._unknown!r}")
-        return self._delegate.auth_data()
+        if self._unknown_plugin:
+            raise AuthenticationError(f"unknown authentication plugin {self._unknown_plugin!r}")
+        return self._delegate.auth_data() if self._delegate is not None else b""
 
     def http_headers(self) -> dict[str, str]:
         """Headers of an HTTP lookup."""
@@ -79,10 +84,6 @@ class AuthenticationToken(Authentication):
     def http_headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.token()}"}
 
-    @property
-    def tls_certificate(self) -> tuple[str, str] | None:
-        return None
-
 
 class AuthenticationBasic(Authentication):
     """HTTP-basic style user and password; `method` is the method name sent."""
@@ -120,10 +121,6 @@ class AuthenticationBasic(Authentication):
         encoded = base64.b64encode(self._credentials.encode()).decode()
         return {"Authorization": f"Basic {encoded}"}
 
-    @property
-    def tls_certificate(self) -> tuple[str, str] | None:
-        return None
-
 
 class AuthenticationTLS(Authentication):
     """The client certificate presented in the TLS handshake is the identity
@@ -135,12 +132,6 @@ class AuthenticationTLS(Authentication):
         if not isinstance(certificate_path, str) or not isinstance(private_key_path, str):
             raise ValueError("AuthenticationTLS(certificate_path: str, private_key_path: str)")
         self._files = (certificate_path, private_key_path)
-
-    def auth_data(self) -> bytes:
-        return b""
-
-    def http_headers(self) -> dict[str, str]:
-        return {}
 
     @property
     def tls_certificate(self) -> tuple[str, str] | None:

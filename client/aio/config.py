@@ -149,12 +149,11 @@ def wire_schema(schema: Any) -> pb.Schema | None:
     client sends nothing either."""
     if schema is None:
         return None
-    try:
-        info = schema.schema_info()
-    except AttributeError:
+    if not callable(getattr(schema, "schema_info", None)):
         raise InvalidConfiguration(
             f"schema must be a magnetar.client.schema object, not {type(schema).__name__}"
-        ) from None
+        )
+    info = schema.schema_info()
     kind = int(info.schema_type())
     if kind == 0:  # Schema.Type None: bytes
         return None
