@@ -83,21 +83,25 @@ def test_a_client_dropped_without_close_leaves_no_thread(broker: BrokerUnderTest
     """As the official client: a Client that goes out of scope unclosed
     closes its connections and its thread ends (custom_logger_test's
     thread-leak check)."""
-    before = len(_threads_named("magnetar-client"))
+    before = set(_threads_named("magnetar-client"))
 
-    def use_and_drop() -> None:
+    def use_and_drop() -> set[threading.Thread]:
         client = pulsar.Client(broker.url, operation_timeout_seconds=5)
         assert client.get_topic_partitions(broker.topic("dropped"))
+        return set(_threads_named("magnetar-client")) - before
 
-    use_and_drop()
+    started = use_and_drop()
+    assert started, "the client runs a thread of its own"
     gc.collect()
-    deadline = time.monotonic() + 10
-    while len(_threads_named("magnetar-client")) > before and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert len(_threads_named("magnetar-client")) == before
+    for thread in started:
+        thread.join(10)
+    assert not [t for t in started if t.is_alive()]
 
 
-@pytest.mark.skipif(threading.current_thread() is not threading.main_thread(), reason="signals")
+@pytest.mark.skipif(
+    threading.current_thread() is not threading.main_thread(),
+    reason="Python runs signal handlers in the main thread only",
+)
 def test_sigint_during_receive_raises_interrupted(broker: BrokerUnderTest) -> None:
     """A SIGINT while receive() waits ends it with pulsar.Interrupted (the
     official client's behaviour, interrupted_test.py), not a hang."""

@@ -8,7 +8,6 @@ credentials, and the generic Authentication(plugin, params)."""
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -41,7 +40,6 @@ def _public_round_trip(client: Any) -> None:
 
 def test_tls_trusted_untrusted_and_host_name_validation(
     broker_factory: BrokerFactory,
-    tmp_path: Path,
     ca: CertAuthority,  # noqa: F811
 ) -> None:
     """pulsar+ssl://: a client trusting the CA round-trips; one that does not
@@ -49,36 +47,28 @@ def test_tls_trusted_untrusted_and_host_name_validation(
     another host is refused while the chain alone would pass."""
     broker = broker_factory(**_tls(ca.issue("localhost", server=True)))
     url = _tls_url(broker).replace("127.0.0.1", "localhost")
-    client = pulsar.Client(url, tls_trust_certs_file_path=str(ca.pem.cert))
-    try:
+    with pulsar.Client(url, tls_trust_certs_file_path=str(ca.pem.cert)) as client:
         _public_round_trip(client)
-    finally:
-        client.close()
-    strangers = pulsar.Client(url, operation_timeout_seconds=3)
-    try:
-        with pytest.raises((pulsar.ConnectError, pulsar.Timeout)):
-            strangers.create_producer(f"persistent://public/default/x-{time.monotonic_ns()}")
-    finally:
-        strangers.close()
+    with (
+        pulsar.Client(url, operation_timeout_seconds=3) as strangers,
+        pytest.raises((pulsar.ConnectError, pulsar.Timeout)),
+    ):
+        strangers.create_producer(f"persistent://public/default/x-{time.monotonic_ns()}")
 
     other = broker_factory(**_tls(ca.issue("other", server=True, hosts=("other.example",))))
     other_url = _tls_url(other).replace("127.0.0.1", "localhost")
-    lenient = pulsar.Client(other_url, tls_trust_certs_file_path=str(ca.pem.cert))
-    try:
+    with pulsar.Client(other_url, tls_trust_certs_file_path=str(ca.pem.cert)) as lenient:
         _public_round_trip(lenient)  # the chain is trusted; the name is not checked
-    finally:
-        lenient.close()
-    strict = pulsar.Client(
-        other_url,
-        tls_trust_certs_file_path=str(ca.pem.cert),
-        tls_validate_hostname=True,
-        operation_timeout_seconds=3,
-    )
-    try:
-        with pytest.raises((pulsar.ConnectError, pulsar.Timeout)):
-            strict.create_producer(f"persistent://public/default/x-{time.monotonic_ns()}")
-    finally:
-        strict.close()
+    with (
+        pulsar.Client(
+            other_url,
+            tls_trust_certs_file_path=str(ca.pem.cert),
+            tls_validate_hostname=True,
+            operation_timeout_seconds=3,
+        ) as strict,
+        pytest.raises((pulsar.ConnectError, pulsar.Timeout)),
+    ):
+        strict.create_producer(f"persistent://public/default/x-{time.monotonic_ns()}")
 
 
 def test_mutual_tls_authentication(secured: BrokerThread, ca: CertAuthority) -> None:  # noqa: F811
@@ -86,39 +76,32 @@ def test_mutual_tls_authentication(secured: BrokerThread, ca: CertAuthority) -> 
     produce and consume); swapped certificate and key files fail with
     ConnectError, as in the official client."""
     alice = ca.issue("alice")
-    client = pulsar.Client(
+    with pulsar.Client(
         _tls_url(secured),
         tls_trust_certs_file_path=str(ca.pem.cert),
         authentication=pulsar.AuthenticationTLS(str(alice.cert), str(alice.key)),
-    )
-    try:
+    ) as client:
         _round_trip(client)
-    finally:
-        client.close()
-    generic = pulsar.Client(
+    with pulsar.Client(
         _tls_url(secured),
         tls_trust_certs_file_path=str(ca.pem.cert),
         authentication=pulsar.Authentication(
             "org.apache.pulsar.client.impl.auth.AuthenticationTls",
             f"tlsCertFile:{alice.cert},tlsKeyFile:{alice.key}",
         ),
-    )
-    try:
+    ) as generic:
         _round_trip(generic)
-    finally:
-        generic.close()
-    swapped = pulsar.Client(
-        _tls_url(secured),
-        tls_trust_certs_file_path=str(ca.pem.cert),
-        tls_certificate_file_path=str(alice.key),
-        tls_private_key_file_path=str(alice.cert),
-        authentication=pulsar.AuthenticationToken(_token("alice")),
-    )
-    try:
-        with pytest.raises(pulsar.ConnectError):
-            swapped.create_producer(_topic())
-    finally:
-        swapped.close()
+    with (
+        pulsar.Client(
+            _tls_url(secured),
+            tls_trust_certs_file_path=str(ca.pem.cert),
+            tls_certificate_file_path=str(alice.key),
+            tls_private_key_file_path=str(alice.cert),
+            authentication=pulsar.AuthenticationToken(_token("alice")),
+        ) as swapped,
+        pytest.raises(pulsar.ConnectError),
+    ):
+        swapped.create_producer(_topic())
 
 
 def test_tokens_basic_and_http_lookup(secured: BrokerThread) -> None:  # noqa: F811
@@ -136,31 +119,27 @@ def test_tokens_basic_and_http_lookup(secured: BrokerThread) -> None:  # noqa: F
         pulsar.Authentication("token", f"token:{_token('alice')}"),
     ):
         for url in (secured.url, secured.http_url):
-            client = pulsar.Client(url, authentication=auth)
-            try:
+            with pulsar.Client(url, authentication=auth) as client:
                 _round_trip(client)
-            finally:
-                client.close()
-    bob = pulsar.Client(secured.url, authentication=pulsar.AuthenticationToken(_token("bob")))
-    try:
-        with pytest.raises(pulsar.AuthorizationError):
-            bob.subscribe(_topic(), "nope")
-    finally:
-        bob.close()
-    wrong = pulsar.Client(
-        secured.http_url, authentication=pulsar.AuthenticationBasic("dave", "wrong")
-    )
-    try:
-        with pytest.raises(pulsar.ConnectError):
-            wrong.create_producer(_topic())
-    finally:
-        wrong.close()
-    junk = pulsar.Client(secured.url, authentication=pulsar.Authentication("someoldjunk.so", "x"))
-    try:
-        with pytest.raises(pulsar.AuthenticationError):
-            junk.create_producer(_topic())
-    finally:
-        junk.close()
+    with (
+        pulsar.Client(secured.url, authentication=pulsar.AuthenticationToken(_token("bob"))) as bob,
+        pytest.raises(pulsar.AuthorizationError),
+    ):
+        bob.subscribe(_topic(), "nope")
+    with (
+        pulsar.Client(
+            secured.http_url, authentication=pulsar.AuthenticationBasic("dave", "wrong")
+        ) as wrong,
+        pytest.raises(pulsar.ConnectError),
+    ):
+        wrong.create_producer(_topic())
+    with (
+        pulsar.Client(
+            secured.url, authentication=pulsar.Authentication("someoldjunk.so", "x")
+        ) as junk,
+        pytest.raises(pulsar.AuthenticationError),
+    ):
+        junk.create_producer(_topic())
     with pytest.raises(RuntimeError):
         pulsar.AuthenticationBasic(auth_params_string="invalid auth params")
     with pytest.raises(ValueError):
@@ -178,15 +157,14 @@ def test_token_refreshed_on_auth_challenge(secured: BrokerThread) -> None:  # no
         return _token("alice", exp=int(time.time()) + 2)
 
     topic = _topic()
-    with structlog.testing.capture_logs() as logs:
-        client = pulsar.Client(secured.url, authentication=pulsar.AuthenticationToken(fresh))
-        try:
-            producer = client.create_producer(topic)
-            producer.send(b"before")
-            _eventually("a refresh", lambda: len(issued) >= 2)
-            producer.send(b"after")
-        finally:
-            client.close()
+    with (
+        structlog.testing.capture_logs() as logs,
+        pulsar.Client(secured.url, authentication=pulsar.AuthenticationToken(fresh)) as client,
+    ):
+        producer = client.create_producer(topic)
+        producer.send(b"before")
+        _eventually("a refresh", lambda: len(issued) >= 2)
+        producer.send(b"after")
     events = [e["event"] for e in logs]
     assert "credentials expired: closing" not in events
     assert events.count("producer created") == 1
