@@ -335,10 +335,19 @@ class RawClient:
 
 
 def free_port() -> int:
-    with contextlib.closing(socket.socket()) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+    return free_ports(1)[0]
+
+
+def free_ports(count: int) -> list[int]:
+    """`count` distinct free loopback ports. They are held open together
+    while chosen: one port asked for twice in a row can come back twice."""
+    with contextlib.ExitStack() as stack:
+        ports = []
+        for _ in range(count):
+            sock = stack.enter_context(contextlib.closing(socket.socket()))
+            sock.bind(("127.0.0.1", 0))
+            ports.append(int(sock.getsockname()[1]))
+        return ports
 
 
 def http_call(
@@ -367,8 +376,9 @@ class BrokerProcess:
     def __init__(self, data_dir: Path, log_path: Path, **settings: object) -> None:
         self.data_dir = data_dir
         self.log_path = log_path
-        self.port = free_port()
-        self.http_port = free_port()
+        # Distinct: with one port given twice the broker's HTTP bind fails,
+        # and the start-up probe of that port reaches its binary listener.
+        self.port, self.http_port = free_ports(2)
         self.env = {
             **os.environ,
             **{f"MAGNETAR_{key.upper()}": str(value) for key, value in settings.items()},
