@@ -32,7 +32,13 @@ import structlog
 
 from magnetar.broker.storage import metrics
 from magnetar.broker.storage.handles import OpenFiles
-from magnetar.broker.storage.segment import LedgerFile, WriteFailed, fsync_dir
+from magnetar.broker.storage.segment import (
+    SYNCFS_MIN_FILES,
+    LedgerFile,
+    WriteFailed,
+    fsync_dir,
+    sync_filesystem,
+)
 
 # Typing only: writers hand the journal their pending groups.
 if TYPE_CHECKING:
@@ -305,6 +311,30 @@ def _checkpoint(journal: LedgerFile, dirty: set[LedgerFile], last: bool) -> bool
     then delete the journal file. *Blocking*. False (journal kept) when a
     file could not be synced."""
     clean = True
+    if len(dirty) < SYNCFS_MIN_FILES or not _sync_all(journal.path):
+        clean = _sync_each(dirty)
+    if last:
+        with contextlib.suppress(OSError):
+            journal.sync()
+    journal.close()
+    if clean:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(journal.path)
+    return clean
+
+
+def _sync_all(path: str) -> bool:
+    """One syncfs for many files; False: sync them one by one instead."""
+    try:
+        return sync_filesystem(path)
+    except OSError:
+        # File by file tells which one failed (and keeps the journal then).
+        log.exception("syncfs failed; syncing ledger files one by one", path=path)
+        return False
+
+
+def _sync_each(dirty: set[LedgerFile]) -> bool:
+    clean = True
     dirs: set[str] = set()
     for lf in dirty:
         try:
@@ -318,13 +348,6 @@ def _checkpoint(journal: LedgerFile, dirty: set[LedgerFile], last: bool) -> bool
             fsync_dir(d)
             # A new ledger directory's own name lives in its parent.
             fsync_dir(os.path.dirname(d))
-    if last:
-        with contextlib.suppress(OSError):
-            journal.sync()
-    journal.close()
-    if clean:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(journal.path)
     return clean
 
 

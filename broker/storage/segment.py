@@ -8,7 +8,9 @@ only, after the blocking append that produced them has returned.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
+import sys
 from array import array
 from itertools import accumulate
 
@@ -37,6 +39,36 @@ def fsync_dir(path: str) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+# Above this many files to sync, one syncfs(2) of the filesystem beats one
+# fsync each: every fsync of a file with new blocks commits the filesystem's
+# journal on its own (20,000 ledger files took 7 s at a broker's shutdown).
+SYNCFS_MIN_FILES = 64
+
+_libc = ctypes.CDLL(None, use_errno=True) if sys.platform == "linux" else None
+
+
+def syncfs_available() -> bool:
+    return getattr(_libc, "syncfs", None) is not None
+
+
+def sync_filesystem(path: str) -> bool:
+    """syncfs(2): every dirty file and directory entry of the filesystem that
+    holds ``path`` written and flushed in one call. False where the call is
+    not available (then sync file by file); OSError on a write-back error.
+    *Blocking*."""
+    syncfs = getattr(_libc, "syncfs", None)
+    if syncfs is None:
+        return False
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        if syncfs(fd) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"syncfs failed: {os.strerror(err)}", path)
+    finally:
+        os.close(fd)
+    return True
 
 
 class LedgerFile:

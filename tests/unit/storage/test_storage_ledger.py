@@ -25,6 +25,8 @@ from magnetar.broker.storage.segment import (
     FIRST_PREALLOCATION_STEP,
     IDLE_PREALLOCATION_STEP,
     PREALLOCATION_STEP,
+    SYNCFS_MIN_FILES,
+    syncfs_available,
 )
 
 NAME = "public/default/persistent/t"
@@ -430,6 +432,30 @@ async def test_a_clean_close_checkpoints_and_removes_the_journal(tmp_path: Path)
         entries = await ml.read_entries(EARLIEST, 100)
         assert [e.position for e in entries] == positions
         assert [e.data for e in entries] == [b"r0", b"r1", b"r2"]
+    finally:
+        await f.close()
+
+
+async def test_a_clean_close_of_many_ledgers_syncs_the_filesystem_once(tmp_path: Path) -> None:
+    """SEM-5.2: with more ledger files written than SYNCFS_MIN_FILES the
+    checkpoint syncs the filesystem in one call (syncfs) instead of file by
+    file; the journal is still deleted and every entry served after."""
+    assert syncfs_available()  # Linux: the path under test
+    count = SYNCFS_MIN_FILES + 16
+    f = await FileManagedLedgerFactory.create(str(tmp_path))
+    journal_dir = Path(f.journal.current_path).parent
+    for i in range(count):
+        ml = await f.open_impl(f"{NAME}-{i}")
+        await ml.open_cursor("keep")
+        await ml.add_entry(b"m%d" % i)
+    await f.close()
+    assert not journal_dir.exists()
+    f = await FileManagedLedgerFactory.create(str(tmp_path))
+    try:
+        for i in range(count):
+            ml = await f.open_impl(f"{NAME}-{i}")
+            entries = await ml.read_entries(EARLIEST, 10)
+            assert [e.data for e in entries] == [b"m%d" % i]
     finally:
         await f.close()
 
