@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import os
 import sys
 from collections.abc import Coroutine, Sequence
 from pathlib import Path
@@ -137,7 +138,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Port in use, data directory locked by another broker, unreadable files.
         structlog.get_logger("magnetar.broker").error("broker failed to start", error=str(exc))
         return 1
-    return 0
+    _exit_without_teardown()
+    return 0  # not reached
+
+
+def _exit_without_teardown() -> None:
+    """The broker has stopped (files synced and closed): leave without the
+    interpreter freeing every object one by one, which took 2.5 s after a
+    broker with 20,000 topics had stopped, longer than its whole shutdown."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":
