@@ -44,6 +44,7 @@ from magnetar.client.aio.errors import (
     PulsarException,
     Result,
 )
+from magnetar.client.aio.failover import AutoClusterFailover, ServiceInfo, ServiceInfoProvider
 from magnetar.client.aio.partitioned_producer import PartitionedProducer as _AioPartitioned
 from magnetar.client.aio.policies import BatchReceivePolicy as ConsumerBatchReceivePolicy
 from magnetar.client.aio.policies import DeadLetterPolicy as ConsumerDeadLetterPolicy
@@ -63,6 +64,7 @@ __all__ = [
     "AuthenticationBasic",
     "AuthenticationTLS",
     "AuthenticationToken",
+    "AutoClusterFailover",
     "BatchingType",
     "Client",
     "CompressionType",
@@ -86,6 +88,8 @@ __all__ = [
     "Reader",
     "RegexSubscriptionMode",
     "Result",
+    "ServiceInfo",
+    "ServiceInfoProvider",
     "schema",
 ]
 
@@ -108,7 +112,7 @@ class Client:
 
     def __init__(
         self,
-        service_url: str,
+        service_url: str | AutoClusterFailover | ServiceInfoProvider,
         authentication: Any = None,
         operation_timeout_seconds: int = 30,
         io_threads: int = 1,
@@ -149,6 +153,8 @@ class Client:
         self._closed = False
         if self._log_destination is not None:
             self._log_destination.attach()
+        if not isinstance(service_url, str):
+            self._loop.run(self._client.start())  # cluster probing starts now
         # A client dropped without close() still closes its connections and
         # ends its thread (the official client leaks neither); the finalizer
         # holds no reference to this object.
@@ -161,6 +167,10 @@ class Client:
     @property
     def closed(self) -> bool:
         return self._closed
+
+    def get_service_info(self) -> ServiceInfo:
+        """The cluster this client uses now (it changes with a failover)."""
+        return self._client.get_service_info()
 
     def run(self, coro: Coroutine[Any, Any, _R], timeout: float | None = None) -> _R:
         """Run a coroutine on the client's loop thread and wait for its result."""

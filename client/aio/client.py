@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import re
 import time
 import uuid
@@ -33,13 +34,20 @@ from magnetar.client.aio.enums import (
 )
 from magnetar.client.aio.errors import (
     AlreadyClosed,
+    ConnectError,
     ConsumerBusy,
     InvalidConfiguration,
     InvalidTopicName,
     PulsarException,
     Timeout,
 )
-from magnetar.client.aio.lookup import ServiceUrl, lookup_service_for
+from magnetar.client.aio.failover import (
+    AutoClusterFailover,
+    ClusterSwitch,
+    ServiceInfo,
+    ServiceInfoProvider,
+)
+from magnetar.client.aio.lookup import lookup_service_for
 from magnetar.client.aio.multi_topic import MultiTopicsConsumer
 from magnetar.client.aio.partitioned_producer import PartitionedProducer
 from magnetar.client.aio.partitioned_reader import PartitionedReader
@@ -82,7 +90,7 @@ class Client:
 
     def __init__(
         self,
-        service_url: str,
+        service_url: str | AutoClusterFailover | ServiceInfoProvider,
         authentication: Authentication | None = None,
         operation_timeout_seconds: float = 30,
         io_threads: int = 1,
@@ -120,22 +128,37 @@ class Client:
         ):
             if not isinstance(flag, bool):
                 raise ValueError(f"{name} must be a bool")
-        self.service_url = ServiceUrl.parse(service_url)
+        self._switch: ClusterSwitch | None = None
+        if isinstance(service_url, AutoClusterFailover | ServiceInfoProvider):
+            if authentication is not None or tls_trust_certs_file_path is not None:
+                raise ValueError(
+                    "with a cluster failover or service info provider, authentication and "
+                    "tls_trust_certs_file_path belong to each ServiceInfo"
+                )
+            self._switch = ClusterSwitch(service_url, self._switch_cluster)
+            info = self._switch.current
+        elif isinstance(service_url, str):
+            info = ServiceInfo(service_url, authentication, tls_trust_certs_file_path)
+        else:
+            raise ValueError("service_url must be a string, AutoClusterFailover or provider")
+        self._service_info = info
+        self.service_url = info.parsed
         self.operation_timeout = float(operation_timeout_seconds)
-        security = Security(
-            use_tls=use_tls or self.service_url.uses_tls,
-            trust_certs_file=tls_trust_certs_file_path,
+        # Every cluster's connections share these; the trust store and the
+        # authentication come from the cluster's ServiceInfo.
+        self._use_tls = use_tls
+        self._new_security = functools.partial(
+            Security,
             allow_insecure=tls_allow_insecure_connection,
             validate_hostname=tls_validate_hostname,
             certificate_file=tls_certificate_file_path,
             private_key_file=tls_private_key_file_path,
-            authentication=authentication,
         )
         self._pool = ConnectionPool(
             connection_timeout=connection_timeout_ms / 1000.0,
             operation_timeout=self.operation_timeout,
             keepalive_interval=keepalive_interval_seconds,
-            security=security,
+            security=self._security_for(info),
         )
         lookup = lookup_service_for(self.service_url, self._pool, self.operation_timeout)
         self._context = ClientContext(
@@ -155,6 +178,37 @@ class Client:
     def _check_open(self) -> None:
         if self._closed:
             raise AlreadyClosed("the client is closed")
+        if self._switch is not None:
+            self._switch.start(asyncio.get_running_loop())
+
+    def _security_for(self, info: ServiceInfo) -> Security:
+        return self._new_security(
+            use_tls=self._use_tls or info.use_tls,
+            trust_certs_file=info.tls_trust_certs_file_path,
+            authentication=info.authentication,
+        )
+
+    def get_service_info(self) -> ServiceInfo:
+        """The cluster this client uses now."""
+        return self._switch.current if self._switch is not None else self._service_info
+
+    async def start(self) -> None:
+        """Bind the client to the running loop now (cluster probing starts);
+        otherwise its first operation does."""
+        self._check_open()
+
+    async def _switch_cluster(self, info: ServiceInfo) -> None:
+        """Use another cluster: new lookups and security, every connection
+        dropped so producers and consumers reconnect through the new one."""
+        if self._closed:
+            return
+        old_lookup = self._context.lookup
+        self._service_info = info
+        self.service_url = info.parsed
+        self._pool.security = self._security_for(info)
+        self._context.lookup = lookup_service_for(info.parsed, self._pool, self.operation_timeout)
+        self._pool.drop_connections(ConnectError(f"switched to cluster {info.service_url}"))
+        await old_lookup.close()
 
     async def _retrying(self, what: str, operation: Callable[[], Awaitable[R]]) -> R:
         """Retry a lookup-style operation on retriable errors until the operation timeout."""
@@ -561,6 +615,8 @@ class Client:
         if self._closed:
             return
         self._closed = True
+        if self._switch is not None:
+            await self._switch.close()
         endpoints = list(self._context.endpoints)
         await asyncio.gather(*(e.close() for e in endpoints), return_exceptions=True)
         self._context.closed = True

@@ -78,6 +78,16 @@ class ConnectionPool:
         if len(self._retired) > 64:
             self._retired = [c for c in self._retired if not c.finished]
 
+    def drop_connections(self, cause: BaseException) -> None:
+        """Close every connection now (the client switched clusters); their
+        producers and consumers reconnect through the lookup."""
+        for task in self._connecting.values():
+            task.cancel()
+        live, self._live = list(self._live.values()), {}
+        for cnx in live:
+            self._retire(cnx)
+            cnx.abort(cause)
+
     @property
     def connections(self) -> list[ClientConnection]:
         return [cnx for cnx in self._live.values() if not cnx.is_closed]
