@@ -45,6 +45,7 @@ from magnetar.client.aio.errors import (
     Result,
 )
 from magnetar.client.aio.failover import AutoClusterFailover, ServiceInfo, ServiceInfoProvider
+from magnetar.client.aio.oauth2 import AuthenticationOauth2
 from magnetar.client.aio.partitioned_producer import PartitionedProducer as _AioPartitioned
 from magnetar.client.aio.policies import BatchReceivePolicy as ConsumerBatchReceivePolicy
 from magnetar.client.aio.policies import DeadLetterPolicy as ConsumerDeadLetterPolicy
@@ -62,6 +63,7 @@ _R = TypeVar("_R")
 __all__ = [
     "Authentication",
     "AuthenticationBasic",
+    "AuthenticationOauth2",
     "AuthenticationTLS",
     "AuthenticationToken",
     "AutoClusterFailover",

@@ -40,6 +40,14 @@ class Authentication:
         else:
             self.method_name = self._delegate.method_name
 
+    async def prepare(self, renew: bool = False) -> None:
+        """Make ``auth_data()`` ready (a method that fetches its credentials
+        over the network does it here); awaited before every CONNECT, AUTH
+        response and HTTP lookup. ``renew``: the broker challenged the
+        credentials it has, so kept ones are not good enough."""
+        if self._delegate is not None:
+            await self._delegate.prepare(renew)
+
     def auth_data(self) -> bytes:
         """What CONNECT and AUTH_RESPONSE carry."""
         if self._unknown_plugin:
@@ -165,8 +173,19 @@ def _token_of(params: str) -> str | Callable[[], str]:
     return params
 
 
+# Plugins defined in modules of their own (OAuth2), by lower-case name.
+_PLUGINS: dict[str, Callable[[str], Authentication]] = {}
+
+
+def register_plugin(names: tuple[str, ...], make: Callable[[str], Authentication]) -> None:
+    for name in names:
+        _PLUGINS[name] = make
+
+
 def _by_plugin(plugin: str, params: str) -> Authentication | None:
     name = plugin.rsplit(".", 1)[-1].lower()
+    if name in _PLUGINS:
+        return _PLUGINS[name](params)
     if name in ("tls", "authenticationtls"):
         given = _params(params)
         return AuthenticationTLS(given.get("tlsCertFile", ""), given.get("tlsKeyFile", ""))

@@ -161,6 +161,7 @@ class ClientConnection:
         host, port = split_address(self.address)
         try:
             context = self.security.ssl_context()
+            await self.security.prepare_auth()
             method, data = self.security.connect_auth()
         except PulsarException:
             self._closed = True
@@ -424,12 +425,24 @@ class ClientConnection:
 
     def _answer_challenge(self, challenge: pb.CommandAuthChallenge) -> None:
         """The broker asks for fresh credentials (an expiring token, or a
-        multi-step method): answer with what the authentication says now."""
+        multi-step method): answer with what the authentication says now,
+        after it had the chance to fetch a new one."""
+        self._tasks = [task for task in self._tasks if not task.done()]
+        self._tasks.append(
+            asyncio.get_running_loop().create_task(
+                self._answer(challenge), name=f"pulsar-auth-{self.address}"
+            )
+        )
+
+    async def _answer(self, challenge: pb.CommandAuthChallenge) -> None:
         try:
+            await self.security.prepare_auth(renew=True)
             method, data = self.security.connect_auth()
         except PulsarException as exc:
             self._log.warning("cannot answer an auth challenge", error=str(exc))
             self.abort(exc)
+            return
+        if self._closed:
             return
         method = method or challenge.challenge.auth_method_name
         response = pb.CommandAuthResponse(

@@ -192,6 +192,7 @@ class HttpLookupService:
 
     async def _get_json(self, path: str) -> object:
         url = f"{self._service.scheme}://{next(self._next_host)}{path}"
+        await self._security.prepare_auth()
         headers = self._security.http_headers()
         try:
             async with self._http().get(url, headers=headers) as response:

@@ -61,6 +61,11 @@ class Security:
             context.verify_mode = ssl.CERT_NONE
         return context
 
+    async def prepare_auth(self, renew: bool = False) -> None:
+        """Let the authentication fetch what it needs (OAuth2's token)."""
+        if self.authentication is not None:
+            await self.authentication.prepare(renew)
+
     def connect_auth(self) -> tuple[str, bytes]:
         """CONNECT's auth_method_name and auth_data ("" and b"": none)."""
         auth = self.authentication
