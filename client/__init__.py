@@ -28,6 +28,7 @@ from magnetar.client.aio.auth import (
     AuthenticationTLS,
     AuthenticationToken,
 )
+from magnetar.client.aio.crypto import CryptoKeyReader, EncryptionContext, EncryptionKey
 from magnetar.client.aio.enums import (
     BatchingType,
     CompressionType,
@@ -77,6 +78,9 @@ __all__ = [
     "ConsumerDeadLetterPolicy",
     "ConsumerKeySharedPolicy",
     "ConsumerType",
+    "CryptoKeyReader",
+    "EncryptionContext",
+    "EncryptionKey",
     "FileLogger",
     "InitialPosition",
     "KeySharedMode",

@@ -21,6 +21,7 @@ from magnetar.client.aio.config import (
 )
 from magnetar.client.aio.consumer import Consumer
 from magnetar.client.aio.context import ClientContext
+from magnetar.client.aio.crypto import CryptoKeyReader
 from magnetar.client.aio.dead_letter import DeadLetterHandler
 from magnetar.client.aio.enums import (
     BatchingType,
@@ -296,8 +297,8 @@ class Client:
         so code moved from either API keeps its behaviour.
         """
         self._check_open()
-        if encryption_key is not None or crypto_key_reader is not None:
-            raise InvalidConfiguration("end-to-end encryption is not supported yet")
+        if crypto_key_reader is not None and not isinstance(crypto_key_reader, CryptoKeyReader):
+            raise ValueError("crypto_key_reader must be a CryptoKeyReader")
         conf = ProducerConfiguration(
             producer_name=producer_name,
             initial_sequence_id=initial_sequence_id,
@@ -310,6 +311,8 @@ class Client:
             batching_max_messages=batching_max_messages,
             batching_max_allowed_size_in_bytes=batching_max_allowed_size_in_bytes,
             batching_max_publish_delay_ms=batching_max_publish_delay_ms,
+            encryption_keys=(encryption_key,) if encryption_key else (),
+            crypto_key_reader=crypto_key_reader,
             chunking_enabled=chunking_enabled,
             message_routing_mode=message_routing_mode,
             lazy_start_partitioned_producers=lazy_start_partitioned_producers,
@@ -380,10 +383,10 @@ class Client:
         self._check_open()
         if not isinstance(topic, str | list | tuple | re.Pattern):
             raise InvalidConfiguration(f"topic must be a name, a list or a regex, not {topic!r}")
-        # crypto_key_reader is taken: decryption is not done yet (SEM-1 "later"), so
-        # an encrypted message is handled by crypto_failure_action, as Pulsar does
-        # when it cannot decrypt.
+        if crypto_key_reader is not None and not isinstance(crypto_key_reader, CryptoKeyReader):
+            raise ValueError("crypto_key_reader must be a CryptoKeyReader")
         conf = ConsumerConfiguration(
+            crypto_key_reader=crypto_key_reader,
             schema=wire_schema(schema),
             consumer_type=consumer_type,
             receiver_queue_size=receiver_queue_size,
@@ -500,10 +503,10 @@ class Client:
         """A reader of a topic, partitioned or not, or of a partition from `start_message_id`
         (MessageId.earliest / latest or a message's id)."""
         self._check_open()
-        if reader_listener is not None or schema is not None or crypto_key_reader is not None:
-            raise InvalidConfiguration(
-                "reader listeners, schemas and encryption are not supported yet"
-            )
+        if reader_listener is not None or schema is not None:
+            raise InvalidConfiguration("reader listeners and schemas are not supported yet")
+        if crypto_key_reader is not None and not isinstance(crypto_key_reader, CryptoKeyReader):
+            raise ValueError("crypto_key_reader must be a CryptoKeyReader")
         name = parse_topic(topic)
         partitions = 0
         if name.partition_index < 0:
@@ -523,6 +526,7 @@ class Client:
                         is_read_compacted=is_read_compacted,
                         start_message_id_inclusive=start_message_id_inclusive,
                         crypto_failure_action=crypto_failure_action,
+                        crypto_key_reader=crypto_key_reader,
                     )
                     assert isinstance(one, Reader)  # a partition is not partitioned
                     readers.append(one)
@@ -539,6 +543,7 @@ class Client:
             is_read_compacted=is_read_compacted,
             start_message_id_inclusive=start_message_id_inclusive,
             crypto_failure_action=crypto_failure_action,
+            crypto_key_reader=crypto_key_reader,
             durable=False,
             start_message_id=start_message_id,
             stats_interval_seconds=self._stats_interval,

@@ -6,6 +6,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from magnetar.client.aio.crypto import CryptoKeyReader
 from magnetar.client.aio.enums import (
     BatchingType,
     CompressionType,
@@ -53,6 +54,9 @@ class ProducerConfiguration:
     message_router: MessageRouter | None = None
     # What PRODUCER registers (None: bytes, nothing registered).
     schema: pb.Schema | None = None
+    # End-to-end encryption: key names and the CryptoKeyReader with their keys.
+    encryption_keys: tuple[str, ...] = ()
+    crypto_key_reader: CryptoKeyReader | None = None
     # Our additions (keywords the official Python client does not have).
     chunk_max_message_size: int | None = None
     hashing_scheme: HashingScheme = DEFAULT_HASHING_SCHEME
@@ -70,6 +74,8 @@ class ProducerConfiguration:
             raise InvalidConfiguration("batching_max_publish_delay_ms must be >= 0")
         if self.chunk_max_message_size is not None and self.chunk_max_message_size < 1:
             raise InvalidConfiguration("chunk_max_message_size must be positive")
+        if self.encryption_keys and self.crypto_key_reader is None:
+            raise InvalidConfiguration("encryption_key needs a crypto_key_reader")
         self.compression_type = CompressionType(self.compression_type)
         self.access_mode = ProducerAccessMode(self.access_mode)
         self.batching_type = BatchingType(self.batching_type)
@@ -109,6 +115,8 @@ class ConsumerConfiguration:
     regex_subscription_mode: RegexSubscriptionMode = RegexSubscriptionMode.PersistentOnly
     dead_letter_policy: DeadLetterPolicy | None = None
     crypto_failure_action: ConsumerCryptoFailureAction = ConsumerCryptoFailureAction.FAIL
+    # Decrypts end-to-end encrypted messages (None: crypto_failure_action decides).
+    crypto_key_reader: CryptoKeyReader | None = None
     # Beyond the official Python client.
     priority_level: int = 0
     enable_retry: bool = False

@@ -35,6 +35,7 @@ from magnetar.client.aio.connection import ClientConnection
 from magnetar.client.aio.consumer_acks import SHARED_TYPES, AckTarget, ConsumerAcks
 from magnetar.client.aio.consumer_stats import ConsumerStats
 from magnetar.client.aio.context import ClientContext
+from magnetar.client.aio.crypto import ConsumerCrypto
 from magnetar.client.aio.dead_letter import DeadLetterHandler
 from magnetar.client.aio.enums import ConsumerCryptoFailureAction, ConsumerType
 from magnetar.client.aio.errors import (
@@ -93,6 +94,7 @@ class Consumer(ConnectionHandler):
                 conf.expire_time_of_incomplete_chunked_message_ms / 1000.0,
             ),
             consume_encrypted=conf.crypto_failure_action == ConsumerCryptoFailureAction.CONSUME,
+            crypto=ConsumerCrypto(conf.crypto_key_reader) if conf.crypto_key_reader else None,
         )
         self.stats = ConsumerStats()
         self.acks = ConsumerAcks(self, conf, self.stats)

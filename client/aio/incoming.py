@@ -19,6 +19,7 @@ from google.protobuf.message import DecodeError
 
 from magnetar.client.aio.chunking import ChunkAssembler
 from magnetar.client.aio.compression import decompress
+from magnetar.client.aio.crypto import ConsumerCrypto
 from magnetar.client.aio.errors import PulsarException
 from magnetar.client.aio.message import Entry, Message
 from magnetar.proto import messages as batches
@@ -51,11 +52,19 @@ class Decoded:
 
 class MessageDecoder:
     def __init__(
-        self, topic: str, partition: int, chunks: ChunkAssembler, *, consume_encrypted: bool = False
+        self,
+        topic: str,
+        partition: int,
+        chunks: ChunkAssembler,
+        *,
+        consume_encrypted: bool = False,
+        crypto: ConsumerCrypto | None = None,
     ) -> None:
         self.topic = topic
         self.partition = partition
         self.chunks = chunks
+        # Opens end-to-end encrypted payloads (a crypto_key_reader was given).
+        self.crypto = crypto
         # crypto_failure_action CONSUME: hand encrypted payloads out as they are.
         self.consume_encrypted = consume_encrypted
         # What to build: the blocking facade has its messages built as its own subclass.
@@ -96,15 +105,20 @@ class MessageDecoder:
                 chunk_ids,
             )
             if meta.encryption_keys:
-                # No decryption here (SEM-1: crypto later): the payload is opaque.
-                if not self.consume_encrypted:
+                plain = self.crypto.decrypt(meta, body) if self.crypto is not None else None
+                if plain is not None:
+                    body = plain
+                elif not self.consume_encrypted:
                     out.undecryptable = True
                     out.skipped = 1
                     return out
-                entry.batch_size = 0
-                out.messages.append(self.message_class(body, entry))
-                out.size = len(body)
-                return out
+                else:
+                    # CONSUME: the payload as it came, a batch as one message.
+                    entry.batch_size = 0
+                    entry.decryption_failed = True
+                    out.messages.append(self.message_class(body, entry))
+                    out.size = len(body)
+                    return out
             if meta.compression:
                 body = decompress(meta.compression, body, meta.uncompressed_size)
             if batches.is_batch(meta):

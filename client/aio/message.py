@@ -8,6 +8,7 @@ from typing import Self
 
 from google.protobuf.message import DecodeError
 
+from magnetar.client.aio.crypto import EncryptionContext
 from magnetar.client.aio.errors import PulsarException
 from magnetar.proto import pulsar_api_pb2 as pb
 from magnetar.proto.ids import MessageId
@@ -116,6 +117,7 @@ class Entry:
         "batch_size",
         "body",
         "chunk_ids",
+        "decryption_failed",
         "entry_id",
         "key",
         "ledger_id",
@@ -149,6 +151,8 @@ class Entry:
         self.chunk_ids = chunk_ids
         # A batch's (decompressed) payload, where its messages' metadata is read.
         self.body = b""
+        # Encrypted, and handed out as it is (crypto_failure_action CONSUME).
+        self.decryption_failed = False
 
     def single_at(self, offset: int) -> pb.SingleMessageMetadata:
         """The SingleMessageMetadata of the batch message whose metadata starts
@@ -269,6 +273,13 @@ class Message:
 
     def has_null_value(self) -> bool:
         return self._meta.null_value
+
+    def encryption_context(self) -> EncryptionContext | None:
+        """How the message was encrypted end to end; None if it was not."""
+        entry = self._entry
+        if not entry.metadata.encryption_keys:
+            return None
+        return EncryptionContext(entry.metadata, entry.decryption_failed)
 
     def __repr__(self) -> str:
         return f"Message({self._msg_id()}, {len(self._data)} bytes)"

@@ -23,6 +23,7 @@ from magnetar.client.aio.compression import compress
 from magnetar.client.aio.config import ProducerConfiguration
 from magnetar.client.aio.connection import ClientConnection
 from magnetar.client.aio.context import ClientContext
+from magnetar.client.aio.crypto import ProducerCrypto
 from magnetar.client.aio.enums import BatchingType, CompressionType, ProducerAccessMode
 from magnetar.client.aio.errors import (
     AlreadyClosed,
@@ -74,6 +75,9 @@ class Producer(ConnectionHandler):
         self._last_sequence_id_published = initial if initial is not None else -1
         self._next_sequence_id = self._last_sequence_id_published + 1
         self._codec = CompressionType(conf.compression_type)
+        self._crypto: ProducerCrypto | None = None
+        if conf.encryption_keys and conf.crypto_key_reader is not None:
+            self._crypto = ProducerCrypto(list(conf.encryption_keys), conf.crypto_key_reader)
         self._send_timeout = conf.send_timeout_millis / 1000.0
         self._send_timer: asyncio.TimerHandle | None = None
         self._batcher: BatchContainer | None = None
@@ -298,6 +302,8 @@ class Producer(ConnectionHandler):
         body = compress(self._codec, payload)
         meta = self._metadata(sequence_id, len(payload))
         msg.fill_metadata(meta)
+        if self._crypto is not None:
+            body = self._crypto.encrypt(meta, body)
         limit = self.max_message_size
         size = len(body) + meta.ByteSize() + _FRAME_OVERHEAD
         chunk_limit = self.conf.chunk_max_message_size
@@ -386,6 +392,8 @@ class Producer(ConnectionHandler):
                 meta.ordering_key = first.ordering_key
         if first.replicate_to:
             meta.replicate_to.extend(first.replicate_to)
+        if self._crypto is not None:
+            body = self._crypto.encrypt(meta, body)
         size = len(body) + meta.ByteSize() + _FRAME_OVERHEAD
         if size > self.max_message_size:
             error = MessageTooBig(
