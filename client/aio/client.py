@@ -298,7 +298,7 @@ class Client:
         """
         self._check_open()
         if crypto_key_reader is not None and not isinstance(crypto_key_reader, CryptoKeyReader):
-            raise ValueError("crypto_key_reader must be a CryptoKeyReader")
+            raise ValueError("crypto_key_reader must be a magnetar.client.CryptoKeyReader")
         conf = ProducerConfiguration(
             producer_name=producer_name,
             initial_sequence_id=initial_sequence_id,
@@ -384,7 +384,7 @@ class Client:
         if not isinstance(topic, str | list | tuple | re.Pattern):
             raise InvalidConfiguration(f"topic must be a name, a list or a regex, not {topic!r}")
         if crypto_key_reader is not None and not isinstance(crypto_key_reader, CryptoKeyReader):
-            raise ValueError("crypto_key_reader must be a CryptoKeyReader")
+            raise ValueError("crypto_key_reader must be a magnetar.client.CryptoKeyReader")
         conf = ConsumerConfiguration(
             crypto_key_reader=crypto_key_reader,
             schema=wire_schema(schema),
@@ -506,7 +506,7 @@ class Client:
         if reader_listener is not None or schema is not None:
             raise InvalidConfiguration("reader listeners and schemas are not supported yet")
         if crypto_key_reader is not None and not isinstance(crypto_key_reader, CryptoKeyReader):
-            raise ValueError("crypto_key_reader must be a CryptoKeyReader")
+            raise ValueError("crypto_key_reader must be a magnetar.client.CryptoKeyReader")
         name = parse_topic(topic)
         partitions = 0
         if name.partition_index < 0:

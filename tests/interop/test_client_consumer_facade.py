@@ -47,7 +47,7 @@ def test_every_official_subscribe_keyword_is_accepted(
         properties={"app": "test"},
         pattern_auto_discovery_period=5,
         initial_position=magnetar.InitialPosition.Earliest,
-        crypto_key_reader=pulsar.CryptoKeyReader("unused.pub", "unused.key"),
+        crypto_key_reader=magnetar.CryptoKeyReader("unused.pub", "unused.key"),
         replicate_subscription_state_enabled=True,
         max_pending_chunked_message=3,
         auto_ack_oldest_chunked_message_on_queue_full=True,
