@@ -204,7 +204,6 @@ class Client:
         if self._closed:
             return
         old_lookup = self._context.lookup
-        self._service_info = info
         self.service_url = info.parsed
         self._pool.security = self._security_for(info)
         self._context.lookup = lookup_service_for(info.parsed, self._pool, self.operation_timeout)
@@ -297,8 +296,7 @@ class Client:
         so code moved from either API keeps its behaviour.
         """
         self._check_open()
-        if crypto_key_reader is not None and not isinstance(crypto_key_reader, CryptoKeyReader):
-            raise ValueError("crypto_key_reader must be a magnetar.client.CryptoKeyReader")
+        _check_key_reader(crypto_key_reader)
         conf = ProducerConfiguration(
             producer_name=producer_name,
             initial_sequence_id=initial_sequence_id,
@@ -383,8 +381,7 @@ class Client:
         self._check_open()
         if not isinstance(topic, str | list | tuple | re.Pattern):
             raise InvalidConfiguration(f"topic must be a name, a list or a regex, not {topic!r}")
-        if crypto_key_reader is not None and not isinstance(crypto_key_reader, CryptoKeyReader):
-            raise ValueError("crypto_key_reader must be a magnetar.client.CryptoKeyReader")
+        _check_key_reader(crypto_key_reader)
         conf = ConsumerConfiguration(
             crypto_key_reader=crypto_key_reader,
             schema=wire_schema(schema),
@@ -481,8 +478,8 @@ class Client:
         # Watchers list persistent topics only (as Pulsar's clients use them).
         persistent_only = mode == RegexSubscriptionMode.PersistentOnly
         if persistent_only and self.service_url.scheme == "pulsar":
-            address = self.service_url.addresses[0]
-            watch = (namespace, lambda: self._pool.get_connection(address))
+            # The address is read at every (re)connection: a cluster switch moves it.
+            watch = (namespace, lambda: self._pool.get_connection(self.service_url.addresses[0]))
         multi.discover(matching, parse_topic, float(conf.pattern_auto_discovery_period), watch)
         return multi
 
@@ -505,8 +502,7 @@ class Client:
         self._check_open()
         if reader_listener is not None or schema is not None:
             raise InvalidConfiguration("reader listeners and schemas are not supported yet")
-        if crypto_key_reader is not None and not isinstance(crypto_key_reader, CryptoKeyReader):
-            raise ValueError("crypto_key_reader must be a magnetar.client.CryptoKeyReader")
+        _check_key_reader(crypto_key_reader)
         name = parse_topic(topic)
         partitions = 0
         if name.partition_index < 0:
@@ -633,3 +629,8 @@ class Client:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+def _check_key_reader(reader: object) -> None:
+    if reader is not None and not isinstance(reader, CryptoKeyReader):
+        raise ValueError("crypto_key_reader must be a magnetar.client.CryptoKeyReader")

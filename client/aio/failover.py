@@ -14,6 +14,7 @@ primary after ``switch_back_threshold`` good probes of it.
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import contextlib
 import threading
@@ -75,16 +76,16 @@ class ServiceInfo:
         )
 
 
-class ServiceInfoProvider:
+class ServiceInfoProvider(abc.ABC):
     """Base of user-written providers: the first ServiceInfo, then updates
     through the callback given to :meth:`initialize`; :meth:`close` is called
     when the client closes."""
 
-    def initial_service_info(self) -> ServiceInfo:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def initial_service_info(self) -> ServiceInfo: ...
 
-    def initialize(self, on_service_info_update: Callable[[ServiceInfo], None]) -> None:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def initialize(self, on_service_info_update: Callable[[ServiceInfo], None]) -> None: ...
 
     def close(self) -> None:
         return None

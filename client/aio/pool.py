@@ -11,7 +11,7 @@ import asyncio
 import functools
 
 from magnetar.client.aio.connection import ClientConnection
-from magnetar.client.aio.errors import AlreadyClosed
+from magnetar.client.aio.errors import AlreadyClosed, ConnectError
 from magnetar.client.aio.security import NO_SECURITY, Security
 
 
@@ -58,7 +58,16 @@ class ConnectionPool:
             self._connecting[address] = task
             task.add_done_callback(functools.partial(self._connected, address))
         # Shielded: one caller giving up must not cancel the others' attempt.
-        return await asyncio.shield(task)
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if not task.cancelled() or (current is not None and current.cancelling()):
+                raise  # the caller itself is being cancelled
+            # The attempt was dropped (cluster switch, close): the caller retries or stops.
+            if self._closed:
+                raise AlreadyClosed("the client is closed") from None
+            raise ConnectError(f"connection attempt to {address} dropped") from None
 
     def _connected(self, address: str, task: asyncio.Task[ClientConnection]) -> None:
         if self._connecting.get(address) is task:
