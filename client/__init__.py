@@ -28,6 +28,7 @@ from magnetar.client.aio.auth import (
     AuthenticationTLS,
     AuthenticationToken,
 )
+from magnetar.client.aio.checks import check_enum, check_optional, check_type
 from magnetar.client.aio.crypto import CryptoKeyReader, EncryptionContext, EncryptionKey
 from magnetar.client.aio.enums import (
     BatchingType,
@@ -57,6 +58,7 @@ from magnetar.client.messages import Message, MessageId, message_class
 from magnetar.client.producer import Producer
 from magnetar.client.reader import Reader
 from magnetar.client.sync import LoopThread, Permits, Submitter
+from magnetar.client.table_view import TableView
 from magnetar.proto.hashes import DEFAULT_HASHING_SCHEME, HashingScheme
 
 _R = TypeVar("_R")
@@ -96,6 +98,7 @@ __all__ = [
     "Result",
     "ServiceInfo",
     "ServiceInfoProvider",
+    "TableView",
     "schema",
 ]
 
@@ -141,6 +144,11 @@ class Client:
             service_url,
             authentication=authentication,
             operation_timeout_seconds=operation_timeout_seconds,
+            io_threads=io_threads,
+            message_listener_threads=message_listener_threads,
+            concurrent_lookup_requests=concurrent_lookup_requests,
+            log_conf_file_path=log_conf_file_path,
+            listener_name=listener_name,
             use_tls=use_tls,
             tls_trust_certs_file_path=tls_trust_certs_file_path,
             tls_allow_insecure_connection=tls_allow_insecure_connection,
@@ -241,6 +249,30 @@ class Client:
         chunk_max_message_size: int | None = None,
         hashing_scheme: HashingScheme = DEFAULT_HASHING_SCHEME,
     ) -> Producer:
+        check_type(str, topic, "topic")
+        for name, text in (("producer_name", producer_name), ("encryption_key", encryption_key)):
+            check_optional(str, text, name)
+        check_optional(int, initial_sequence_id, "initial_sequence_id")
+        for name, number in (
+            ("send_timeout_millis", send_timeout_millis),
+            ("max_pending_messages", max_pending_messages),
+            ("max_pending_messages_across_partitions", max_pending_messages_across_partitions),
+            ("batching_max_messages", batching_max_messages),
+            ("batching_max_allowed_size_in_bytes", batching_max_allowed_size_in_bytes),
+            ("batching_max_publish_delay_ms", batching_max_publish_delay_ms),
+        ):
+            check_type(int, number, name)
+        for name, flag in (
+            ("block_if_queue_full", block_if_queue_full),
+            ("batching_enabled", batching_enabled),
+            ("chunking_enabled", chunking_enabled),
+            ("lazy_start_partitioned_producers", lazy_start_partitioned_producers),
+        ):
+            check_type(bool, flag, name)
+        check_enum(CompressionType, compression_type, "compression_type")
+        check_enum(BatchingType, batching_type, "batching_type")
+        check_enum(ProducerAccessMode, access_mode, "access_mode")
+        check_optional(dict, properties, "properties")
         producer = self._loop.run(
             self._client.create_producer(
                 topic,
@@ -317,6 +349,38 @@ class Client:
         The message listener runs on the client's listener thread, as
         listener(consumer, message) with this module's objects.
         """
+        if not isinstance(topic, str | list | re.Pattern):
+            raise ValueError("argument topic must be a str, a list of str or a re.Pattern")
+        check_type(str, subscription_name, "subscription_name")
+        check_enum(ConsumerType, consumer_type, "consumer_type")
+        for name, number in (
+            ("receiver_queue_size", receiver_queue_size),
+            (
+                "max_total_receiver_queue_size_across_partitions",
+                max_total_receiver_queue_size_across_partitions,
+            ),
+            ("broker_consumer_stats_cache_time_ms", broker_consumer_stats_cache_time_ms),
+            ("negative_ack_redelivery_delay_ms", negative_ack_redelivery_delay_ms),
+            ("pattern_auto_discovery_period", pattern_auto_discovery_period),
+            ("max_pending_chunked_message", max_pending_chunked_message),
+        ):
+            check_type(int, number, name)
+        check_optional(str, consumer_name, "consumer_name")
+        check_optional(int, unacked_messages_timeout_ms, "unacked_messages_timeout_ms")
+        for name, flag in (
+            ("is_read_compacted", is_read_compacted),
+            ("start_message_id_inclusive", start_message_id_inclusive),
+            ("batch_index_ack_enabled", batch_index_ack_enabled),
+            (
+                "auto_ack_oldest_chunked_message_on_queue_full",
+                auto_ack_oldest_chunked_message_on_queue_full,
+            ),
+        ):
+            check_type(bool, flag, name)
+        check_optional(dict, properties, "properties")
+        check_enum(InitialPosition, initial_position, "initial_position")
+        check_enum(RegexSubscriptionMode, regex_subscription_mode, "regex_subscription_mode")
+        check_enum(ConsumerCryptoFailureAction, crypto_failure_action, "crypto_failure_action")
         listener = None
         facade: list[Consumer] = []
         if message_listener is not None:
@@ -403,10 +467,22 @@ class Client:
         crypto_failure_action: ConsumerCryptoFailureAction = ConsumerCryptoFailureAction.FAIL,
     ) -> Reader:
         """A reader of one topic (or partition) from `start_message_id`."""
+        check_type(str, topic, "topic")
+        check_type(MessageId, start_message_id, "start_message_id")
+        check_type(int, receiver_queue_size, "receiver_queue_size")
+        for name, text in (
+            ("reader_name", reader_name),
+            ("subscription_role_prefix", subscription_role_prefix),
+        ):
+            check_optional(str, text, name)
+        check_type(bool, is_read_compacted, "is_read_compacted")
+        check_type(bool, start_message_id_inclusive, "start_message_id_inclusive")
+        check_enum(ConsumerCryptoFailureAction, crypto_failure_action, "crypto_failure_action")
         reader = self.run(
             self._client.create_reader(
                 topic,
                 start_message_id.inner,
+                schema=schema,
                 reader_listener=reader_listener,
                 receiver_queue_size=receiver_queue_size,
                 reader_name=reader_name,
@@ -418,6 +494,16 @@ class Client:
             )
         )
         return Reader(self, reader, schema)
+
+    def create_table_view(
+        self, topic: str, subscription_name: str | None = None, schema: Any = None
+    ) -> TableView:
+        """The topic's latest value per key (Pulsar's TableView); returns
+        once the view holds everything the topic holds now."""
+        check_type(str, topic, "topic")
+        check_optional(str, subscription_name, "subscription_name")
+        view = self.run(self._client.create_table_view(topic, subscription_name, schema))
+        return TableView(self, view, subscription_name, schema)
 
     def close(self) -> None:
         """Close every producer and consumer and stop the loop thread (idempotent)."""

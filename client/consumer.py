@@ -177,7 +177,14 @@ class Consumer:
 
     def _target(self, message: Message | MessageId) -> AckTarget:
         self._check_open()
-        target = message if isinstance(message, Message) else message.inner
+        if isinstance(message, Message):
+            target: AckTarget = message
+        else:
+            target = message.inner
+            if message.topic is not None and isinstance(
+                self._consumer, _aio_multi.MultiTopicsConsumer
+            ):
+                self._consumer.note_topic(message.inner, message.topic)
         if self._routes_acks:
             self._consumer.check_target(target)
         return target

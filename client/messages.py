@@ -11,7 +11,9 @@ from magnetar.proto import ids as _ids
 class MessageId:
     """A message's id, with the official client's accessors."""
 
-    __slots__ = ("_id",)
+    # _topic: the topic the id belongs to, when known (a received message's
+    # id, or deserialize(..., topic=)); a multi-topic consumer routes by it.
+    __slots__ = ("_id", "_topic")
 
     earliest: MessageId
     latest: MessageId
@@ -20,11 +22,13 @@ class MessageId:
         self, partition: int = -1, ledger_id: int = -1, entry_id: int = -1, batch_index: int = -1
     ) -> None:
         self._id = _ids.MessageId(ledger_id, entry_id, partition, batch_index)
+        self._topic: str | None = None
 
     @classmethod
-    def wrap(cls, msg_id: _ids.MessageId) -> MessageId:
+    def wrap(cls, msg_id: _ids.MessageId, topic: str | None = None) -> MessageId:
         self = cls.__new__(cls)
         self._id = msg_id
+        self._topic = topic
         return self
 
     def ledger_id(self) -> int:
@@ -44,7 +48,14 @@ class MessageId:
 
     @staticmethod
     def deserialize(message_id_bytes: bytes, topic: str | None = None) -> MessageId:
-        return MessageId.wrap(_ids.MessageId.deserialize(message_id_bytes))
+        """The id `serialize` gave; with `topic`, a multi-topic consumer can
+        acknowledge it."""
+        return MessageId.wrap(_ids.MessageId.deserialize(message_id_bytes), topic)
+
+    @property
+    def topic(self) -> str | None:
+        """The topic the id belongs to, when known."""
+        return self._topic
 
     @property
     def inner(self) -> _ids.MessageId:
@@ -99,7 +110,7 @@ class Message(_aio_message.Message):
         return schema.decode(self._data) if schema is not None else self._data
 
     def message_id(self) -> MessageId:  # type: ignore[override]
-        return MessageId.wrap(self._msg_id())
+        return MessageId.wrap(self._msg_id(), self.topic_name())
 
     @property
     def _msg(self) -> _aio_message.Message:

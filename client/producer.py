@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+from magnetar.client.aio.checks import check_optional, check_type
 from magnetar.client.aio.errors import AlreadyClosed, ProducerQueueIsFull, PulsarException, Result
 from magnetar.client.aio.message import LOCAL_CLUSTER_ONLY, OutgoingMessage
 from magnetar.client.aio.partitioned_producer import PartitionedProducer as _AioPartitioned
@@ -42,8 +43,21 @@ def build_message(
     else:
         payload = schema.encode(content) if schema is not None else content
         if not isinstance(payload, bytes | bytearray | memoryview):
-            raise ValueError(f"content must be bytes, got {type(payload).__name__}")
+            # A TypeError, as the official BytesSchema raises for it.
+            raise TypeError(f"content must be bytes, got {type(payload).__name__}")
         payload = bytes(payload)
+    check_optional(dict, properties, "properties")
+    for name, text in (("partition_key", partition_key), ("ordering_key", ordering_key)):
+        check_optional(str, text, name)
+    for name, number in (
+        ("sequence_id", sequence_id),
+        ("event_timestamp", event_timestamp),
+        ("deliver_at", deliver_at),
+    ):
+        check_optional(int, number, name)
+    check_optional(list, replication_clusters, "replication_clusters")
+    check_type(bool, disable_replication, "disable_replication")
+    check_optional(timedelta, deliver_after, "deliver_after")
     if deliver_after is not None:
         deliver_at = int(time.time() * 1000 + deliver_after.total_seconds() * 1000)
     replicate_to = [LOCAL_CLUSTER_ONLY] if disable_replication else replication_clusters

@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
 from magnetar.client.aio.auth import Authentication
+from magnetar.client.aio.checks import check_optional, check_type
 from magnetar.client.aio.config import (
     ActiveConsumerListener,
     ConsumerConfiguration,
@@ -57,6 +58,7 @@ from magnetar.client.aio.pool import ConnectionPool
 from magnetar.client.aio.producer import Producer
 from magnetar.client.aio.reader import Reader
 from magnetar.client.aio.security import Security
+from magnetar.client.aio.table_view import TableView
 from magnetar.proto.hashes import DEFAULT_HASHING_SCHEME, HashingScheme
 from magnetar.proto.ids import MessageId
 from magnetar.proto.naming import InvalidTopicName as _BadName
@@ -113,22 +115,30 @@ class Client:
         initial_backoff_interval_ms: int = 100,
         max_backoff_interval_ms: int = 30000,
     ) -> None:
-        if authentication is not None and not isinstance(authentication, Authentication):
-            raise ValueError("authentication must be a pulsar Authentication object")
+        check_optional(Authentication, authentication, "authentication")
+        for name, number in (
+            ("operation_timeout_seconds", operation_timeout_seconds),
+            ("io_threads", io_threads),
+            ("message_listener_threads", message_listener_threads),
+            ("concurrent_lookup_requests", concurrent_lookup_requests),
+            ("stats_interval_in_seconds", stats_interval_in_seconds),
+            ("connection_timeout_ms", connection_timeout_ms),
+        ):
+            check_type((int, float), number, name)
         for name, value in (
             ("tls_trust_certs_file_path", tls_trust_certs_file_path),
             ("tls_private_key_file_path", tls_private_key_file_path),
             ("tls_certificate_file_path", tls_certificate_file_path),
+            ("listener_name", listener_name),
+            ("log_conf_file_path", log_conf_file_path),
         ):
-            if value is not None and not isinstance(value, str):
-                raise ValueError(f"{name} must be a string")
+            check_optional(str, value, name)
         for name, flag in (
             ("use_tls", use_tls),
             ("tls_allow_insecure_connection", tls_allow_insecure_connection),
             ("tls_validate_hostname", tls_validate_hostname),
         ):
-            if not isinstance(flag, bool):
-                raise ValueError(f"{name} must be a bool")
+            check_type(bool, flag, name)
         self._switch: ClusterSwitch | None = None
         if isinstance(service_url, AutoClusterFailover | ServiceInfoProvider):
             if authentication is not None or tls_trust_certs_file_path is not None:
@@ -161,7 +171,10 @@ class Client:
             keepalive_interval=keepalive_interval_seconds,
             security=self._security_for(info),
         )
-        lookup = lookup_service_for(self.service_url, self._pool, self.operation_timeout)
+        self._listener_name = listener_name or ""
+        lookup = lookup_service_for(
+            self.service_url, self._pool, self.operation_timeout, self._listener_name
+        )
         self._context = ClientContext(
             self._pool,
             lookup,
@@ -206,7 +219,9 @@ class Client:
         old_lookup = self._context.lookup
         self.service_url = info.parsed
         self._pool.security = self._security_for(info)
-        self._context.lookup = lookup_service_for(info.parsed, self._pool, self.operation_timeout)
+        self._context.lookup = lookup_service_for(
+            info.parsed, self._pool, self.operation_timeout, self._listener_name
+        )
         self._pool.drop_connections(ConnectError(f"switched to cluster {info.service_url}"))
         await old_lookup.close()
 
@@ -500,8 +515,8 @@ class Client:
         """A reader of a topic, partitioned or not, or of a partition from `start_message_id`
         (MessageId.earliest / latest or a message's id)."""
         self._check_open()
-        if reader_listener is not None or schema is not None:
-            raise InvalidConfiguration("reader listeners and schemas are not supported yet")
+        if reader_listener is not None:
+            raise InvalidConfiguration("reader listeners are not supported yet")
         _check_key_reader(crypto_key_reader)
         name = parse_topic(topic)
         partitions = 0
@@ -516,6 +531,7 @@ class Client:
                     one = await self.create_reader(
                         str(name.partition(index)),
                         start_message_id,
+                        schema=schema,
                         receiver_queue_size=receiver_queue_size,
                         reader_name=reader_name,
                         subscription_role_prefix=subscription_role_prefix,
@@ -543,6 +559,7 @@ class Client:
             durable=False,
             start_message_id=start_message_id,
             stats_interval_seconds=self._stats_interval,
+            schema=wire_schema(schema),
         )
         conf.validate()
         subscription = f"{subscription_role_prefix or 'reader'}-{uuid.uuid4().hex[:10]}"
@@ -555,6 +572,29 @@ class Client:
             await consumer.close()
             raise
         return reader
+
+    async def create_table_view(
+        self, topic: str, subscription_name: str | None = None, schema: Any = None
+    ) -> TableView:
+        """The topic's latest value per key; returns once the view holds what
+        the topic held when it was called. `subscription_name` prefixes the
+        view's reader subscription."""
+        reader = await self.create_reader(
+            topic,
+            MessageId.earliest,
+            schema=schema,
+            subscription_role_prefix=subscription_name,
+            is_read_compacted=True,
+        )
+        view = TableView(reader, topic, on_close=self._context.endpoints.discard)
+        self._context.endpoints.add(view)
+        try:
+            await view.start()
+        except BaseException:
+            self._context.endpoints.discard(view)
+            await view.close()
+            raise
+        return view
 
     async def subscribe_one(
         self, name: TopicName, subscription: str, conf: ConsumerConfiguration

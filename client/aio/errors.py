@@ -88,7 +88,9 @@ class UnknownError(PulsarException):
     result = Result.UnknownError
 
 
-class InvalidConfiguration(PulsarException):
+# A bad argument is also a ValueError, as the official client raises for
+# every argument it refuses (its tests catch ValueError).
+class InvalidConfiguration(PulsarException, ValueError):
     result = Result.InvalidConfiguration
 
 
@@ -172,11 +174,11 @@ class TooManyLookupRequestException(PulsarException):
     retriable = True
 
 
-class InvalidTopicName(PulsarException):
+class InvalidTopicName(PulsarException, ValueError):
     result = Result.InvalidTopicName
 
 
-class InvalidUrl(PulsarException):
+class InvalidUrl(PulsarException, ValueError):
     result = Result.InvalidUrl
 
 

@@ -96,9 +96,10 @@ class LookupService(Protocol):
 class BinaryLookupService:
     """Lookups over the binary protocol, through the pool's shared connections."""
 
-    def __init__(self, service: ServiceUrl, pool: ConnectionPool) -> None:
+    def __init__(self, service: ServiceUrl, pool: ConnectionPool, listener_name: str = "") -> None:
         self._service = service
         self._pool = pool
+        self._listener_name = listener_name
         self._next_host = itertools.cycle(service.addresses)
         self._tls = pool.security.use_tls
 
@@ -139,7 +140,7 @@ class BinaryLookupService:
                     topic=str(topic),
                     request_id=request_id,
                     authoritative=authoritative,
-                    advertised_listener_name="",
+                    advertised_listener_name=self._listener_name,
                 ),
                 request_id,
             )
@@ -173,11 +174,18 @@ def _failure(error: int, message: str, what: str, topic: TopicName) -> PulsarExc
     return exc
 
 
+# Pulsar's header for the listener whose addresses an HTTP lookup answers with.
+LISTENER_HEADER = "X-Pulsar-ListenerName"
+
+
 class HttpLookupService:
     """Lookups over HTTP, as the official client does for http:// service URLs."""
 
-    def __init__(self, service: ServiceUrl, timeout: float, security: Security) -> None:
+    def __init__(
+        self, service: ServiceUrl, timeout: float, security: Security, listener_name: str = ""
+    ) -> None:
         self._service = service
+        self._listener_name = listener_name
         self._next_host = itertools.cycle(service.addresses)
         self._timeout = aiohttp.ClientTimeout(total=timeout)
         self._security = security
@@ -194,6 +202,8 @@ class HttpLookupService:
         url = f"{self._service.scheme}://{next(self._next_host)}{path}"
         await self._security.prepare_auth()
         headers = self._security.http_headers()
+        if self._listener_name:
+            headers = {**headers, LISTENER_HEADER: self._listener_name}
         try:
             async with self._http().get(url, headers=headers) as response:
                 if response.status == 404:
@@ -236,7 +246,11 @@ class HttpLookupService:
             self._session = None
 
 
-def lookup_service_for(service: ServiceUrl, pool: ConnectionPool, timeout: float) -> LookupService:
+def lookup_service_for(
+    service: ServiceUrl, pool: ConnectionPool, timeout: float, listener_name: str = ""
+) -> LookupService:
+    """Lookups answer with the addresses of the broker's listener named
+    `listener_name` (its advertised_listeners), or its default ones."""
     if service.scheme in ("pulsar", "pulsar+ssl"):
-        return BinaryLookupService(service, pool)
-    return HttpLookupService(service, timeout, pool.security)
+        return BinaryLookupService(service, pool, listener_name)
+    return HttpLookupService(service, timeout, pool.security, listener_name)

@@ -183,6 +183,12 @@ class MultiTopicsConsumer:
     def _of_topic(self, topic: str) -> Consumer | None:
         return self.consumers.get(self._retry_of.get(topic, topic))
 
+    def note_topic(self, msg_id: MessageId, topic: str) -> None:
+        """`msg_id` belongs to `topic` (an id the application knows the topic
+        of, such as one it deserialized with its topic)."""
+        if self._of_topic(topic) is not None:
+            self._topic_of[msg_id] = topic
+
     def check_target(self, target: Message | MessageId) -> None:
         """Raise OperationNotSupported now (in the caller's thread) for an id
         this consumer cannot route."""

@@ -22,9 +22,10 @@ class DeadLetterPolicy:
     """SEM-6.1; topics default to `<topic>-<subscription>-DLQ` / `-RETRY`."""
 
     max_redeliver_count: int
-    dead_letter_topic: str | None = None
-    initial_subscription_name: str | None = None
-    retry_letter_topic: str | None = None
+    # "" means the default, as in the official client.
+    dead_letter_topic: str = ""
+    initial_subscription_name: str = ""
+    retry_letter_topic: str = ""
 
     def __post_init__(self) -> None:
         if self.max_redeliver_count < 1:
@@ -36,9 +37,9 @@ class DeadLetterPolicy:
             return policy
         return cls(
             int(policy.max_redeliver_count),
-            policy.dead_letter_topic or None,
-            policy.initial_subscription_name or None,
-            getattr(policy, "retry_letter_topic", None) or None,
+            policy.dead_letter_topic or "",
+            policy.initial_subscription_name or "",
+            getattr(policy, "retry_letter_topic", None) or "",
         )
 
     def dlq_topic(self, topic: str, subscription: str) -> str:
@@ -72,6 +73,24 @@ class BatchReceivePolicy:
         )
 
 
+HASH_RANGE_SIZE = 1 << 16  # Key_Shared hashes fall in [0, 65536)
+
+
+def check_sticky_ranges(ranges: list[tuple[int, int]]) -> None:
+    """SEM Key_Shared sticky: inclusive ranges inside the hash space, none overlapping."""
+    previous: tuple[int, int] | None = None
+    for start, end in sorted(ranges):
+        if not 0 <= start <= end < HASH_RANGE_SIZE:
+            raise InvalidConfiguration(
+                f"sticky range [{start}, {end}] is outside [0, {HASH_RANGE_SIZE - 1}]"
+            )
+        if previous is not None and start <= previous[1]:
+            raise InvalidConfiguration(
+                f"sticky ranges [{previous[0]}, {previous[1]}] and [{start}, {end}] overlap"
+            )
+        previous = (start, end)
+
+
 @dataclass(frozen=True)
 class KeySharedPolicy:
     key_shared_mode: KeySharedMode = KeySharedMode.AutoSplit
@@ -81,6 +100,7 @@ class KeySharedPolicy:
     def __post_init__(self) -> None:
         if self.key_shared_mode == KeySharedMode.Sticky and not self.sticky_ranges:
             raise InvalidConfiguration("a Sticky key shared policy needs sticky_ranges")
+        check_sticky_ranges(self.sticky_ranges)
 
     @classmethod
     def from_official(cls, policy: Any) -> KeySharedPolicy:

@@ -1,0 +1,36 @@
+"""Argument checks with the official client's outcome: a ValueError naming
+the argument, raised before anything reaches the loop or the wire."""
+
+from __future__ import annotations
+
+from enum import IntEnum
+from typing import Any
+
+
+def check_type(expected: type | tuple[type, ...], value: Any, name: str) -> None:
+    if not isinstance(value, expected):
+        raise ValueError(
+            f"argument {name} must be of type {_names(expected)}, not {type(value).__name__}"
+        )
+
+
+def check_optional(expected: type | tuple[type, ...], value: Any, name: str) -> None:
+    if value is not None and not isinstance(value, expected):
+        raise ValueError(
+            f"argument {name} must be None or of type {_names(expected)}, "
+            f"not {type(value).__name__}"
+        )
+
+
+def _names(expected: type | tuple[type, ...]) -> str:
+    kinds = expected if isinstance(expected, tuple) else (expected,)
+    return " or ".join(kind.__name__ for kind in kinds)
+
+
+def check_enum(kind: type[IntEnum], value: Any, name: str) -> None:
+    """One of `kind`'s members, or a value that converts to one (the
+    official module's enums do)."""
+    try:
+        kind(int(value))
+    except (TypeError, ValueError):
+        raise ValueError(f"argument {name} must be a {kind.__name__}, not {value!r}") from None
