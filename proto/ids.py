@@ -104,3 +104,15 @@ class MessageId:
 
 MessageId.earliest = MessageId(-1, -1)
 MessageId.latest = MessageId(INT64_MAX, INT64_MAX)
+
+
+def read_after(msg_id: MessageId, start: MessageId, inclusive: bool) -> bool:
+    """Whether a message read from `start` (a reader's start, a seek's
+    target) is wanted: after it, or at it when `inclusive`. A start without
+    batch index stands for its whole entry; partitions are not compared."""
+    if start.batch_index < 0:
+        entry, start_entry = msg_id.entry_key(), start.entry_key()
+        return entry >= start_entry if inclusive else entry > start_entry
+    here = (msg_id.ledger_id, msg_id.entry_id, msg_id.batch_index)
+    there = (start.ledger_id, start.entry_id, start.batch_index)
+    return here >= there if inclusive else here > there

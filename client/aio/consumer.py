@@ -53,7 +53,7 @@ from magnetar.client.aio.message import Message
 from magnetar.client.aio.ticker import Job, Ticker
 from magnetar.proto import pulsar_api_pb2 as pb
 from magnetar.proto.frames import Frame
-from magnetar.proto.ids import MessageId
+from magnetar.proto.ids import MessageId, read_after
 from magnetar.proto.naming import TopicName
 
 _ACK = pb.CommandAck
@@ -79,6 +79,9 @@ class Consumer(ConnectionHandler):
         self.partition = topic.partition_index
         # Readers: where (re)subscribing starts; a reader moves it along.
         self.start_message_id = conf.start_message_id
+        # After seek(message id): what comes at or before it (before it, when
+        # start_message_id_inclusive) is dropped, as the official client does.
+        self._seek_floor: MessageId | None = None
         self._log = self._log.bind(subscription=subscription, consumer=self.name)
         self.queue = IncomingQueue()
         self._sink: MessageSink | None = None
@@ -183,6 +186,10 @@ class Consumer(ConnectionHandler):
         self.acks.on_disconnected()
 
     def handle_close_consumer(self) -> None:
+        # The broker will deliver what is queued again after we resubscribe
+        # (and after a seek, what is queued is from the old position): no
+        # receive may hand it out meanwhile.
+        self._clear_queue()
         cnx = self.cnx
         if cnx is not None:
             self.connection_closed(cnx)
@@ -221,6 +228,8 @@ class Consumer(ConnectionHandler):
         if decoded.skipped:
             self._free_permits(decoded.skipped)
         messages = decoded.messages
+        if self._seek_floor is not None and messages:
+            messages = self._past_seek_floor(messages, decoded.batch_indexes)
         if not messages:
             return
         # Everything an entry's messages share is checked once for the entry.
@@ -242,6 +251,17 @@ class Consumer(ConnectionHandler):
         self.stats.received += len(messages)
         self.stats.received_bytes += decoded.size
         self._hand_out(messages)
+
+    def _past_seek_floor(self, messages: list[Message], batch_indexes: set[int]) -> list[Message]:
+        floor = self._seek_floor
+        assert floor is not None
+        inclusive = self.conf.start_message_id_inclusive
+        kept = [m for m in messages if read_after(m._msg_id(), floor, inclusive)]
+        if len(kept) < len(messages):
+            self._free_permits(len(messages) - len(kept))
+            if batch_indexes:
+                batch_indexes.intersection_update(m._msg_id().batch_index for m in kept)
+        return kept
 
     def _hand_out(self, messages: list[Message]) -> None:
         sink = self._sink
@@ -501,6 +521,9 @@ class Consumer(ConnectionHandler):
         self._clear_queue()
         self.acks.forget_delivered()
         self.acks.nacks.clear()
+        self._seek_floor = (
+            target if isinstance(target, MessageId) and target.ledger_id >= 0 else None
+        )
         await cnx.request(command, request_id)
 
     async def get_last_message_id(self) -> MessageId:

@@ -19,7 +19,7 @@ import time
 from magnetar.client.aio.consumer import Consumer
 from magnetar.client.aio.errors import Timeout
 from magnetar.client.aio.message import Message
-from magnetar.proto.ids import MessageId
+from magnetar.proto.ids import MessageId, read_after
 
 EARLIEST, LATEST = MessageId.earliest, MessageId.latest
 
@@ -27,16 +27,6 @@ EARLIEST, LATEST = MessageId.earliest, MessageId.latest
 def _position(msg_id: MessageId) -> tuple[int, int, int]:
     """Where a message is in its topic (the partition is not part of it)."""
     return (msg_id.ledger_id, msg_id.entry_id, msg_id.batch_index)
-
-
-def _after_start(msg_id: MessageId, start: MessageId, inclusive: bool) -> bool:
-    """Whether a message read at `start` belongs to the reader. A start
-    without batch index stands for its whole entry."""
-    if start.batch_index < 0:
-        entry, start_entry = msg_id.entry_key(), start.entry_key()
-        return entry >= start_entry if inclusive else entry > start_entry
-    here, there = _position(msg_id), _position(start)
-    return here >= there if inclusive else here > there
 
 
 class Reader:
@@ -56,8 +46,19 @@ class Reader:
         self._stash: Message | None = None
 
     async def start(self) -> None:
-        if self._start == LATEST and not self._inclusive:
-            self._latest_at_start = await self.consumer.get_last_message_id()
+        if self._start == LATEST:
+            await self._at_latest()
+
+    async def _at_latest(self) -> None:
+        """At latest: remember the topic's last message (has_message_available
+        compares with it); inclusive, move to it so that it is read, as the
+        official client does."""
+        last = await self.consumer.get_last_message_id()
+        if not self._inclusive:
+            self._latest_at_start = last
+        elif last.entry_id >= 0:
+            await self.consumer.seek(last)
+            self._start = self.consumer.start_message_id = last
 
     def topic(self) -> str:
         return self.consumer.topic()
@@ -79,7 +80,7 @@ class Reader:
             return _position(msg_id) > _position(self._last_read)
         if self._start in (EARLIEST, LATEST):
             return True
-        return _after_start(msg_id, self._start, self._inclusive)
+        return read_after(msg_id, self._start, self._inclusive)
 
     async def read_next(self, timeout_millis: int | None = None) -> Message:
         """The next message; Timeout after `timeout_millis` without one."""
@@ -121,7 +122,7 @@ class Reader:
             if self._latest_at_start is None:
                 return True  # inclusive: the last message itself is to be read
             return _position(last) > _position(self._latest_at_start)
-        return _after_start(last, self._start, self._inclusive)
+        return read_after(last, self._start, self._inclusive)
 
     async def get_last_message_id(self) -> MessageId:
         """The topic's last message id (beyond the official Reader; entry id
@@ -158,6 +159,8 @@ class Reader:
         else:
             self._start, self._seek_time_ms = EARLIEST, int(target)
         self.consumer.start_message_id = self._start
+        if self._start == LATEST:
+            await self._at_latest()
 
     async def close(self) -> None:
         await self.consumer.close()

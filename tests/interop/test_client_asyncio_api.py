@@ -427,12 +427,6 @@ async def test_consumer_seek_to_publish_time(client: Client, broker: BrokerUnder
     assert await _receive_data(consumer, 1) == [b"msg-3"]
 
 
-@pytest.mark.xfail(
-    reason="core Consumer.seek(message id) hands out the seek position itself whatever "
-    "start_message_id_inclusive says, and messages in flight from the old position "
-    "(the official client drops both)",
-    strict=False,
-)
 async def test_consumer_seek_to_message_id(client: Client, broker: BrokerUnderTest) -> None:
     """seek(message id) restarts the subscription just after that message, or
     at it with start_message_id_inclusive."""

@@ -43,6 +43,7 @@ def _comparable(value: Any) -> Any:
         (pulsar.Client.subscribe, ours.Client.subscribe),
         (pulsar.Client.create_reader, ours.Client.create_reader),
         (pulsar.Reader.read_next, ours.Reader.read_next),
+        (pulsar.Client.create_table_view, ours.Client.create_table_view),
     ],
     ids=[
         "Client",
@@ -53,6 +54,7 @@ def _comparable(value: Any) -> Any:
         "subscribe",
         "create_reader",
         "read_next",
+        "create_table_view",
     ],
 )
 def test_same_keywords_and_defaults(official: Callable[..., Any], mine: Callable[..., Any]) -> None:
