@@ -103,6 +103,14 @@ __all__ = [
 ]
 
 
+def _attach(schema: Any, client: Client) -> None:
+    """Give a consumer's or reader's schema the client, as the official
+    client does: an Avro schema fetches writer schemas through it."""
+    attach = getattr(schema, "attach_client", None)
+    if callable(attach):
+        attach(client)
+
+
 def _close_collected(
     loop: LoopThread, client: _aio_client.Client, log_destination: LogDestination | None
 ) -> None:
@@ -381,6 +389,7 @@ class Client:
         check_enum(InitialPosition, initial_position, "initial_position")
         check_enum(RegexSubscriptionMode, regex_subscription_mode, "regex_subscription_mode")
         check_enum(ConsumerCryptoFailureAction, crypto_failure_action, "crypto_failure_action")
+        _attach(schema, self)
         listener = None
         facade: list[Consumer] = []
         if message_listener is not None:
@@ -440,6 +449,18 @@ class Client:
             )
         return self._listeners
 
+    def get_schema_info(self, topic: str, version: int | None = None) -> schema.SchemaInfo:
+        """The topic's schema at `version` (its latest without one), from the
+        broker's registry; the official binding's Client has this call (Avro
+        schemas use it to fetch a message's writer schema)."""
+        wire = self._loop.run(self._client.get_schema(topic, version))
+        return schema.SchemaInfo(
+            int(wire.type),
+            wire.name,
+            wire.schema_data,
+            {kv.key: kv.value for kv in wire.properties},
+        )
+
     def get_topic_partitions(self, topic: str) -> list[str]:
         return self._loop.run(self._client.get_topic_partitions(topic))
 
@@ -478,6 +499,7 @@ class Client:
         check_type(bool, is_read_compacted, "is_read_compacted")
         check_type(bool, start_message_id_inclusive, "start_message_id_inclusive")
         check_enum(ConsumerCryptoFailureAction, crypto_failure_action, "crypto_failure_action")
+        _attach(schema, self)
         reader = self.run(
             self._client.create_reader(
                 topic,

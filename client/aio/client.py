@@ -42,6 +42,7 @@ from magnetar.client.aio.errors import (
     InvalidTopicName,
     PulsarException,
     Timeout,
+    from_server_error,
 )
 from magnetar.client.aio.failover import (
     AutoClusterFailover,
@@ -59,6 +60,7 @@ from magnetar.client.aio.producer import Producer
 from magnetar.client.aio.reader import Reader
 from magnetar.client.aio.security import Security
 from magnetar.client.aio.table_view import TableView
+from magnetar.proto import pulsar_api_pb2 as pb
 from magnetar.proto.hashes import DEFAULT_HASHING_SCHEME, HashingScheme
 from magnetar.proto.ids import MessageId
 from magnetar.proto.naming import InvalidTopicName as _BadName
@@ -248,6 +250,26 @@ class Client:
             f"partitioned metadata of {name}",
             lambda: self._context.lookup.get_partitioned_metadata(name),
         )
+
+    async def get_schema(self, topic: str, version: int | None = None) -> pb.Schema:
+        """The topic's schema at `version` (its latest without one) from the
+        broker's registry (GET_SCHEMA); TopicNotFound when there is none."""
+        self._check_open()
+        name = parse_topic(topic)
+
+        async def ask() -> pb.Schema:
+            cnx = await self._context.connection_for(name)
+            request_id = cnx.new_request_id()
+            command = pb.CommandGetSchema(request_id=request_id, topic=str(name))
+            if version is not None:
+                command.schema_version = version.to_bytes(8, "big")
+            frame = await cnx.request(command, request_id)
+            answer = frame.command.getSchemaResponse
+            if answer.HasField("error_code"):
+                raise from_server_error(answer.error_code, answer.error_message)
+            return answer.schema
+
+        return await self._retrying(f"schema of {name}", ask)
 
     async def get_topic_partitions(self, topic: str) -> list[str]:
         """The partition names of `topic`, or `[topic]` when it is not partitioned."""

@@ -77,3 +77,43 @@ def test_an_incompatible_schema_is_refused(magnetar_broker: BrokerThread) -> Non
         assert consumer.receive(timeout_millis=5000).value() == "hello"
     finally:
         client.close()
+
+
+class OfficialPointSorted(official_schema.Record):  # type: ignore[misc]
+    """OfficialPoint's fields in another order: a second version of the
+    schema whose binary Avro layout differs (label first)."""
+
+    _sorted_fields = True
+    x = official_schema.Integer()
+    label = official_schema.String()
+
+
+def test_avro_decodes_with_the_writers_schema_version(magnetar_broker: BrokerThread) -> None:
+    """Our Avro consumer reads each message with the schema version it was
+    written with (fetched from the broker's registry by GET_SCHEMA) and
+    resolves it to its own record; schema_version() is a str as the official
+    client gives it, int_schema_version() the number."""
+    topic = _topic("evolve")
+    mine = ours.Client(magnetar_broker.url)
+    theirs = pulsar.Client(
+        magnetar_broker.url, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error)
+    )
+    try:
+        consumer = mine.subscribe(topic, "ours", schema=our_schema.AvroSchema(OurPoint))
+        theirs.create_producer(topic, schema=official_schema.AvroSchema(OfficialPoint)).send(
+            OfficialPoint(x=1, label="first")
+        )
+        theirs.create_producer(topic, schema=official_schema.AvroSchema(OfficialPointSorted)).send(
+            OfficialPointSorted(x=2, label="second")
+        )
+        got = [consumer.receive(timeout_millis=5000) for _ in range(2)]
+        assert [(m.value().x, m.value().label) for m in got] == [(1, "first"), (2, "second")]
+        # (Our consumer's subscription registered its own definition first.)
+        first, second = (m.int_schema_version() for m in got)
+        assert 0 <= first < second
+        assert got[1].schema_version().encode() == second.to_bytes(8, "big")
+        written = [mine.get_schema_info(topic, v).schema() for v in (first, second)]
+        assert written[0] != written[1] and written[1] == mine.get_schema_info(topic).schema()
+    finally:
+        mine.close()
+        theirs.close()
