@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from magnetar.client import Client
+from magnetar.client import Authentication, Client, PulsarException
 
 CLIENT_PREFIX = "client."
 
@@ -68,10 +68,29 @@ def _passthrough(
     return result
 
 
+# Authentication is an object, not a string: these two name it as Pulsar's
+# own tools do (a plugin name and its parameter string), and the connector
+# builds Authentication(plugin, params) from them.
+AUTH_PLUGIN, AUTH_PARAMS = f"{CLIENT_PREFIX}auth_plugin", f"{CLIENT_PREFIX}auth_params"
+
+
 def client_options(options: Mapping[str, str]) -> dict[str, Any]:
     """The `client.*` options as keyword arguments of magnetar.client.Client."""
-    keywords = _keywords(Client.__init__, ("self", "service_url"))
-    return _passthrough(options, CLIENT_PREFIX, keywords, "magnetar.client.Client")
+    keywords = _keywords(Client.__init__, ("self", "service_url", "authentication"))
+    given = {k: v for k, v in options.items() if k not in (AUTH_PLUGIN, AUTH_PARAMS)}
+    result = _passthrough(given, CLIENT_PREFIX, keywords, "magnetar.client.Client")
+    plugin, params = options.get(AUTH_PLUGIN), options.get(AUTH_PARAMS)
+    if params is not None and plugin is None:
+        raise OptionError(f"option {AUTH_PARAMS} needs {AUTH_PLUGIN} (token, basic, tls, oauth2)")
+    if plugin is not None:
+        try:
+            auth = Authentication(plugin, params or "")
+        except (ValueError, PulsarException) as exc:
+            raise OptionError(f"option {AUTH_PLUGIN}={plugin!r}: {exc}") from None
+        if not auth.plugin_found:
+            raise OptionError(f"option {AUTH_PLUGIN}: no authentication plugin {plugin!r}")
+        result["authentication"] = auth
+    return result
 
 
 def reader_options(options: Mapping[str, str]) -> dict[str, Any]:

@@ -40,6 +40,12 @@ class Authentication:
         else:
             self.method_name = self._delegate.method_name
 
+    @property
+    def plugin_found(self) -> bool:
+        """False when built from a plugin name no method here answers to
+        (the official client fails only when connecting; so do we)."""
+        return not self._unknown_plugin
+
     async def prepare(self, renew: bool = False) -> None:
         """Make ``auth_data()`` ready (a method that fetches its credentials
         over the network does it here); awaited before every CONNECT, AUTH

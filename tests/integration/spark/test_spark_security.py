@@ -1,0 +1,93 @@
+"""The connector against a secured broker (issue 26, item 1): TLS with host
+name validation and a token, given as `client.*` options (the token as
+`client.auth_plugin` / `client.auth_params`); without the token the write
+fails, and a bad plugin name is an option error."""
+
+from __future__ import annotations
+
+import base64
+import uuid
+from pathlib import Path
+from typing import Any
+
+import jwt
+import pytest
+
+from magnetar.spark_connector.options import OptionError, client_options
+from tests.integration.broker.harness import BrokerFactory, BrokerThread
+from tests.support.certs import CertAuthority
+
+SECRET = b"spark-connector-test-secret-0123456789"
+
+
+@pytest.fixture
+def secured(broker_factory: BrokerFactory, tmp_path: Path) -> tuple[BrokerThread, str]:
+    """TLS (a certificate for localhost), token authentication, no anonymous
+    role, deduplication on; with the CA certificate's path."""
+    ca = CertAuthority(tmp_path)
+    server = ca.issue("localhost", server=True)
+    secret = tmp_path / "secret.key"
+    secret.write_bytes(base64.b64encode(SECRET))
+    broker = broker_factory(
+        tls_enabled=True,
+        tls_port=0,
+        tls_http_port=0,
+        tls_cert_file=str(server.cert),
+        tls_key_file=str(server.key),
+        authentication_enabled=True,
+        authentication_providers="token",
+        token_secret_key=str(secret),
+        broker_deduplication_enabled=True,
+    )
+    return broker, str(ca.pem.cert)
+
+
+def test_write_and_read_through_tls_and_a_token(
+    spark: Any, secured: tuple[BrokerThread, str]
+) -> None:
+    broker, ca_cert = secured
+    assert broker.server is not None
+    url = f"pulsar+ssl://localhost:{broker.server.tls_port}"
+    topic = f"persistent://public/default/spark-sec-{uuid.uuid4().hex[:8]}"
+    security = {
+        "client.tls_trust_certs_file_path": ca_cert,
+        "client.tls_validate_hostname": "true",
+        "client.auth_plugin": "org.apache.pulsar.client.impl.auth.AuthenticationToken",
+        "client.auth_params": "token:" + jwt.encode({"sub": "spark"}, SECRET, algorithm="HS256"),
+    }
+    rows = [(f"v{i}",) for i in range(50)]
+    df = spark.createDataFrame(rows, "value string")
+    (
+        df.write.format("magnetar")
+        .option("service_url", url)
+        .option("topic", topic)
+        .options(**security)
+        .mode("append")
+        .save()
+    )
+    read = spark.read.format("magnetar").option("service_url", url).option("topic", topic)
+    values = read.options(**security).load().selectExpr("CAST(value AS STRING) AS v").collect()
+    assert sorted(r.v for r in values) == sorted(v for (v,) in rows)
+
+    anonymous = {k: v for k, v in security.items() if not k.startswith("client.auth")}
+    with pytest.raises(Exception, match=r"(?i)authentic|connect"):
+        (
+            df.write.format("magnetar")
+            .option("service_url", url)
+            .option("topic", topic)
+            .option("client.operation_timeout_seconds", "5")
+            .options(**anonymous)
+            .mode("append")
+            .save()
+        )
+
+
+def test_authentication_options_are_checked() -> None:
+    auth = client_options({"client.auth_plugin": "token", "client.auth_params": "token:abc"})
+    assert auth["authentication"].auth_data() == b"abc"
+    with pytest.raises(OptionError, match=r"client\.auth_plugin"):
+        client_options({"client.auth_params": "token:abc"})
+    with pytest.raises(OptionError, match="no authentication plugin"):
+        client_options({"client.auth_plugin": "kerberos-maybe"})
+    with pytest.raises(OptionError, match=r"unknown option client\.authentication"):
+        client_options({"client.authentication": "token:abc"})
