@@ -278,7 +278,14 @@ def run_one(suite: Path, node: str, timeout: float, logs: Path, client: str = "o
     if node.endswith("::<collection>"):
         command.append("--collect-only")
     with log_file.open("wb") as log:
-        proc = subprocess.Popen(command, cwd=suite, stdout=log, stderr=subprocess.STDOUT, env=env)
+        proc = subprocess.Popen(
+            command,
+            cwd=suite,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            preexec_fn=_default_sigint,
+        )
         try:
             code = proc.wait(timeout)
         except subprocess.TimeoutExpired:
@@ -289,6 +296,15 @@ def run_one(suite: Path, node: str, timeout: float, logs: Path, client: str = "o
     if code == 0 and not node.endswith("::<collection>"):
         return Result(node, "PASS", seconds)
     return Result(node, "FAIL", seconds, _reason(log_file))
+
+
+def _default_sigint() -> None:
+    """A test process gets SIGINT's default action, whatever ours has: a
+    shell runs background jobs with SIGINT ignored, and an ignored SIGINT
+    stays ignored across exec, so interrupted_test.py's raise_signal would
+    do nothing (Python installs its KeyboardInterrupt handler only over the
+    default)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _reason(log_file: Path) -> str:
