@@ -164,6 +164,14 @@ def restartable_broker(
     broker.stop()
 
 
+@pytest.fixture
+def ours(broker: BrokerUnderTest) -> Iterator[magnetar_client.Client]:
+    """Our blocking client on `broker`."""
+    client = magnetar_client.Client(broker.url, operation_timeout_seconds=10)
+    yield client
+    client.close()
+
+
 @pytest.fixture(params=["official", "magnetar"])
 def api(request: pytest.FixtureRequest) -> ModuleType:
     """The client module a scenario runs through."""

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Iterator
 
 import pulsar
 import pytest
@@ -15,13 +14,6 @@ from magnetar.client.aio.consumer import Consumer
 from tests.interop.conftest import BrokerUnderTest
 
 pytestmark = pytest.mark.lite
-
-
-@pytest.fixture
-def ours(broker: BrokerUnderTest) -> Iterator[magnetar.Client]:
-    client = magnetar.Client(broker.url, operation_timeout_seconds=10)
-    yield client
-    client.close()
 
 
 def test_every_official_subscribe_keyword_is_accepted(

@@ -3,7 +3,6 @@ their topic so a multi-topic consumer can acknowledge them (SEM-3: acks)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -13,13 +12,6 @@ from magnetar import client as magnetar
 from tests.interop.conftest import BrokerUnderTest
 
 pytestmark = pytest.mark.lite
-
-
-@pytest.fixture
-def ours(broker: BrokerUnderTest) -> Iterator[magnetar.Client]:
-    client = magnetar.Client(broker.url, operation_timeout_seconds=10)
-    yield client
-    client.close()
 
 
 @pytest.mark.parametrize(

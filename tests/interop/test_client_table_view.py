@@ -5,7 +5,6 @@ behaviour: an empty or null value removes its key)."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 
 import pytest
 
@@ -14,13 +13,6 @@ from tests.interop.conftest import BrokerUnderTest
 from tests.support.polling import eventually
 
 pytestmark = pytest.mark.lite
-
-
-@pytest.fixture
-def ours(broker: BrokerUnderTest) -> Iterator[magnetar.Client]:
-    client = magnetar.Client(broker.url, operation_timeout_seconds=10)
-    yield client
-    client.close()
 
 
 def test_a_view_holds_what_the_topic_held_when_it_was_created(

@@ -32,13 +32,6 @@ CODECS = ["NONE", "LZ4", "ZLib", "ZSTD", "SNAPPY"]
 
 
 @pytest.fixture
-def ours(broker: BrokerUnderTest) -> Iterator[magnetar.Client]:
-    client = magnetar.Client(broker.url, operation_timeout_seconds=10)
-    yield client
-    client.close()
-
-
-@pytest.fixture
 def official(broker: BrokerUnderTest) -> Iterator[Any]:
     with official_client(broker.url) as client:
         yield client
