@@ -221,7 +221,10 @@ async def test_get_last_message_id(client: Client, broker: BrokerUnderTest) -> N
 
 
 async def test_seek_to_id_and_time(client: Client, broker: BrokerUnderTest) -> None:
-    """WIRE 12: seek to an id delivers from it again; to a future time delivers nothing."""
+    """WIRE 12: after a seek to an id the broker delivers from it again, and the
+    consumer hands out what follows it (the id too with
+    start_message_id_inclusive, SEM-1), as the official client; to a future
+    time, nothing."""
     broker.require("seek")
     topic = broker.topic("seek")
     producer = await _producer(client, topic)
@@ -230,9 +233,12 @@ async def test_seek_to_id_and_time(client: Client, broker: BrokerUnderTest) -> N
     for _ in range(4):
         await consumer.acknowledge(await consumer.receive(5000))
     await consumer.seek(ids[2])
-    assert [m.data() for m in await _drain(consumer, 1000)] == [b"m2", b"m3"]
+    assert [m.data() for m in await _drain(consumer, 1000)] == [b"m3"]
     await consumer.seek(int(time.time() * 1000) + 60_000)
     assert await _drain(consumer, 500) == []
+    inclusive = await _sub(client, topic, "inclusive", start_message_id_inclusive=True)
+    await inclusive.seek(ids[2])
+    assert [m.data() for m in await _drain(inclusive, 1000)] == [b"m2", b"m3"]
 
 
 async def test_chunked_message_ack_acks_every_chunk(
