@@ -45,8 +45,8 @@ class Consumer:
         self._consumer = consumer
         self._schema = schema
         self._message_class = message_class(schema)
-        # Only a multi-topic consumer can refuse an ack target (an id it cannot route).
-        self._routes_acks = isinstance(consumer, _aio_multi.MultiTopicsConsumer)
+        # Only a multi-topic consumer routes ack targets (and refuses an id it cannot route).
+        self._router = consumer if isinstance(consumer, _aio_multi.MultiTopicsConsumer) else None
         self._receipts = consumer.conf.ack_receipt_enabled
         self._zero_queue = consumer.conf.receiver_queue_size == 0
         # SEM-2.3: the loop sends FLOW once half the receiver queue is freed;
@@ -177,16 +177,12 @@ class Consumer:
 
     def _target(self, message: Message | MessageId) -> AckTarget:
         self._check_open()
-        if isinstance(message, Message):
-            target: AckTarget = message
-        else:
-            target = message.inner
-            if message.topic is not None and isinstance(
-                self._consumer, _aio_multi.MultiTopicsConsumer
-            ):
-                self._consumer.note_topic(message.inner, message.topic)
-        if self._routes_acks:
-            self._consumer.check_target(target)
+        target = message if isinstance(message, Message) else message.inner
+        router = self._router
+        if router is not None:
+            if isinstance(message, MessageId) and message.topic is not None:
+                router.note_topic(message.inner, message.topic)
+            router.check_target(target)
         return target
 
     def acknowledge(self, message: Message | MessageId) -> None:

@@ -46,18 +46,29 @@ def build_message(
             # A TypeError, as the official BytesSchema raises for it.
             raise TypeError(f"content must be bytes, got {type(payload).__name__}")
         payload = bytes(payload)
-    check_optional(dict, properties, "properties")
-    for name, text in (("partition_key", partition_key), ("ordering_key", ordering_key)):
-        check_optional(str, text, name)
-    for name, number in (
-        ("sequence_id", sequence_id),
-        ("event_timestamp", event_timestamp),
-        ("deliver_at", deliver_at),
-    ):
-        check_optional(int, number, name)
-    check_optional(list, replication_clusters, "replication_clusters")
-    check_type(bool, disable_replication, "disable_replication")
-    check_optional(timedelta, deliver_after, "deliver_after")
+    if (
+        properties is not None
+        or partition_key is not None
+        or ordering_key is not None
+        or sequence_id is not None
+        or replication_clusters is not None
+        or disable_replication is not False
+        or event_timestamp is not None
+        or deliver_at is not None
+        or deliver_after is not None
+    ):  # a send with only the content (the common one) has nothing to check
+        check_optional(dict, properties, "properties")
+        for name, text in (("partition_key", partition_key), ("ordering_key", ordering_key)):
+            check_optional(str, text, name)
+        for name, number in (
+            ("sequence_id", sequence_id),
+            ("event_timestamp", event_timestamp),
+            ("deliver_at", deliver_at),
+        ):
+            check_optional(int, number, name)
+        check_optional(list, replication_clusters, "replication_clusters")
+        check_type(bool, disable_replication, "disable_replication")
+        check_optional(timedelta, deliver_after, "deliver_after")
     if deliver_after is not None:
         deliver_at = int(time.time() * 1000 + deliver_after.total_seconds() * 1000)
     replicate_to = [LOCAL_CLUSTER_ONLY] if disable_replication else replication_clusters

@@ -61,6 +61,10 @@ class MessageId:
     def is_batch(self) -> bool:
         return self.batch_index >= 0
 
+    def position(self) -> tuple[int, int, int]:
+        """Where the message is in its topic (the partition is not part of it)."""
+        return (self.ledger_id, self.entry_id, self.batch_index)
+
     def entry_key(self) -> tuple[int, int]:
         """The stored entry this id points into (its batch index dropped)."""
         return (self.ledger_id, self.entry_id)
@@ -113,6 +117,5 @@ def read_after(msg_id: MessageId, start: MessageId, inclusive: bool) -> bool:
     if start.batch_index < 0:
         entry, start_entry = msg_id.entry_key(), start.entry_key()
         return entry >= start_entry if inclusive else entry > start_entry
-    here = (msg_id.ledger_id, msg_id.entry_id, msg_id.batch_index)
-    there = (start.ledger_id, start.entry_id, start.batch_index)
+    here, there = msg_id.position(), start.position()
     return here >= there if inclusive else here > there

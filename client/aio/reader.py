@@ -24,11 +24,6 @@ from magnetar.proto.ids import MessageId, read_after
 EARLIEST, LATEST = MessageId.earliest, MessageId.latest
 
 
-def _position(msg_id: MessageId) -> tuple[int, int, int]:
-    """Where a message is in its topic (the partition is not part of it)."""
-    return (msg_id.ledger_id, msg_id.entry_id, msg_id.batch_index)
-
-
 class Reader:
     def __init__(self, consumer: Consumer, start: MessageId, inclusive: bool) -> None:
         self.consumer = consumer
@@ -77,7 +72,7 @@ class Reader:
 
     def _wanted(self, msg_id: MessageId) -> bool:
         if self._last_read is not None:
-            return _position(msg_id) > _position(self._last_read)
+            return msg_id.position() > self._last_read.position()
         if self._start in (EARLIEST, LATEST):
             return True
         return read_after(msg_id, self._start, self._inclusive)
@@ -115,13 +110,13 @@ class Reader:
         if last.entry_id < 0:
             return False  # nothing stored
         if self._last_read is not None:
-            return _position(last) > _position(self._last_read)
+            return last.position() > self._last_read.position()
         if self._start == EARLIEST:
             return True
         if self._start == LATEST:
             if self._latest_at_start is None:
                 return True  # inclusive: the last message itself is to be read
-            return _position(last) > _position(self._latest_at_start)
+            return last.position() > self._latest_at_start.position()
         return read_after(last, self._start, self._inclusive)
 
     async def get_last_message_id(self) -> MessageId:

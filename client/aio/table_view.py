@@ -25,9 +25,6 @@ _log = structlog.get_logger("magnetar.client.table_view")
 
 TableListener = Callable[[str, bytes], object]
 
-# After a read error other than closing: wait before reading again.
-_RETRY_SECONDS = 0.5
-
 
 class TableView:
     def __init__(
@@ -58,14 +55,15 @@ class TableView:
         )
 
     async def _follow(self) -> None:
-        while not self._closed:
-            try:
+        # The reader reconnects by itself; an error reaching here means it is
+        # closed or has failed for good, so the view keeps what it holds.
+        try:
+            while True:
                 self._apply(await self._reader.read_next())
-            except AlreadyClosed:
-                return
-            except PulsarException as exc:
-                self._log.warning("table view read failed; reading on", error=str(exc))
-                await asyncio.sleep(_RETRY_SECONDS)
+        except AlreadyClosed:
+            return
+        except PulsarException as exc:
+            self._log.error("table view stopped following its topic", error=str(exc))
 
     def _apply(self, msg: Message) -> None:
         key = msg.partition_key()
@@ -90,15 +88,6 @@ class TableView:
 
     def snapshot(self) -> dict[str, bytes]:
         return dict(self._data)
-
-    def for_each(self, callback: TableListener) -> None:
-        for key, value in list(self._data.items()):
-            callback(key, value)
-
-    def for_each_and_listen(self, callback: TableListener) -> None:
-        """`callback` for every entry now, then for every update after."""
-        self.for_each(callback)
-        self._listeners.append(callback)
 
     def listen(self, callback: TableListener) -> None:
         """`callback` for every update from now on."""
