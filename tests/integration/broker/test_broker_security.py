@@ -15,7 +15,6 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +30,7 @@ from magnetar.proto import pulsar_api_pb2 as pb
 from tests.integration.broker.harness import BrokerFactory, BrokerThread, RawClient, http_call
 from tests.support.certs import CertAuthority, Pem
 from tests.support.official import official_client
+from tests.support.polling import eventually
 
 SECRET = b"k" * 32
 NS = "public/secured"
@@ -54,14 +54,6 @@ def _tls(server: Pem, ca: CertAuthority | None = None) -> dict[str, Any]:
     if ca is not None:
         settings["tls_trust_certs_file"] = str(ca.pem.cert)
     return settings
-
-
-def _eventually(what: str, condition: Callable[[], bool], timeout: float = 15.0) -> None:
-    """Wait for `condition` (token expiry is wall-clock time in the JWT)."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"{what} did not happen within {timeout} s"
-        time.sleep(0.05)
 
 
 def _tls_url(broker: BrokerThread) -> str:
@@ -286,7 +278,7 @@ def test_expired_token_is_refreshed_through_auth_challenge(secured: BrokerThread
         producer = c.create_producer(topic)
         producer.send(b"before")
         # The first token expires: the challenge makes the client fetch another.
-        _eventually("a refresh", lambda: len(issued) >= 2)
+        eventually("a refresh", lambda: len(issued) >= 2)
         producer.send(b"after")
     events = [e["event"] for e in logs]
     # Refreshed in place: no connection was closed for it, none re-opened.
@@ -296,7 +288,7 @@ def test_expired_token_is_refreshed_through_auth_challenge(secured: BrokerThread
     with _as(secured, stale, operation_timeout_seconds=3) as c:
         producer = c.create_producer(topic, send_timeout_millis=2000)
         # Without fresh credentials the broker closes the connection at expiry.
-        _eventually("the disconnect", lambda: not producer.is_connected())
+        eventually("the disconnect", lambda: not producer.is_connected())
         with pytest.raises(pulsar.PulsarException):
             producer.send(b"with an expired token")
 

@@ -16,7 +16,6 @@ import structlog
 import magnetar.client as pulsar
 from tests.integration.broker.harness import BrokerFactory, BrokerThread
 from tests.integration.broker.test_broker_security import (
-    _eventually,
     _tls,
     _tls_url,
     _token,
@@ -25,6 +24,7 @@ from tests.integration.broker.test_broker_security import (
     secured,  # noqa: F401 (fixture)
 )
 from tests.support.certs import CertAuthority
+from tests.support.polling import eventually
 
 
 def _round_trip(client: Any, topic: str | None = None) -> None:
@@ -163,7 +163,7 @@ def test_token_refreshed_on_auth_challenge(secured: BrokerThread) -> None:  # no
     ):
         producer = client.create_producer(topic)
         producer.send(b"before")
-        _eventually("a refresh", lambda: len(issued) >= 2)
+        eventually("a refresh", lambda: len(issued) >= 2)
         producer.send(b"after")
     events = [e["event"] for e in logs]
     assert "credentials expired: closing" not in events
