@@ -108,7 +108,7 @@ def run_facade(url: str, topic: str, count: int, batched: bool) -> float:
 def run_aio(url: str, topic: str, count: int, batched: bool) -> float:
     from magnetar.client.aio import Client, InitialPosition
     from magnetar.client.aio.policies import BatchReceivePolicy
-    from magnetar.client.sync import new_event_loop
+    from magnetar.client.sync.loop import new_event_loop
 
     async def go() -> float:
         async with Client(url, operation_timeout_seconds=10) as client:

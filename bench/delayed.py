@@ -8,7 +8,7 @@ import argparse
 import time
 import tracemalloc
 
-from magnetar.broker.delayed import DelayedDeliveryTracker
+from magnetar.broker.features.delayed import DelayedDeliveryTracker
 from magnetar.broker.storage.api import Position
 
 

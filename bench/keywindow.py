@@ -10,7 +10,7 @@ import tempfile
 import tracemalloc
 import uuid
 
-from magnetar.broker.keywindow import KeyWindowIndex, KeyWindowPolicy
+from magnetar.broker.features.keywindow import KeyWindowIndex, KeyWindowPolicy
 from magnetar.broker.storage import FileManagedLedgerFactory
 from magnetar.broker.storage.api import ManagedLedgerConfig, Position, SyncPolicy
 

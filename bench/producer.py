@@ -139,7 +139,7 @@ def run_facade(
 
 def run_aio(url: str, topic: str, count: int, payload: bytes, batched: bool) -> float:
     from magnetar.client.aio import Client, OutgoingMessage
-    from magnetar.client.sync import new_event_loop
+    from magnetar.client.sync.loop import new_event_loop
 
     async def go() -> float:
         async with Client(url, operation_timeout_seconds=10) as client:

@@ -19,7 +19,7 @@ import structlog
 
 from magnetar.broker.auth import tokens
 from magnetar.broker.config import BrokerConfig, ConfigError, load_config
-from magnetar.broker.logging import configure_logging
+from magnetar.broker.observability.logging import configure_logging
 from magnetar.broker.server import BrokerServer
 from magnetar.broker.storage.api import StorageError
 

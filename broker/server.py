@@ -25,11 +25,11 @@ from aiohttp import web
 from magnetar.broker import admin
 from magnetar.broker.auth.authentication import AuthenticationService
 from magnetar.broker.auth.tls import server_context
-from magnetar.broker.cnx import ServerCnx
 from magnetar.broker.config import BrokerConfig
-from magnetar.broker.limits import ConnectionLimiter
-from magnetar.broker.metrics import BrokerMetrics
-from magnetar.broker.service import BrokerService
+from magnetar.broker.connection.cnx import ServerCnx
+from magnetar.broker.connection.limits import ConnectionLimiter
+from magnetar.broker.observability.metrics import BrokerMetrics
+from magnetar.broker.service.broker_service import BrokerService
 from magnetar.broker.storage.api import ManagedLedgerFactory, MetadataStore
 from magnetar.broker.storage_setup import open_storage
 from magnetar.broker.web import build_app

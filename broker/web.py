@@ -13,7 +13,7 @@ from collections.abc import Callable
 from aiohttp import web
 from prometheus_client import generate_latest
 
-from magnetar.broker.metrics import CONTENT_TYPE_LATEST, BrokerMetrics
+from magnetar.broker.observability.metrics import CONTENT_TYPE_LATEST, BrokerMetrics
 
 # `ready` is the readiness probe: the same answer (serving, storage writable).
 HEALTH_PATHS = ("/admin/v2/brokers/health", "/admin/v2/brokers/ready", "/status.html")

@@ -28,9 +28,9 @@ from magnetar.client.aio.enums import (
 )
 from magnetar.client.aio.errors import *  # noqa: F403 (the binding exports every error)
 from magnetar.client.aio.errors import InvalidConfiguration, PulsarException, Result
-from magnetar.client.loggers import LoggerLevel
-from magnetar.client.messages import Message, MessageId
 from magnetar.client.schema.schema import SchemaInfo, SchemaType
+from magnetar.client.sync.loggers import LoggerLevel
+from magnetar.client.sync.messages import Message, MessageId
 
 __all__ = [
     "BatchingType",

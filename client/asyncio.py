@@ -26,8 +26,8 @@ from typing import Any, TypeAlias
 
 from magnetar.client.aio import client as _aio_client
 from magnetar.client.aio import message as _aio_message
-from magnetar.client.aio.auth import Authentication
-from magnetar.client.aio.consumer import Consumer as _AioConsumer
+from magnetar.client.aio.consumer.consumer import Consumer as _AioConsumer
+from magnetar.client.aio.consumer.multi_topic import MultiTopicsConsumer as _AioMultiConsumer
 from magnetar.client.aio.enums import (
     BatchingType,
     CompressionType,
@@ -45,15 +45,15 @@ from magnetar.client.aio.errors import (
     Result,
     UnknownError,
 )
-from magnetar.client.aio.multi_topic import MultiTopicsConsumer as _AioMultiConsumer
-from magnetar.client.aio.partitioned_producer import PartitionedProducer as _AioPartitioned
-from magnetar.client.aio.partitioned_reader import PartitionedReader as _AioPartitionedReader
-from magnetar.client.aio.producer import Producer as _AioProducer
-from magnetar.client.aio.reader import Reader as _AioReader
-from magnetar.client.loggers import LogDestination
-from magnetar.client.messages import Message, MessageId, message_class, seek_target
-from magnetar.client.producer import build_message
+from magnetar.client.aio.net.auth import Authentication
+from magnetar.client.aio.producer.partitioned import PartitionedProducer as _AioPartitioned
+from magnetar.client.aio.producer.producer import Producer as _AioProducer
+from magnetar.client.aio.reader.partitioned import PartitionedReader as _AioPartitionedReader
+from magnetar.client.aio.reader.reader import Reader as _AioReader
 from magnetar.client.schema import BytesSchema
+from magnetar.client.sync.loggers import LogDestination
+from magnetar.client.sync.messages import Message, MessageId, message_class, seek_target
+from magnetar.client.sync.producer import build_message
 from magnetar.proto import ids as _ids
 
 __all__ = [

@@ -21,7 +21,7 @@ from magnetar.broker.admin import (
 from magnetar.broker.admin.base import error_middleware
 from magnetar.broker.admin.security import security_middleware
 from magnetar.broker.auth.authentication import AuthenticationService
-from magnetar.broker.service import BrokerService
+from magnetar.broker.service.broker_service import BrokerService
 
 
 def install(

@@ -16,7 +16,7 @@ import structlog
 from aiohttp import web
 
 from magnetar.broker.errors import BrokerServiceError
-from magnetar.broker.resources import (
+from magnetar.broker.service.resources import (
     InvalidResource,
     ResourceBusy,
     ResourceError,
@@ -29,7 +29,7 @@ from magnetar.proto.naming import InvalidTopicName, TopicName
 
 # Typing only: the admin leaves must not import the service they serve.
 if TYPE_CHECKING:
-    from magnetar.broker.service import BrokerService
+    from magnetar.broker.service.broker_service import BrokerService
 
 log = structlog.get_logger(__name__)
 

@@ -8,7 +8,7 @@ from aiohttp import web
 
 from magnetar.broker.admin.base import HttpError, json_body, no_content, topic_from_path
 from magnetar.broker.compaction.state import CompactionRunning, TopicCompaction
-from magnetar.broker.service import (
+from magnetar.broker.service.broker_service import (
     COMPACTION_THRESHOLD_NAMESPACE,
     COMPACTION_THRESHOLD_TOPIC,
     BrokerService,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from magnetar.broker.admin.base import HttpError, json_body, no_content
-from magnetar.broker.service import BrokerService
+from magnetar.broker.service.broker_service import BrokerService
 
 
 def routes(service: BrokerService) -> list[web.RouteDef]:

@@ -16,7 +16,7 @@ from typing import Any
 from aiohttp import web
 
 from magnetar.broker.admin.base import HttpError, json_body, no_content
-from magnetar.broker.service import BrokerService
+from magnetar.broker.service.broker_service import BrokerService
 
 RETENTION_KEY = "retention_policies"
 TTL_KEY = "message_ttl_in_seconds"

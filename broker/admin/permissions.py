@@ -10,7 +10,7 @@ from aiohttp import web
 
 from magnetar.broker.admin.base import HttpError, json_body, no_content
 from magnetar.broker.auth.authorization import ACTIONS, namespace_grants
-from magnetar.broker.service import BrokerService
+from magnetar.broker.service.broker_service import BrokerService
 
 
 def _actions(body: object) -> list[str]:

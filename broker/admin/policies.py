@@ -11,16 +11,16 @@ from typing import Any
 from aiohttp import web
 
 from magnetar.broker.admin.base import HttpError, json_body, no_content, topic_from_path
-from magnetar.broker.keywindow import POLICY_KEY as KEY_WINDOW_POLICY
-from magnetar.broker.keywindow import InvalidPolicy, KeyWindowPolicy
-from magnetar.broker.rates import (
+from magnetar.broker.features.keywindow import POLICY_KEY as KEY_WINDOW_POLICY
+from magnetar.broker.features.keywindow import InvalidPolicy, KeyWindowPolicy
+from magnetar.broker.policies.rates import (
     DISPATCH_RATE_POLICY,
     PUBLISH_RATE_POLICY,
     DispatchRate,
     InvalidRate,
     PublishRate,
 )
-from magnetar.broker.service import BrokerService
+from magnetar.broker.service.broker_service import BrokerService
 
 DEDUP_KEY = "deduplicationEnabled"
 

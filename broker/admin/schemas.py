@@ -11,7 +11,7 @@ from magnetar.broker.admin.base import HttpError, json_body, no_content, topic_f
 from magnetar.broker.schemas.compatibility import Strategy
 from magnetar.broker.schemas.registry import NAMESPACE_STRATEGY_KEY, TOPIC_STRATEGY_KEY
 from magnetar.broker.schemas.types import SchemaData, SchemaType, SchemaVersion
-from magnetar.broker.service import BrokerService
+from magnetar.broker.service.broker_service import BrokerService
 from magnetar.proto.naming import InvalidTopicName, TopicName
 
 

@@ -21,11 +21,11 @@ from magnetar.broker.admin.base import (
     refuse_partitioned_base,
     topic_from_path,
 )
-from magnetar.broker.backlog_quota import backlog_bytes
-from magnetar.broker.service import BrokerService
+from magnetar.broker.policies.backlog_quota import backlog_bytes
+from magnetar.broker.service.broker_service import BrokerService
 from magnetar.broker.storage.api import EARLIEST, LATEST, Position
-from magnetar.broker.subscription import PersistentSubscription
 from magnetar.broker.topics.persistent import PersistentTopic
+from magnetar.broker.topics.subscription import PersistentSubscription
 
 
 def _message_id(body: object, *, default: Position | None = None) -> Position:

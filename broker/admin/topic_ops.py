@@ -26,10 +26,10 @@ from magnetar.broker.admin.base import (
     topic_from_path,
 )
 from magnetar.broker.admin.subscriptions import topic_stats
-from magnetar.broker.service import BrokerService
+from magnetar.broker.service.broker_service import BrokerService
 from magnetar.broker.storage.ledger import ManagedLedgerImpl
-from magnetar.broker.subscription import PersistentSubscription
 from magnetar.broker.topics.persistent import PersistentTopic
+from magnetar.broker.topics.subscription import PersistentSubscription
 from magnetar.proto import pulsar_api_pb2 as pb
 from magnetar.proto.frames import Payload
 from magnetar.proto.naming import TopicName

@@ -6,7 +6,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from magnetar.broker.admin.base import HttpError, json_body, no_content, topic_from_path
-from magnetar.broker.service import BrokerService
+from magnetar.broker.service.broker_service import BrokerService
 
 LISTENER_HEADER = "X-Pulsar-ListenerName"
 

@@ -6,7 +6,7 @@ permissions endpoints."""
 
 from __future__ import annotations
 
-from magnetar.broker.resources import PulsarResources, ResourceNotFound
+from magnetar.broker.service.resources import PulsarResources, ResourceNotFound
 from magnetar.proto.naming import TopicName
 
 PRODUCE = "produce"

@@ -36,8 +36,8 @@ from magnetar.broker.cluster.policy_watch import PolicyWatcher
 from magnetar.broker.cluster.session import EtcdSession, MonotonicClock
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.errors import ServiceNotReadyError
-from magnetar.broker.lookup import LookupAnswer
-from magnetar.broker.service import BrokerService
+from magnetar.broker.service.broker_service import BrokerService
+from magnetar.broker.service.lookup import LookupAnswer
 from magnetar.proto.naming import TopicName
 
 log = structlog.get_logger(__name__)

@@ -21,11 +21,9 @@ from dataclasses import dataclass
 import structlog
 
 from magnetar.broker.compaction.view import CompactedView
-from magnetar.broker.consumer import Consumer
-from magnetar.broker.delayed import DelayedDeliveryTracker
 from magnetar.broker.dispatchers.redelivery import RedeliveryTracker, ReplayQueue
-from magnetar.broker.entries import deliver_at_time
-from magnetar.broker.rates import DispatchRateLimiter
+from magnetar.broker.features.delayed import DelayedDeliveryTracker
+from magnetar.broker.policies.rates import DispatchRateLimiter
 from magnetar.broker.storage.api import (
     EARLIEST,
     CursorClosed,
@@ -35,6 +33,8 @@ from magnetar.broker.storage.api import (
     ManagedLedgerClosed,
     Position,
 )
+from magnetar.broker.topics.consumer import Consumer
+from magnetar.broker.topics.entries import deliver_at_time
 
 log = structlog.get_logger(__name__)
 

@@ -6,13 +6,13 @@ its selector from the first consumer's KeySharedMeta and the broker option.
 
 from __future__ import annotations
 
-from magnetar.broker.consumer import SubType, sub_type_name
 from magnetar.broker.dispatchers.base import DispatcherSettings, PersistentDispatcher
 from magnetar.broker.dispatchers.key_shared import KeySharedDispatcher
 from magnetar.broker.dispatchers.shared import SharedDispatcher
 from magnetar.broker.dispatchers.single_active import SingleActiveDispatcher
 from magnetar.broker.errors import NotAllowedError
 from magnetar.broker.storage.api import ManagedCursor, ManagedLedger
+from magnetar.broker.topics.consumer import SubType, sub_type_name
 
 
 def new_dispatcher(

@@ -41,7 +41,6 @@ from typing import NamedTuple
 
 import structlog
 
-from magnetar.broker.consumer import Consumer, KeySharedMode, KeySharedPolicy
 from magnetar.broker.dispatchers.base import DispatcherSettings, PersistentDispatcher
 from magnetar.broker.dispatchers.selectors import (
     AutoSplitSelector,
@@ -49,9 +48,10 @@ from magnetar.broker.dispatchers.selectors import (
     ConsumerSelector,
     StickySelector,
 )
-from magnetar.broker.entries import key_hash_and_deliver_at
 from magnetar.broker.errors import ConsumerBusyError
 from magnetar.broker.storage.api import Entry, ManagedCursor, ManagedLedger, Position
+from magnetar.broker.topics.consumer import Consumer, KeySharedMode, KeySharedPolicy
+from magnetar.broker.topics.entries import key_hash_and_deliver_at
 
 log = structlog.get_logger(__name__)
 

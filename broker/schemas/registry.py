@@ -13,7 +13,6 @@ from typing import Any
 
 import structlog
 
-from magnetar.broker.resources import PulsarResources
 from magnetar.broker.schemas.compatibility import (
     DEFAULT_STRATEGY,
     IncompatibleSchemaError,
@@ -22,6 +21,7 @@ from magnetar.broker.schemas.compatibility import (
     validate,
 )
 from magnetar.broker.schemas.types import SchemaData, SchemaVersion, now_ms
+from magnetar.broker.service.resources import PulsarResources
 from magnetar.broker.storage.api import BadVersion, MetadataStore
 from magnetar.proto.naming import TopicName
 

@@ -13,14 +13,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
-from magnetar.broker.consumer import Consumer, KeySharedPolicy
-from magnetar.broker.counters import RateCounter
-from magnetar.broker.dedup import MessageDeduplication
 from magnetar.broker.endpoint import ClientConnection
-from magnetar.broker.keywindow import KeyWindowIndex, KeyWindowPolicy
-from magnetar.broker.producer import Producer
-from magnetar.broker.rates import DispatchRate, PublishRate, PublishRateLimiter
+from magnetar.broker.features.dedup import MessageDeduplication
+from magnetar.broker.features.keywindow import KeyWindowIndex, KeyWindowPolicy
+from magnetar.broker.observability.counters import RateCounter
+from magnetar.broker.policies.rates import DispatchRate, PublishRate, PublishRateLimiter
 from magnetar.broker.storage.api import InitialPosition, Position
+from magnetar.broker.topics.consumer import Consumer, KeySharedPolicy
+from magnetar.broker.topics.producer import Producer
 from magnetar.proto.naming import TopicName
 
 

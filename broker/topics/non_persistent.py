@@ -15,8 +15,6 @@ from collections.abc import Callable, Sequence
 
 import structlog
 
-from magnetar.broker.consumer import Consumer, SubType, sub_type_name
-from magnetar.broker.counters import RateCounter
 from magnetar.broker.dispatchers.failover import choose_active
 from magnetar.broker.dispatchers.selectors import (
     AutoSplitSelector,
@@ -27,10 +25,10 @@ from magnetar.broker.dispatchers.selectors import (
 )
 from magnetar.broker.dispatchers.shared import ConsumerSelector
 from magnetar.broker.endpoint import ClientConnection
-from magnetar.broker.entries import key_hash_and_deliver_at
 from magnetar.broker.errors import ConsumerBusyError, NotAllowedError
-from magnetar.broker.keywindow import KeyWindowPolicy
-from magnetar.broker.rates import DispatchRate
+from magnetar.broker.features.keywindow import KeyWindowPolicy
+from magnetar.broker.observability.counters import RateCounter
+from magnetar.broker.policies.rates import DispatchRate
 from magnetar.broker.storage.api import Entry, Position
 from magnetar.broker.topics.base import (
     LastMessageId,
@@ -38,6 +36,8 @@ from magnetar.broker.topics.base import (
     Subscription,
     SubscriptionStats,
 )
+from magnetar.broker.topics.consumer import Consumer, SubType, sub_type_name
+from magnetar.broker.topics.entries import key_hash_and_deliver_at
 from magnetar.broker.topics.producers import TopicProducers
 from magnetar.proto.naming import TopicName
 

@@ -14,16 +14,10 @@ from pathlib import Path
 
 import structlog
 
-from magnetar.broker.backlog_quota import QuotaState, backlog_bytes
 from magnetar.broker.compaction.state import TopicCompaction
 from magnetar.broker.compaction.view import CompactedView
-from magnetar.broker.consumer import Consumer, SubType
-from magnetar.broker.counters import RateCounter
-from magnetar.broker.dedup import CURSOR_NAME as DEDUP_CURSOR
-from magnetar.broker.dedup import MessageDeduplication
 from magnetar.broker.dispatchers.base import DispatcherSettings
 from magnetar.broker.endpoint import ClientConnection
-from magnetar.broker.entries import last_entry_id
 from magnetar.broker.errors import (
     BrokerServiceError,
     ConsumerBusyError,
@@ -31,10 +25,13 @@ from magnetar.broker.errors import (
     SubscriptionNotFoundError,
     TopicTerminatedError,
 )
-from magnetar.broker.keywindow import CURSOR_NAME as KEY_WINDOW_CURSOR
-from magnetar.broker.keywindow import KeyWindowIndex, KeyWindowPolicy
-from magnetar.broker.producer import Producer, SendRejected
-from magnetar.broker.rates import DispatchRate, DispatchRateLimiter
+from magnetar.broker.features.dedup import CURSOR_NAME as DEDUP_CURSOR
+from magnetar.broker.features.dedup import MessageDeduplication
+from magnetar.broker.features.keywindow import CURSOR_NAME as KEY_WINDOW_CURSOR
+from magnetar.broker.features.keywindow import KeyWindowIndex, KeyWindowPolicy
+from magnetar.broker.observability.counters import RateCounter
+from magnetar.broker.policies.backlog_quota import QuotaState, backlog_bytes
+from magnetar.broker.policies.rates import DispatchRate, DispatchRateLimiter
 from magnetar.broker.storage.api import (
     EARLIEST,
     LATEST,
@@ -44,9 +41,12 @@ from magnetar.broker.storage.api import (
     Position,
     StorageError,
 )
-from magnetar.broker.subscription import PersistentSubscription
 from magnetar.broker.topics.base import SubscribeOptions, Subscription
+from magnetar.broker.topics.consumer import Consumer, SubType
+from magnetar.broker.topics.entries import last_entry_id
+from magnetar.broker.topics.producer import Producer, SendRejected
 from magnetar.broker.topics.producers import TopicProducers
+from magnetar.broker.topics.subscription import PersistentSubscription
 from magnetar.proto.errors import ServerError
 from magnetar.proto.naming import TopicName
 
@@ -96,7 +96,7 @@ class PersistentTopic(TopicProducers):
         self.compaction = TopicCompaction(self.name, ledger, compaction_dir)
         # Where a terminated topic stopped: no entry is ever stored after it.
         self.terminated_at: Position | None = None
-        # The namespace's message TTL (0: none); enforced by broker/expiry.py.
+        # The namespace's message TTL (0: none); enforced by broker/policies/expiry.py.
         self.message_ttl_s = 0
         # The namespace's backlog quotas and the last measured backlog age.
         self.quota = QuotaState()

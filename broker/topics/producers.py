@@ -8,8 +8,6 @@ from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Callable
 
-from magnetar.broker.counters import RateCounter
-from magnetar.broker.dedup import MessageDeduplication
 from magnetar.broker.endpoint import ClientConnection
 from magnetar.broker.errors import (
     NotAllowedError,
@@ -17,10 +15,12 @@ from magnetar.broker.errors import (
     ProducerFencedError,
     ServiceNotReadyError,
 )
-from magnetar.broker.keywindow import KeyWindowIndex, KeyWindowPolicy
-from magnetar.broker.producer import AccessMode, Producer
-from magnetar.broker.rates import PublishRate, PublishRateLimiter
+from magnetar.broker.features.dedup import MessageDeduplication
+from magnetar.broker.features.keywindow import KeyWindowIndex, KeyWindowPolicy
+from magnetar.broker.observability.counters import RateCounter
+from magnetar.broker.policies.rates import PublishRate, PublishRateLimiter
 from magnetar.broker.storage.api import Position
+from magnetar.broker.topics.producer import AccessMode, Producer
 
 
 class TopicProducers(ABC):

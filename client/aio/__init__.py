@@ -6,7 +6,7 @@ async with Client("pulsar://localhost:6650") as client:
 """
 
 from magnetar.client.aio.client import Client
-from magnetar.client.aio.consumer import Consumer
+from magnetar.client.aio.consumer.consumer import Consumer
 from magnetar.client.aio.enums import (
     BatchingType,
     CompressionType,
@@ -17,8 +17,8 @@ from magnetar.client.aio.enums import (
 )
 from magnetar.client.aio.errors import PulsarException, Result
 from magnetar.client.aio.message import Message, OutgoingMessage
-from magnetar.client.aio.partitioned_producer import PartitionedProducer
-from magnetar.client.aio.producer import Producer
+from magnetar.client.aio.producer.partitioned import PartitionedProducer
+from magnetar.client.aio.producer.producer import Producer
 from magnetar.proto.ids import MessageId
 
 __all__ = [

@@ -11,7 +11,6 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
-from magnetar.client.aio.auth import Authentication
 from magnetar.client.aio.checks import check_optional, check_type
 from magnetar.client.aio.config import (
     ActiveConsumerListener,
@@ -20,10 +19,11 @@ from magnetar.client.aio.config import (
     ProducerConfiguration,
     wire_schema,
 )
-from magnetar.client.aio.consumer import Consumer
+from magnetar.client.aio.consumer.consumer import Consumer
+from magnetar.client.aio.consumer.dead_letter import DeadLetterHandler
+from magnetar.client.aio.consumer.multi_topic import MultiTopicsConsumer
 from magnetar.client.aio.context import ClientContext
 from magnetar.client.aio.crypto import CryptoKeyReader
-from magnetar.client.aio.dead_letter import DeadLetterHandler
 from magnetar.client.aio.enums import (
     BatchingType,
     CompressionType,
@@ -44,22 +44,22 @@ from magnetar.client.aio.errors import (
     Timeout,
     from_server_error,
 )
-from magnetar.client.aio.failover import (
+from magnetar.client.aio.net.auth import Authentication
+from magnetar.client.aio.net.failover import (
     AutoClusterFailover,
     ClusterSwitch,
     ServiceInfo,
     ServiceInfoProvider,
 )
-from magnetar.client.aio.lookup import lookup_service_for
-from magnetar.client.aio.multi_topic import MultiTopicsConsumer
-from magnetar.client.aio.partitioned_producer import PartitionedProducer
-from magnetar.client.aio.partitioned_reader import PartitionedReader
+from magnetar.client.aio.net.lookup import lookup_service_for
+from magnetar.client.aio.net.pool import ConnectionPool
+from magnetar.client.aio.net.security import Security
 from magnetar.client.aio.policies import BatchReceivePolicy, DeadLetterPolicy, KeySharedPolicy
-from magnetar.client.aio.pool import ConnectionPool
-from magnetar.client.aio.producer import Producer
-from magnetar.client.aio.reader import Reader
-from magnetar.client.aio.security import Security
-from magnetar.client.aio.table_view import TableView
+from magnetar.client.aio.producer.partitioned import PartitionedProducer
+from magnetar.client.aio.producer.producer import Producer
+from magnetar.client.aio.reader.partitioned import PartitionedReader
+from magnetar.client.aio.reader.reader import Reader
+from magnetar.client.aio.reader.table_view import TableView
 from magnetar.proto import pulsar_api_pb2 as pb
 from magnetar.proto.hashes import DEFAULT_HASHING_SCHEME, HashingScheme
 from magnetar.proto.ids import MessageId

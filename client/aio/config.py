@@ -6,6 +6,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from magnetar.client.aio.consumer.unacked_tracker import validate as unacked_validate
 from magnetar.client.aio.crypto import CryptoKeyReader
 from magnetar.client.aio.enums import (
     BatchingType,
@@ -19,7 +20,6 @@ from magnetar.client.aio.enums import (
 )
 from magnetar.client.aio.errors import InvalidConfiguration
 from magnetar.client.aio.policies import BatchReceivePolicy, DeadLetterPolicy, KeySharedPolicy
-from magnetar.client.aio.unacked_tracker import validate as unacked_validate
 from magnetar.proto import pulsar_api_pb2 as pb
 from magnetar.proto.hashes import DEFAULT_HASHING_SCHEME, HashingScheme
 from magnetar.proto.ids import MessageId

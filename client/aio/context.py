@@ -9,10 +9,10 @@ from __future__ import annotations
 import itertools
 from typing import Protocol
 
-from magnetar.client.aio.backoff import Backoff
-from magnetar.client.aio.connection import ClientConnection
-from magnetar.client.aio.lookup import LookupService
-from magnetar.client.aio.pool import ConnectionPool
+from magnetar.client.aio.net.backoff import Backoff
+from magnetar.client.aio.net.connection import ClientConnection
+from magnetar.client.aio.net.lookup import LookupService
+from magnetar.client.aio.net.pool import ConnectionPool
 from magnetar.proto.naming import TopicName
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from magnetar.client.aio.log import get_logger
 
-_log = get_logger("magnetar.client.consumer")
+_log = get_logger("magnetar.client.sync.consumer")
 
 
 @dataclass

@@ -23,8 +23,8 @@ import atheris
 import structlog
 
 with atheris.instrument_imports():
-    from magnetar.broker.cnx import ServerCnx
     from magnetar.broker.config import BrokerConfig
+    from magnetar.broker.connection.cnx import ServerCnx
     from magnetar.broker.server import BrokerServer
     from magnetar.proto import pulsar_api_pb2 as pb
     from magnetar.proto.errors import ProtocolError

@@ -17,8 +17,8 @@ from magnetar.client.aio import (
     Producer,
     errors,
 )
-from magnetar.client.aio.consumer import Consumer
-from magnetar.client.aio.dead_letter import REAL_TOPIC, RECONSUMETIMES
+from magnetar.client.aio.consumer.consumer import Consumer
+from magnetar.client.aio.consumer.dead_letter import REAL_TOPIC, RECONSUMETIMES
 from magnetar.client.aio.policies import BatchReceivePolicy, DeadLetterPolicy
 from tests.interop.conftest import BrokerUnderTest
 

@@ -10,7 +10,7 @@ import pytest
 
 from magnetar import client as magnetar
 from magnetar.client.aio import Client, ConsumerType, InitialPosition, OutgoingMessage
-from magnetar.client.aio.consumer import Consumer
+from magnetar.client.aio.consumer.consumer import Consumer
 from tests.interop.conftest import BrokerUnderTest
 
 pytestmark = pytest.mark.lite

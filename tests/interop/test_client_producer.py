@@ -21,7 +21,7 @@ from magnetar.client.aio import (
     errors,
 )
 from magnetar.client.aio.enums import ProducerAccessMode
-from magnetar.client.aio.partitioned_producer import PartitionedProducer
+from magnetar.client.aio.producer.partitioned import PartitionedProducer
 from tests.interop.conftest import PARTITIONS, BrokerUnderTest
 
 pytestmark = pytest.mark.lite

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pulsar
 
-from magnetar.broker.keywindow import parse_duration_ms
+from magnetar.broker.features.keywindow import parse_duration_ms
 from tests.integration.broker.harness import BrokerProcess, BrokerThread, http_call
 from tests.support.official import official_client
 

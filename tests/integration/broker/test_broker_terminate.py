@@ -9,7 +9,7 @@ import uuid
 import pulsar
 import pytest
 
-from magnetar.broker.cnx import supports_reached_end_of_topic
+from magnetar.broker.connection.cnx import supports_reached_end_of_topic
 from magnetar.proto import pulsar_api_pb2 as pb
 from tests.integration.broker.harness import BrokerThread, RawClient, http_call
 from tests.support.official import official_client

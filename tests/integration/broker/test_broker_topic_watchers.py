@@ -12,8 +12,8 @@ import uuid
 import pytest
 
 import magnetar.client as magnetar_client
-from magnetar.client.aio.connection import ClientConnection
 from magnetar.client.aio.errors import PulsarException
+from magnetar.client.aio.net.connection import ClientConnection
 from magnetar.proto import pulsar_api_pb2 as pb
 from tests.integration.broker.harness import BrokerThread, http_call
 

@@ -17,9 +17,9 @@ import pytest
 from aiohttp import web
 
 from magnetar.client.aio import Client, OutgoingMessage, Producer, errors
-from magnetar.client.aio.connection import ClientConnection
 from magnetar.client.aio.enums import ProducerAccessMode
-from magnetar.client.aio.partitioned_producer import PartitionedProducer
+from magnetar.client.aio.net.connection import ClientConnection
+from magnetar.client.aio.producer.partitioned import PartitionedProducer
 from magnetar.proto import pulsar_api_pb2 as pb
 from magnetar.proto.errors import ServerError
 from magnetar.proto.frames import Frame, wrap

@@ -14,7 +14,7 @@ from magnetar.broker.cluster.etcd_store import EtcdMetadataStore
 from magnetar.broker.cluster.member import ClusterMember
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.errors import ServiceNotReadyError
-from magnetar.broker.lookup import LookupAnswer
+from magnetar.broker.service.lookup import LookupAnswer
 from magnetar.proto.naming import TopicName
 from tests.support.etcd import EtcdServer
 

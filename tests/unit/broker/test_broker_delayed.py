@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from magnetar.broker.delayed import DelayedDeliveryTracker
+from magnetar.broker.features.delayed import DelayedDeliveryTracker
 from magnetar.broker.storage.api import Position
 
 

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from magnetar.broker.consumer import Consumer, KeySharedMode, KeySharedPolicy, SubType
 from magnetar.broker.dispatchers.base import DispatcherSettings
 from magnetar.broker.dispatchers.key_shared import KeySharedDispatcher
 from magnetar.broker.errors import BrokerServiceError
@@ -23,7 +22,8 @@ from magnetar.broker.storage.api import (
     Position,
     SyncPolicy,
 )
-from magnetar.broker.subscription import PersistentSubscription
+from magnetar.broker.topics.consumer import Consumer, KeySharedMode, KeySharedPolicy, SubType
+from magnetar.broker.topics.subscription import PersistentSubscription
 from magnetar.proto import pulsar_api_pb2 as pb
 from magnetar.proto.errors import ServerError
 from magnetar.proto.frames import Payload

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from magnetar.broker.consumer import Consumer, SubType
 from magnetar.broker.errors import BrokerServiceError
 from magnetar.broker.storage import FileManagedLedgerFactory
 from magnetar.broker.storage.api import InitialPosition, ManagedLedgerConfig, Position, SyncPolicy
-from magnetar.broker.subscription import PersistentSubscription
 from magnetar.broker.topics.base import SubscribeOptions
+from magnetar.broker.topics.consumer import Consumer, SubType
 from magnetar.broker.topics.persistent import PersistentTopic
+from magnetar.broker.topics.subscription import PersistentSubscription
 from magnetar.proto import pulsar_api_pb2 as pb
 from magnetar.proto.frames import Payload
 from magnetar.proto.naming import TopicName

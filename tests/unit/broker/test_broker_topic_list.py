@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from magnetar.broker.topic_list import filter_topics, topics_hash
+from magnetar.broker.service.topic_list import filter_topics, topics_hash
 
 TOPICS = [
     "persistent://public/default/orders-partition-0",

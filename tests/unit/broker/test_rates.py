@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from magnetar.broker.rates import (
+from magnetar.broker.policies.rates import (
     DispatchRate,
     DispatchRateLimiter,
     InvalidRate,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from magnetar.broker.topic_watchers import TopicListWatchers
+from magnetar.broker.service.topic_watchers import TopicListWatchers
 
 NS = "public/default"
 A = "persistent://public/default/pw-a"

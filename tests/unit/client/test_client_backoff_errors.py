@@ -7,7 +7,7 @@ import pulsar
 import pytest
 
 from magnetar.client.aio import errors
-from magnetar.client.aio.backoff import Backoff
+from magnetar.client.aio.net.backoff import Backoff
 from magnetar.proto.errors import FATAL_SERVER_ERRORS, ServerError
 
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from magnetar.client.aio.chunking import ChunkAssembler
-from magnetar.client.aio.incoming import Decoded, MessageDecoder
+from magnetar.client.aio.consumer.chunking import ChunkAssembler
+from magnetar.client.aio.consumer.incoming import Decoded, MessageDecoder
 from magnetar.proto import messages
 from magnetar.proto import pulsar_api_pb2 as pb
 from magnetar.proto.frames import Frame, Payload, wrap

@@ -6,12 +6,12 @@ import random
 
 import pytest
 
-from magnetar.client.aio.batch import BatchContainer, KeyBasedBatchContainer
 from magnetar.client.aio.config import ProducerConfiguration
 from magnetar.client.aio.enums import PartitionsRoutingMode
 from magnetar.client.aio.errors import InvalidConfiguration
 from magnetar.client.aio.message import OutgoingMessage
-from magnetar.client.aio.routing import Router
+from magnetar.client.aio.producer.batch import BatchContainer, KeyBasedBatchContainer
+from magnetar.client.aio.producer.routing import Router
 from magnetar.proto import messages
 from magnetar.proto.hashes import HashingScheme, partition_for_key
 

@@ -8,10 +8,10 @@ import lz4.block
 import pytest
 
 from magnetar.client.aio import compression
-from magnetar.client.aio.chunking import ChunkAssembler
+from magnetar.client.aio.consumer.chunking import ChunkAssembler
 from magnetar.client.aio.enums import CompressionType
 from magnetar.client.aio.errors import InvalidMessage, InvalidUrl
-from magnetar.client.aio.lookup import ServiceUrl, address_of
+from magnetar.client.aio.net.lookup import ServiceUrl, address_of
 from magnetar.proto import pulsar_api_pb2 as pb
 from magnetar.proto.ids import MessageId
 

@@ -1,10 +1,10 @@
-"""AutoClusterFailover's decisions (client/aio/failover.py FailoverState),
+"""AutoClusterFailover's decisions (client/aio/net/failover.py FailoverState),
 driven round by round with a scripted reachability instead of sockets."""
 
 from __future__ import annotations
 
 import magnetar.client as pulsar
-from magnetar.client.aio.failover import FailoverState
+from magnetar.client.aio.net.failover import FailoverState
 
 
 def _config() -> tuple[pulsar.AutoClusterFailover, list[pulsar.ServiceInfo]]:

@@ -6,8 +6,8 @@ import asyncio
 
 import pytest
 
+from magnetar.client.aio.consumer.incoming_queue import IncomingQueue
 from magnetar.client.aio.errors import AlreadyClosed, Timeout
-from magnetar.client.aio.incoming_queue import IncomingQueue
 from magnetar.client.aio.message import Entry, Message
 from magnetar.client.aio.policies import BatchReceivePolicy
 from magnetar.proto import pulsar_api_pb2 as pb

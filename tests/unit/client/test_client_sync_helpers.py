@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from magnetar.client.sync import AppEvents, LoopThread, Permits, Submitter, ThreadQueue
+from magnetar.client.sync.loop import AppEvents, LoopThread, Permits, Submitter, ThreadQueue
 
 
 def test_loop_thread_runs_coroutines_and_stops() -> None:

@@ -6,11 +6,11 @@ import asyncio
 
 import pytest
 
-from magnetar.client.aio.ack_grouping import AckGroupingTracker
-from magnetar.client.aio.consumer_stats import ConsumerStats
+from magnetar.client.aio.consumer.ack_grouping import AckGroupingTracker
+from magnetar.client.aio.consumer.nack_tracker import NegativeAcksTracker
+from magnetar.client.aio.consumer.stats import ConsumerStats
+from magnetar.client.aio.consumer.unacked_tracker import UnAckedMessageTracker, validate
 from magnetar.client.aio.errors import InvalidConfiguration
-from magnetar.client.aio.nack_tracker import NegativeAcksTracker
-from magnetar.client.aio.unacked_tracker import UnAckedMessageTracker, validate
 from magnetar.proto import pulsar_api_pb2 as pb
 from magnetar.proto.ids import MessageId
 

@@ -1,0 +1,205 @@
+"""Producer-side commands of one connection: PRODUCER, SEND, CLOSE_PRODUCER.
+
+ServerCnx owns one ProducerCommands and routes these frames to it; the
+producers opened on the connection live here. SEND is on the hot path: it
+decodes nothing beyond the command and hands the stored bytes to the
+producer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from functools import partial
+from typing import Any, NamedTuple
+
+from magnetar.broker import commands
+from magnetar.broker.connection.context import CommandContext
+from magnetar.broker.connection.limits import check_producer_limit
+from magnetar.broker.errors import ProducerIdInUse
+from magnetar.broker.features.keywindow import idempotency_key
+from magnetar.broker.schemas.types import from_wire, version_bytes
+from magnetar.broker.service.broker_service import check_name, parse_topic
+from magnetar.broker.topics.base import Topic
+from magnetar.broker.topics.producer import AccessMode, Producer
+from magnetar.proto import pulsar_api_pb2 as pb
+from magnetar.proto.batch_check import send_problem
+from magnetar.proto.errors import ProtocolError, ServerError
+from magnetar.proto.frames import Frame
+from magnetar.proto.naming import validate_producer_name
+
+
+class AttachedProducer(NamedTuple):
+    producer: Producer
+    topic: Topic
+    # The registered schema's version (8 bytes), None for a producer without one.
+    schema_version: bytes | None = None
+
+
+class ProducerCommands:
+    def __init__(self, cnx: CommandContext) -> None:
+        self.cnx = cnx
+        self.producers: dict[int, AttachedProducer] = {}
+        # PRODUCER requests still running, by producer id (CLOSE_PRODUCER
+        # cancels one that waits for exclusive access).
+        self._requests: dict[int, asyncio.Task[Any]] = {}
+
+    def handle_producer(self, frame: Frame) -> None:
+        cmd = frame.command.producer
+        self.cnx.spawn(self._create_producer(cmd), cmd.request_id, "PRODUCER")
+
+    async def _create_producer(self, cmd: pb.CommandProducer) -> None:
+        cnx = self.cnx
+        pid = cmd.producer_id
+        existing = self.producers.get(pid)
+        if existing is not None:
+            if existing.topic.name == str(parse_topic(cmd.topic)):
+                name = existing.producer.name
+                cnx.write(
+                    commands.producer_success(
+                        cmd.request_id,
+                        name,
+                        existing.topic.last_sequence_id(name),
+                        schema_version=existing.schema_version,
+                    )
+                )
+                return
+            raise ProducerIdInUse(pid)
+        check_name(validate_producer_name, cmd.producer_name)
+        current = asyncio.current_task()
+        assert current is not None
+        self._requests[pid] = current
+        try:
+            await cnx.authorize("produce", cmd.topic)
+            topic = await cnx.service.get_topic(cmd.topic)
+            schema_version = await self._register_schema(cmd, topic)
+            name = cmd.producer_name or cnx.service.generate_producer_name()
+            if cmd.producer_access_mode == AccessMode.WaitForExclusive:
+                await topic.wait_for_exclusive_access(
+                    partial(self._producer_queued, cmd.request_id, name, topic.name)
+                )
+            check_producer_limit(topic, cnx.service.config.max_producers_per_topic)
+            producer = topic.add_producer(
+                cnx,
+                pid,
+                name,
+                access_mode=cmd.producer_access_mode,
+                user_provided_name=cmd.user_provided_producer_name and bool(cmd.producer_name),
+                epoch=cmd.epoch,
+            )
+        finally:
+            self._requests.pop(pid, None)
+        if cnx.is_closed:
+            topic.remove_producer(producer)
+            return
+        self.producers[pid] = AttachedProducer(producer, topic, schema_version)
+        cnx.log.info("producer created", topic=topic.name, producer=name, producer_id=pid)
+        cnx.write(
+            commands.producer_success(
+                cmd.request_id,
+                name,
+                topic.last_sequence_id(name),
+                schema_version=schema_version,
+            )
+        )
+
+    async def _register_schema(self, cmd: pb.CommandProducer, topic: Topic) -> bytes | None:
+        """Register or find the producer's schema; bytes producers (no schema)
+        are accepted as Pulsar accepts them, without a version."""
+        schema = from_wire(cmd.schema) if cmd.HasField("schema") else None
+        if schema is None:
+            return None
+        return version_bytes(await self.cnx.service.schemas.add(topic.topic_name, schema))
+
+    def _producer_queued(self, request_id: int, name: str, topic: str) -> None:
+        self.cnx.log.info("producer waits for exclusive access", topic=topic, producer=name)
+        self.cnx.write(commands.producer_success(request_id, name, ready=False))
+
+    def handle_send(self, frame: Frame) -> None:
+        send = frame.command.send
+        payload = frame.payload
+        attached = self.producers.get(send.producer_id)
+        if attached is None:
+            raise ProtocolError(f"SEND for producer {send.producer_id}, which is not open")
+        if payload is None:
+            raise ProtocolError("SEND without a payload")
+        size = len(payload.data)
+        self.cnx.publish_started(size)
+        producer = attached.producer
+        try:
+            # Parsed once here: a consumer's client cannot skip an entry whose
+            # metadata it cannot parse, so such an entry is never stored.
+            metadata = payload.metadata
+        except ProtocolError as exc:
+            self.cnx.log.info(
+                "SEND refused: invalid message metadata",
+                topic=attached.topic.name,
+                producer=producer.name,
+                detail=str(exc),
+            )
+            # ChecksumError is the one SEND_ERROR the official client fails
+            # the message for instead of reconnecting and resending it (WIRE 5).
+            producer.reject(
+                send.sequence_id,
+                ServerError.ChecksumError,
+                f"invalid message metadata: {exc}",
+                size,
+            )
+            return
+        problem = send_problem(
+            metadata, payload.data, payload.meta_offset + payload.meta_size, send.num_messages
+        )
+        if problem is not None:
+            self.cnx.log.info(
+                "SEND refused: batch does not hold what its metadata says",
+                topic=attached.topic.name,
+                producer=producer.name,
+                detail=problem,
+            )
+            producer.reject(send.sequence_id, ServerError.ChecksumError, problem, size)
+            return
+        limiter = attached.topic.publish_rate
+        if limiter is not None:
+            pause = limiter.consume(send.num_messages or 1, size)
+            if pause:
+                self.cnx.throttle_reading(pause)
+        chunks = metadata.num_chunks_from_msg
+        window = producer.topic.key_window
+        producer.publish(
+            send.sequence_id,
+            max(send.highest_sequence_id, metadata.highest_sequence_id),
+            send.num_messages,
+            payload.data,
+            partial_chunk=chunks > 1 and metadata.chunk_id < chunks - 1,
+            idempotency_key=None
+            if window is None
+            else idempotency_key(payload, window.policy.property),
+        )
+
+    def handle_close_producer(self, frame: Frame) -> None:
+        cmd = frame.command.close_producer
+        self.cnx.spawn(
+            self._close_producer(cmd.producer_id, cmd.request_id), cmd.request_id, "CLOSE_PRODUCER"
+        )
+
+    async def _close_producer(self, producer_id: int, request_id: int) -> None:
+        pending = self._requests.get(producer_id)
+        if pending is not None:
+            # A producer still queued for exclusive access would wait forever.
+            pending.cancel()
+            await asyncio.gather(pending, return_exceptions=True)
+        attached = self.producers.pop(producer_id, None)
+        if attached is not None:
+            producer, topic = attached.producer, attached.topic
+            topic.remove_producer(producer)
+            self.cnx.log.info("producer closed", topic=topic.name, producer=producer.name)
+        self.cnx.write(commands.success(request_id))
+
+    def closed_by_broker(self, producer_id: int) -> None:
+        """The topic closed this producer; forget it."""
+        self.producers.pop(producer_id, None)
+
+    def detach_all(self) -> None:
+        """The connection is gone: every producer leaves its topic."""
+        for producer, topic, _ in list(self.producers.values()):
+            topic.remove_producer(producer)
+        self.producers.clear()

@@ -1,0 +1,135 @@
+"""Namespace retention and message TTL, enforced (SEMANTICS retention / TTL).
+
+Retention goes to each topic's managed ledger (trim.py deletes consumed
+ledgers past it); TTL expires messages for every subscription by moving its
+mark-delete past entries published more than TTL seconds ago, the same
+move as the admin's expire-messages. A periodic sweep runs both, on an
+injected clock so tests need not wait.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import Any
+
+import structlog
+
+from magnetar.broker.policies.backlog_quota import BacklogQuotas
+from magnetar.broker.storage.api import StorageError
+from magnetar.broker.topics.persistent import PersistentTopic
+
+log = structlog.get_logger(__name__)
+
+RETENTION_KEY = "retention_policies"
+TTL_KEY = "message_ttl_in_seconds"
+
+
+def retention_of(policies: Mapping[str, Any]) -> tuple[float, int] | None:
+    """(seconds, bytes) from RetentionPolicies; -1 stays "unlimited"."""
+    body = policies.get(RETENTION_KEY)
+    if not isinstance(body, dict):
+        return None
+    minutes = int(body.get("retentionTimeInMinutes", 0))
+    megabytes = int(body.get("retentionSizeInMB", 0))
+    return (
+        -1.0 if minutes < 0 else minutes * 60.0,
+        -1 if megabytes < 0 else megabytes * 1024 * 1024,
+    )
+
+
+def ttl_of(policies: Mapping[str, Any]) -> int:
+    value = policies.get(TTL_KEY)
+    return value if isinstance(value, int) and value > 0 else 0
+
+
+def apply_operations_policies(
+    topic: object, policies: Mapping[str, Any], default_retention: tuple[float, int]
+) -> None:
+    """Give a persistent topic its namespace's retention, TTL and backlog quota
+    (non-persistent topics store nothing: none applies)."""
+    if not isinstance(topic, PersistentTopic):
+        return
+    topic.ledger.set_retention(*(retention_of(policies) or default_retention))
+    topic.message_ttl_s = ttl_of(policies)
+    topic.quota.quotas = BacklogQuotas.from_policies(policies)
+
+
+async def expire_topic(topic: PersistentTopic, now_s: float) -> None:
+    """Expire, on every subscription, messages older than the topic's TTL."""
+    ttl = topic.message_ttl_s
+    if ttl <= 0 or topic.is_closed:
+        return
+    cutoff_ms = int((now_s - ttl) * 1000)
+    for name in topic.subscription_names():
+        sub = await topic.get_subscription(name)
+        await sub.expire_messages(cutoff_ms)
+
+
+class ExpiryMonitor:
+    """Two periodic sweeps, as Pulsar runs them: TTL expiry then a trim
+    (time-based retention) every ``interval_s``; the backlog quota check
+    (eviction, or disconnecting producers of a topic over a blocking quota)
+    every ``quota_interval_s``."""
+
+    def __init__(
+        self,
+        topics: Callable[[], Iterable[object]],
+        interval_s: float,
+        clock: Callable[[], float] = time.time,
+        quota_interval_s: float = 60.0,
+    ) -> None:
+        self._topics = topics
+        self._interval = interval_s
+        self._quota_interval = quota_interval_s
+        self._clock = clock
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._tasks = [
+            loop.create_task(self._every(self._interval, self.sweep)),
+            loop.create_task(self._every(self._quota_interval, self.check_backlog_quotas)),
+        ]
+
+    def _persistent_topics(self) -> list[PersistentTopic]:
+        return [
+            t for t in list(self._topics()) if isinstance(t, PersistentTopic) and not t.is_closed
+        ]
+
+    async def sweep(self) -> None:
+        now = self._clock()
+        for topic in self._persistent_topics():
+            try:
+                await expire_topic(topic, now)
+                await topic.ledger.trim_consumed_ledgers()
+            except StorageError as exc:
+                log.warning("expiry sweep failed", topic=topic.name, error=str(exc))
+
+    async def check_backlog_quotas(self) -> None:
+        now = self._clock()
+        for topic in self._persistent_topics():
+            try:
+                await topic.quota.measure_age(topic.ledger, now)
+                await topic.evict_backlog(now)
+                # Eviction may have freed whole ledgers.
+                await topic.ledger.trim_consumed_ledgers()
+            except StorageError as exc:
+                log.warning("backlog quota check failed", topic=topic.name, error=str(exc))
+            topic.disconnect_producers_over_quota()
+
+    @staticmethod
+    async def _every(interval_s: float, job: Callable[[], Awaitable[None]]) -> None:
+        while True:
+            await asyncio.sleep(interval_s)
+            await job()
+
+    async def stop(self) -> None:
+        tasks, self._tasks = self._tasks, []
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task

@@ -1,0 +1,523 @@
+"""BrokerService: the topic registry, lookup and partitioned-topic metadata.
+
+A standalone broker owns every topic: LOOKUP answers "connect here" with the
+advertised address. In cluster mode `ownership` (broker/cluster) answers
+LOOKUP from bundle ownership and a topic loads only on its bundle's owner.
+Topics load on first use (creating them when allowed) and stay loaded until
+the broker stops (or, in a cluster, their bundle moves). Partitioned topics are recorded in
+the metadata store; PARTITIONED_METADATA answers 0 for anything else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import itertools
+import os
+import time
+from collections.abc import Callable
+
+import structlog
+
+from magnetar.broker.auth.authorization import AuthorizationService
+from magnetar.broker.config import BrokerConfig
+from magnetar.broker.errors import (
+    BrokerServiceError,
+    NotAllowedError,
+    ServiceNotReadyError,
+    TopicNotFoundError,
+)
+from magnetar.broker.features.keywindow import POLICY_KEY as KEY_WINDOW_POLICY
+from magnetar.broker.features.keywindow import KeyWindowPolicy
+from magnetar.broker.observability.metrics import BrokerMetrics
+from magnetar.broker.observability.stats_update import StatsUpdater
+from magnetar.broker.observability.topic_metrics import TopicMetricsCollector
+from magnetar.broker.policies.expiry import ExpiryMonitor, apply_operations_policies, retention_of
+from magnetar.broker.policies.rates import (
+    DISPATCH_RATE_POLICY,
+    PUBLISH_RATE_POLICY,
+    DispatchRate,
+    PublishRate,
+)
+from magnetar.broker.schemas.registry import SchemaRegistry
+from magnetar.broker.service.lookup import LookupAnswer, Ownership
+from magnetar.broker.service.resources import (
+    InvalidResource,
+    PulsarResources,
+    ResourceError,
+    ResourceExists,
+    ResourceNotFound,
+)
+from magnetar.broker.service.topic_watchers import TopicListWatchers
+from magnetar.broker.storage.api import ManagedLedgerFactory, MetadataStore, Position
+from magnetar.broker.storage_setup import ledger_config
+from magnetar.broker.topics.base import Topic
+from magnetar.broker.topics.loader import (
+    TopicSettings,
+    delete_topic_data,
+    open_topic,
+    stored_topics,
+    topic_exists,
+)
+from magnetar.proto.errors import ServerError
+from magnetar.proto.naming import InvalidName, InvalidTopicName, TopicName
+
+log = structlog.get_logger(__name__)
+
+# Pulsar's Policies field and topic-policy name for the automatic compaction trigger.
+COMPACTION_THRESHOLD_NAMESPACE = "compaction_threshold"
+COMPACTION_THRESHOLD_TOPIC = "compactionThreshold"
+
+
+def check_name(validate: Callable[[str], None], value: str) -> None:
+    """Run a proto.naming validator; its refusal becomes InvalidTopicName, the
+    code Pulsar's broker answers naming errors with."""
+    try:
+        validate(value)
+    except InvalidName as exc:
+        raise BrokerServiceError(ServerError.InvalidTopicName, str(exc)) from exc
+
+
+def parse_topic(name: str) -> TopicName:
+    try:
+        return TopicName.parse(name)
+    except InvalidTopicName as exc:
+        raise BrokerServiceError(ServerError.InvalidTopicName, str(exc)) from exc
+
+
+class BrokerService:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        factory: ManagedLedgerFactory,
+        metadata_store: MetadataStore,
+        metrics: BrokerMetrics,
+    ) -> None:
+        self.config = config
+        self.factory = factory
+        self.metadata_store = metadata_store
+        self.metrics = metrics
+        self.topics: dict[str, Topic] = {}
+        self._loading: dict[str, asyncio.Task[Topic]] = {}
+        self._topic_settings = TopicSettings(
+            ledger_config=ledger_config(config),
+            max_read_batch_size=config.dispatcher_max_read_batch_size,
+            key_shared_consistent_hashing=config.subscription_key_shared_use_consistent_hashing,
+            failover_consistent_hashing=config.active_consumer_failover_consistent_hashing,
+            allow_auto_subscription_creation=config.allow_auto_subscription_creation,
+            dedup_snapshot_interval=config.dedup_snapshot_interval_entries,
+            dedup_inactivity_seconds=config.dedup_producer_inactivity_seconds,
+            compaction_dir=config.data_dir / "compacted",
+        )
+        self.resources = PulsarResources(metadata_store, config.cluster_name)
+        # Set when authorization is enabled (SECURITY.md).
+        self.authorization: AuthorizationService | None = (
+            AuthorizationService(self.resources, config.superusers())
+            if config.authorization_enabled
+            else None
+        )
+        self.schemas = SchemaRegistry(metadata_store, self.resources)
+        self._listeners = config.listeners()
+        self.service_url = ""
+        self.service_url_tls = ""
+        # Broker-assigned producer names: unique per process start and counter.
+        self._name_prefix = f"standalone-{os.getpid() % 1000}-{int(time.time()) % 100000}"
+        self._name_counter = itertools.count()
+        self.is_closed = False
+        # Set in cluster mode: bundle ownership decides LOOKUP and loading.
+        self.ownership: Ownership | None = None
+        self.expiry = ExpiryMonitor(
+            lambda: self.topics.values(),
+            config.message_expiry_check_interval_seconds,
+            quota_interval_s=config.backlog_quota_check_interval_seconds,
+        )
+        self.topic_watchers = TopicListWatchers(
+            lambda namespace: self.topics_of_namespace(namespace, ("persistent",))
+        )
+        # Rates for metrics and admin stats, from the topics' plain counters.
+        self.stats_updater = StatsUpdater(
+            lambda: self.topics.values(), config.stats_update_frequency_seconds
+        )
+        # Computed when scraped, so they never drift from the registry.
+        metrics.storage_writable.set_function(lambda: 0 if factory.write_error else 1)
+        metrics.registry.register(
+            TopicMetricsCollector(
+                lambda: self.topics.values(),
+                config.cluster_name,
+                per_topic=config.expose_topic_level_metrics_in_prometheus,
+            )
+        )
+
+    def set_advertised_port(self, port: int, tls_port: int | None = None) -> None:
+        host = self.config.advertised_host
+        self.service_url = f"pulsar://{host}:{port}"
+        # Both must be filled (WIRE 3); without a TLS listener a client on a
+        # plain connection picks the plain URL anyway.
+        self.service_url_tls = f"pulsar+ssl://{host}:{tls_port or port}"
+
+    async def start(self) -> None:
+        """Create what a standalone broker has on first start (cluster, tenant
+        `public`, namespace `public/default`), before any client can ask."""
+        host, config = self.config.advertised_host, self.config
+        await self.resources.ensure_defaults(
+            f"pulsar://{host}:{config.port}", f"http://{host}:{config.http_port}"
+        )
+        self.expiry.start()
+        self.stats_updater.start()
+
+    def generate_producer_name(self) -> str:
+        return f"{self._name_prefix}-{next(self._name_counter)}"
+
+    def set_producer_name_prefix(self, prefix: str) -> None:
+        """Cluster mode: a prefix no other broker of the cluster uses."""
+        self._name_prefix = prefix
+
+    # --------------------------------------------------------------- lookup
+
+    async def lookup(
+        self, topic: str, listener_name: str = "", authoritative: bool = False
+    ) -> LookupAnswer:
+        """The service URLs (plain, TLS) a client should connect to for `topic`."""
+        name = parse_topic(topic)
+        self._check_open()
+        await self.check_namespace(name)
+        if self.ownership is not None:
+            return await self.ownership.lookup(name, authoritative, listener_name)
+        if not listener_name:
+            return LookupAnswer(self.service_url, self.service_url_tls)
+        url = self._listeners.get(listener_name)
+        if url is None:
+            # Pulsar's words: the official client recognises them and keeps
+            # the connection while it retries.
+            raise ServiceNotReadyError(f"the broker do not have {listener_name} listener")
+        return LookupAnswer(url, url)
+
+    async def check_namespace(self, name: TopicName) -> None:
+        """TopicNotFound for a topic in a namespace that does not exist."""
+        if not await self.resources.namespace_exists(name.tenant, name.namespace):
+            raise TopicNotFoundError(
+                f"namespace {name.namespace_name} does not exist (topic {name})"
+            )
+
+    async def partitioned_metadata(self, topic: str) -> int:
+        """The partition count (0: not partitioned). With automatic creation of
+        partitioned topics, an unknown topic becomes one here, as in Pulsar."""
+        name = parse_topic(topic)
+        if name.partition_index >= 0:
+            return 0
+        await self.check_namespace(name)
+        try:
+            partitions = await self.resources.get_partitions(name)
+        except ResourceError as exc:
+            raise BrokerServiceError(ServerError.MetadataError, str(exc)) from exc
+        if (
+            partitions == 0
+            and self.config.allow_auto_topic_creation
+            and self.config.allow_auto_topic_creation_type == "partitioned"
+            and name.persistent
+            and str(name) not in self.topics
+            and not await topic_exists(name, self.factory)
+        ):
+            partitions = self.config.default_num_partitions
+            with contextlib.suppress(ResourceExists):
+                await self.resources.create_partitioned_topic(name, partitions)
+                self._topics_changed(name)
+            partitions = await self.resources.get_partitions(name)
+        return partitions
+
+    async def create_partitioned_topic(self, topic: str, partitions: int) -> None:
+        """Record a partitioned topic; its partitions are created on first use.
+        ResourceExists when it exists, InvalidResource for a bad request."""
+        name = parse_topic(topic)
+        if partitions < 1:
+            raise InvalidResource(
+                f"a partitioned topic needs at least 1 partition, got {partitions}"
+            )
+        if name.partition_index >= 0:
+            raise InvalidResource(f"{name} is a partition name; use the base topic name")
+        await self.check_namespace(name)
+        await self.resources.create_partitioned_topic(name, partitions)
+        self._topics_changed(name)
+
+    async def update_partitions(self, topic: str, partitions: int) -> None:
+        """Grow a partitioned topic (Pulsar never shrinks one)."""
+        name = parse_topic(topic)
+        current = await self.resources.get_partitions(name)
+        if current == 0:
+            raise TopicNotFoundError(f"partitioned topic {name} does not exist")
+        if partitions <= current:
+            raise InvalidResource(f"{name} has {current} partitions; the count can only grow")
+        await self.resources.update_partitions(name, partitions)
+        self._topics_changed(name)
+
+    async def delete_partitioned_topic(self, topic: str) -> None:
+        """Delete a partitioned topic and its partitions' data; refused while a
+        partition has producers or consumers."""
+        name = parse_topic(topic)
+        count = await self.resources.get_partitions(name)
+        if count == 0:
+            raise TopicNotFoundError(f"partitioned topic {name} does not exist")
+        partitions = [str(name.partition(i)) for i in range(count)]
+        for partition in partitions:
+            self._check_unused(partition)
+        for partition in partitions:
+            await self.delete_topic(partition)
+        await self.resources.delete_partitioned_topic(name)
+        self._topics_changed(name)
+
+    def _check_unused(self, topic: str) -> None:
+        loaded = self.topics.get(topic)
+        if loaded is None:
+            return
+        if loaded.producers or any(s.consumers for s in loaded.subscriptions.values()):
+            raise BrokerServiceError(
+                ServerError.ConsumerBusy, f"topic {topic} has connected producers or consumers"
+            )
+
+    async def delete_topic(self, topic: str) -> None:
+        """Unload a topic and delete its stored data (no error when it has none)."""
+        name = parse_topic(topic)
+        self._check_unused(str(name))
+        loaded = self.topics.pop(str(name), None)
+        if loaded is not None:
+            await loaded.close()
+        await delete_topic_data(name, self.factory, self._topic_settings.compaction_dir)
+        await self.resources.clear_terminated(name)
+        self._topics_changed(name)
+
+    def _topics_changed(self, name: TopicName) -> None:
+        """A namespace's topic list may have changed: watchers look again."""
+        self.topic_watchers.namespace_changed(f"{name.tenant}/{name.namespace}")
+
+    async def terminate_topic(self, topic: str) -> Position:
+        """Stop publishing on a persistent topic for good; its last position."""
+        loaded = await self.get_topic(topic, create=False)
+        last = loaded.terminate()
+        # Kept in the metadata store: a restarted broker loads it terminated.
+        await self.resources.set_terminated(loaded.topic_name, *last)
+        log.info("topic terminated", topic=loaded.name, last=str(last))
+        return last
+
+    async def delete_known_topic(self, topic: str) -> None:
+        """The admin DELETE: TopicNotFound unless the topic is loaded or stored."""
+        name = parse_topic(topic)
+        if str(name) not in self.topics and not await topic_exists(name, self.factory):
+            raise TopicNotFoundError(f"topic {name} does not exist")
+        await self.delete_topic(str(name))
+
+    async def namespace_topics(self, tenant: str, namespace: str) -> list[str]:
+        """Every topic the broker knows in a namespace: loaded ones, stored
+        persistent ones not loaded yet, and partitioned topics (as their base
+        names)."""
+        await self.resources.get_policies(tenant, namespace)
+        found = {
+            t.name
+            for t in self.topics.values()
+            if (t.topic_name.tenant, t.topic_name.namespace) == (tenant, namespace)
+        }
+        found.update(await stored_topics(tenant, namespace, self.factory))
+        for domain in ("persistent", "non-persistent"):
+            found.update(await self.resources.partitioned_topics(tenant, namespace, domain))
+        return sorted(found)
+
+    # --------------------------------------------------------------- topics
+
+    async def get_topic(self, topic: str, *, create: bool = True) -> Topic:
+        """The loaded topic, loading (and if allowed creating) it on first use."""
+        name = parse_topic(topic)
+        self._check_open()
+        key = str(name)
+        loaded = self.topics.get(key)
+        if loaded is not None:
+            return loaded
+        await self.check_namespace(name)
+        task = self._loading.get(key)
+        if task is None:
+            task = asyncio.get_running_loop().create_task(self._load(name, create))
+            self._loading[key] = task
+            task.add_done_callback(lambda _t: self._loading.pop(key, None))
+        return await asyncio.shield(task)
+
+    async def _load(self, name: TopicName, create: bool) -> Topic:
+        if not await self._may_create(name, create) and not await topic_exists(name, self.factory):
+            why = " and automatic topic creation is disabled" if create else ""
+            raise TopicNotFoundError(f"topic {name} does not exist{why}")
+        if self.ownership is not None:
+            await self.ownership.check_owner(name)
+        settings = await self._settings_for(name)
+        topic = await open_topic(name, self.factory, settings)
+        try:
+            await self._apply_policies(topic)
+            terminated = await self.resources.get_terminated(name)
+            if terminated is not None:
+                topic.terminate(Position(*terminated))
+        except BaseException:
+            await topic.close(notify_clients=False)
+            raise
+        if self.is_closed:
+            await topic.close(notify_clients=False)
+            raise ServiceNotReadyError("broker is shutting down")
+        if self.ownership is not None and not self.ownership.still_owns(name):
+            await topic.close(notify_clients=False)
+            raise ServiceNotReadyError(f"topic {name} moved to another broker while loading")
+        self.topics[str(name)] = topic
+        log.info("topic loaded", topic=str(name))
+        self._topics_changed(name)
+        return topic
+
+    async def _settings_for(self, name: TopicName) -> TopicSettings:
+        """The topic settings with the namespace's retention already in the
+        ledger config: the first trim after opening must not go by the
+        default (which keeps nothing consumed)."""
+        try:
+            policies = await self.resources.get_policies(name.tenant, name.namespace)
+        except ResourceNotFound:
+            return self._topic_settings
+        retention = retention_of(policies)
+        if retention is None:
+            return self._topic_settings
+        base = self._topic_settings.ledger_config
+        ledger = dataclasses.replace(
+            base, retention_time_s=retention[0], retention_size_bytes=retention[1]
+        )
+        return dataclasses.replace(self._topic_settings, ledger_config=ledger)
+
+    async def _may_create(self, name: TopicName, create: bool) -> bool:
+        if not create:
+            return False
+        if self.config.allow_auto_topic_creation:
+            return True
+        # A partition of a declared partitioned topic may always be created.
+        index = name.partition_index
+        if index < 0:
+            return False
+        return index < await self.resources.get_partitions(name.partitioned_base)
+
+    async def topics_of_namespace(self, namespace: str, domains: tuple[str, ...]) -> list[str]:
+        """The topics of `tenant/ns` in the given domains, as Pulsar lists them:
+        a partitioned topic by its partitions' names."""
+        tenant, _, local = namespace.partition("/")
+        if not local or "/" in local:
+            raise NotAllowedError(f"{namespace!r} is not a namespace name (tenant/namespace)")
+        found: set[str] = set()
+        for name in await self.namespace_topics(tenant, local):
+            topic = TopicName.parse(name)
+            count = await self.resources.get_partitions(topic)
+            if count:
+                found.update(str(topic.partition(i)) for i in range(count))
+            else:
+                found.add(name)
+        return sorted(t for t in found if t.split("://", 1)[0] in domains)
+
+    # ------------------------------------------------------------- policies
+
+    async def deduplication_enabled(self, name: TopicName) -> bool:
+        """The effective switch: topic policy, else namespace, else broker."""
+        own = (await self.resources.get_topic_policies(name)).get("deduplicationEnabled")
+        if isinstance(own, bool):
+            return own
+        try:
+            policies = await self.resources.get_policies(name.tenant, name.namespace)
+        except ResourceNotFound:
+            policies = {}
+        ns = policies.get("deduplicationEnabled")
+        return ns if isinstance(ns, bool) else self.config.broker_deduplication_enabled
+
+    async def key_window_policy(self, name: TopicName) -> KeyWindowPolicy | None:
+        """The dedupKeyWindow policy in force: the topic's, else the namespace's."""
+        body = (await self.resources.get_topic_policies(name)).get(KEY_WINDOW_POLICY)
+        if body is None:
+            try:
+                policies = await self.resources.get_policies(name.tenant, name.namespace)
+            except ResourceNotFound:
+                policies = {}
+            body = policies.get(KEY_WINDOW_POLICY)
+        return None if body is None else KeyWindowPolicy.from_json(body)
+
+    async def _topic_or_namespace_policy(self, name: TopicName, key: str) -> object:
+        """A policy's stored body: the topic's, else the namespace's, else None."""
+        body = (await self.resources.get_topic_policies(name)).get(key)
+        if body is None:
+            try:
+                policies = await self.resources.get_policies(name.tenant, name.namespace)
+            except ResourceNotFound:
+                policies = {}
+            body = policies.get(key)
+        return body
+
+    async def _apply_policies(self, topic: Topic) -> None:
+        name = topic.topic_name
+        try:
+            policies = await self.resources.get_policies(name.tenant, name.namespace)
+        except ResourceNotFound:
+            policies = {}
+        base = self._topic_settings.ledger_config
+        apply_operations_policies(
+            topic, policies, (base.retention_time_s, base.retention_size_bytes)
+        )
+        await topic.set_deduplication(await self.deduplication_enabled(name))
+        await topic.set_key_window(await self.key_window_policy(name))
+        publish = await self._topic_or_namespace_policy(name, PUBLISH_RATE_POLICY)
+        topic.set_publish_rate(None if publish is None else PublishRate.from_json(publish))
+        dispatch = await self._topic_or_namespace_policy(name, DISPATCH_RATE_POLICY)
+        topic.set_dispatch_rate(None if dispatch is None else DispatchRate.from_json(dispatch))
+        topic.set_compaction_threshold(await self.compaction_threshold(name))
+
+    async def compaction_threshold(self, name: TopicName) -> int:
+        """Bytes published before compaction starts by itself: topic policy,
+        else namespace policy, else 0 (off, Pulsar's default)."""
+        own = (await self.resources.get_topic_policies(name)).get(COMPACTION_THRESHOLD_TOPIC)
+        if isinstance(own, int):
+            return own
+        try:
+            policies = await self.resources.get_policies(name.tenant, name.namespace)
+        except ResourceNotFound:
+            return 0
+        value = policies.get(COMPACTION_THRESHOLD_NAMESPACE)
+        return value if isinstance(value, int) else 0
+
+    async def refresh_policies(self, tenant: str, namespace: str) -> None:
+        """Apply changed policies to the loaded topics of a namespace: producers
+        already connected see them from their next SEND."""
+        for topic in list(self.topics.values()):
+            name = topic.topic_name
+            if (name.tenant, name.namespace) == (tenant, namespace):
+                await self._apply_policies(topic)
+
+    async def unload_topics(self, select: Callable[[TopicName], bool]) -> int:
+        """Close the loaded topics `select` picks (their bundle moves away):
+        clients are told and look the topics up again. Returns how many."""
+        chosen = [t for t in self.topics.values() if select(t.topic_name)]
+        for topic in chosen:
+            if self.topics.get(topic.name) is topic:
+                del self.topics[topic.name]
+        results = await asyncio.gather(*(t.close() for t in chosen), return_exceptions=True)
+        for topic, result in zip(chosen, results, strict=True):
+            if isinstance(result, BaseException):
+                log.warning("unloading topic failed", topic=topic.name, error=repr(result))
+        return len(chosen)
+
+    # ------------------------------------------------------------ lifecycle
+
+    def _check_open(self) -> None:
+        if self.is_closed:
+            raise ServiceNotReadyError("broker is shutting down")
+
+    async def close(self) -> None:
+        """Close every topic: clients are told, cursors persisted, ledgers synced."""
+        if self.is_closed:
+            return
+        self.is_closed = True
+        await self.expiry.stop()
+        await self.topic_watchers.stop()
+        await self.stats_updater.stop()
+        for task in list(self._loading.values()):
+            task.cancel()
+        await asyncio.gather(*self._loading.values(), return_exceptions=True)
+        topics = list(self.topics.values())
+        self.topics.clear()
+        results = await asyncio.gather(*(t.close() for t in topics), return_exceptions=True)
+        for topic, result in zip(topics, results, strict=True):
+            if isinstance(result, BaseException):
+                log.warning("closing topic failed", topic=topic.name, error=repr(result))
