@@ -124,20 +124,11 @@ def send_receipt(
     )
 
 
-def message(
-    consumer_id: int,
-    position: Position,
-    partition: int,
-    redelivery_count: int,
-    ack_set: list[int] | None,
-    epoch: int | None,
-    data: bytes,
-) -> bytes:
-    """MESSAGE around an entry's stored bytes; dispatch uses `message_parts`."""
-    head, body = fastpath.message_parts(
-        consumer_id, position[0], position[1], partition, redelivery_count, ack_set, epoch, data
-    )
-    return head + body
+# MESSAGE, one per dispatched entry: the header and metadata-prefix bytes
+# for (consumer id, ledger, entry, partition, redelivery count, ack set,
+# epoch, stored entry bytes), written straight by proto.fastpath; the
+# dispatcher joins a round's parts into one transport write.
+message_parts = fastpath.message_parts
 
 
 def partitioned_metadata(request_id: int, partitions: int) -> bytes:

@@ -14,7 +14,7 @@ import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import quote
 
 import structlog
@@ -34,11 +34,8 @@ from magnetar.broker.storage.api import (
     Stat,
     StorageError,
 )
+from magnetar.broker.storage.context import OwningLedger
 from magnetar.broker.storage.ranges import DeletedRanges, ack_set_to_int, int_to_ack_set
-
-# Typing only: a cursor calls back into the ledger that owns it (reads, trims).
-if TYPE_CHECKING:
-    from magnetar.broker.storage.ledger import ManagedLedgerImpl
 
 log = structlog.get_logger(__name__)
 
@@ -50,7 +47,7 @@ def cursor_path(ledger_meta_path: str, name: str) -> str:
 class ManagedCursorImpl(ManagedCursor):
     def __init__(
         self,
-        ml: ManagedLedgerImpl,
+        ml: OwningLedger,
         name: str,
         *,
         durable: bool,
@@ -88,7 +85,7 @@ class ManagedCursorImpl(ManagedCursor):
     @classmethod
     async def open_durable(
         cls,
-        ml: ManagedLedgerImpl,
+        ml: OwningLedger,
         name: str,
         initial_position: InitialPosition,
         properties: Mapping[str, int] | None,
@@ -106,9 +103,7 @@ class ManagedCursorImpl(ManagedCursor):
         return cursor
 
     @classmethod
-    def restore(
-        cls, ml: ManagedLedgerImpl, name: str, data: bytes, version: int
-    ) -> ManagedCursorImpl:
+    def restore(cls, ml: OwningLedger, name: str, data: bytes, version: int) -> ManagedCursorImpl:
         """A durable cursor from its stored record (read position = after mark-delete)."""
         body = json.loads(data)
         md = Position(*body["md"])

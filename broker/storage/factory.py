@@ -27,13 +27,12 @@ from magnetar.broker.storage.api import (
     StorageError,
 )
 from magnetar.broker.storage.cache import EntryCacheManager
+from magnetar.broker.storage.context import LedgerContext, OwningLedger, WriteGuard
 from magnetar.broker.storage.handles import DEFAULT_MAX_OPEN_FILES, OpenFiles
 from magnetar.broker.storage.journal import Journal
 from magnetar.broker.storage.ledger import (
     ML_ROOT,
-    LedgerContext,
     ManagedLedgerImpl,
-    WriteGuard,
     _remove_tree,
     ledger_dir,
     ledger_meta_path,
@@ -254,7 +253,7 @@ class FileManagedLedgerFactory(ManagedLedgerFactory):
         if self._closed:
             raise ManagedLedgerClosed("managed ledger factory is closed")
 
-    def _ledger_closed(self, ml: ManagedLedgerImpl) -> None:
+    def _ledger_closed(self, ml: OwningLedger) -> None:
         if self._ledgers.get(ml.name) is ml:
             del self._ledgers[ml.name]
 

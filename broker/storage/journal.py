@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 import structlog
 
 from magnetar.broker.storage import metrics
+from magnetar.broker.storage.group import GroupOwner, PendingGroup
 from magnetar.broker.storage.handles import OpenFiles
 from magnetar.broker.storage.segment import (
     SYNCFS_MIN_FILES,
@@ -40,11 +41,9 @@ from magnetar.broker.storage.segment import (
     sync_filesystem,
 )
 
-# Typing only: writers hand the journal their pending groups.
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from magnetar.broker.storage.writer import LedgerWriter, PendingGroup
 
 log = structlog.get_logger(__name__)
 
@@ -84,7 +83,7 @@ class Journal:
         # descriptor open during the round (the open-file limit).
         self._max_round = max(1, files.capacity - files.capacity // 4)
         self._loop = asyncio.get_running_loop()
-        self._ready: dict[LedgerWriter, None] = {}
+        self._ready: dict[GroupOwner, None] = {}
         self._wakeup: asyncio.Future[None] | None = None
         # Ledger files written since the current journal file began.
         self._dirty: set[LedgerFile] = set()
@@ -135,7 +134,7 @@ class Journal:
         """The journal file being written."""
         return self._file.path
 
-    def schedule(self, writer: LedgerWriter) -> None:
+    def schedule(self, writer: GroupOwner) -> None:
         """``writer`` has appends queued: take them in the next round."""
         self._ready[writer] = None
         wakeup = self._wakeup
@@ -267,7 +266,7 @@ class Journal:
                     log.exception("journal fsync failed", journal=self._file.path)
 
 
-def _take(writer: LedgerWriter) -> PendingGroup | None:
+def _take(writer: GroupOwner) -> PendingGroup | None:
     return writer.take()
 
 

@@ -12,9 +12,8 @@ import asyncio
 import bisect
 import hashlib
 import os
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from concurrent.futures import Executor
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote
 
@@ -24,7 +23,6 @@ from magnetar.broker.storage import metrics
 from magnetar.broker.storage.api import (
     EARLIEST,
     LATEST,
-    Clock,
     CursorAlreadyExists,
     Entry,
     InitialPosition,
@@ -33,20 +31,16 @@ from magnetar.broker.storage.api import (
     ManagedLedgerClosed,
     ManagedLedgerConfig,
     ManagedLedgerFenced,
-    MetadataStore,
     Position,
     StorageError,
 )
-from magnetar.broker.storage.cache import EntryCacheManager
-from magnetar.broker.storage.handles import OpenFiles
-from magnetar.broker.storage.journal import Journal
+from magnetar.broker.storage.context import LedgerContext, LedgerStats
 from magnetar.broker.storage.layout import (
     LedgerInfo,
     LedgerLayout,
     LedgerRecord,
     encode_ledger_list,
 )
-from magnetar.broker.storage.metrics import LatencyBuckets
 from magnetar.broker.storage.records import CorruptEntryError
 from magnetar.broker.storage.segment import LedgerFile
 from magnetar.broker.storage.writer import LedgerWriter, fail_all
@@ -60,65 +54,6 @@ T = TypeVar("T")
 
 _OPEN, _CLOSING, _CLOSED, _FENCED = "open", "closing", "closed", "fenced"
 ML_ROOT = "/managed-ledgers"
-
-
-class WriteHealth:
-    """Whether appends succeed, across every ledger of one factory: set by the
-    first failed group commit, cleared by the next one that succeeds."""
-
-    __slots__ = ("failing", "failures", "last_error")
-
-    def __init__(self) -> None:
-        self.failing = False
-        self.failures = 0
-        self.last_error = ""
-
-    def failed(self, error: str) -> None:
-        self.failing = True
-        self.failures += 1
-        self.last_error = error
-
-    def recovered(self) -> None:
-        self.failing = False
-
-
-WriteGuard = Callable[[], str | None]
-"""Asked after a write, before its receipts resolve: None = confirm; a reason
-= the process may have lost the right to write (cluster mode: its etcd
-session), so the ledger is fenced and the writes fail instead."""
-
-
-@dataclass(slots=True)
-class LedgerContext:
-    """What a managed ledger borrows from its factory."""
-
-    data_dir: str
-    executor: Executor
-    cache: EntryCacheManager
-    store: MetadataStore
-    clock: Clock
-    # A new ledger id greater than the argument (the ledger's newest id).
-    allocate_ledger_id: Callable[[int], Awaitable[int]]
-    on_closed: Callable[[ManagedLedgerImpl], None]
-    journal: Journal
-    files: OpenFiles
-    write_health: WriteHealth = field(default_factory=WriteHealth)
-    write_guard: WriteGuard | None = None
-
-
-@dataclass(slots=True)
-class LedgerStats:
-    """Counters for metrics and tests."""
-
-    groups_written: int = 0
-    entries_written: int = 0
-    bytes_written: int = 0
-    cache_reads: int = 0
-    disk_reads: int = 0
-    disk_read_entries: int = 0
-    rollovers: int = 0
-    # Per group commit: from its oldest entry queued to durable.
-    write_latency: LatencyBuckets = field(default_factory=LatencyBuckets)
 
 
 def ledger_meta_path(name: str) -> str:
@@ -522,7 +457,7 @@ class ManagedLedgerImpl(ManagedLedger):
     def get_cursor(self, name: str) -> ManagedCursor | None:
         return self.cursors_by_name.get(name)
 
-    def cursor_detached(self, cursor: ManagedCursorImpl) -> None:
+    def cursor_detached(self, cursor: ManagedCursor) -> None:
         if self.cursors_by_name.get(cursor.name) is cursor:
             del self.cursors_by_name[cursor.name]
 

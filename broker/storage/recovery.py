@@ -16,8 +16,9 @@ from urllib.parse import unquote
 import structlog
 
 from magnetar.broker.storage.api import ManagedLedgerConfig, Position
+from magnetar.broker.storage.context import LedgerContext
 from magnetar.broker.storage.layout import LedgerInfo, decode_ledger_list
-from magnetar.broker.storage.ledger import LedgerContext, ManagedLedgerImpl
+from magnetar.broker.storage.ledger import ManagedLedgerImpl
 from magnetar.broker.storage.segment import LedgerFile, fsync_dir
 
 log = structlog.get_logger(__name__)

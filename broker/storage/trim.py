@@ -7,22 +7,18 @@ from __future__ import annotations
 
 import contextlib
 import os
-from typing import TYPE_CHECKING
 
 import structlog
 
 from magnetar.broker.storage import metrics
 from magnetar.broker.storage.api import Position
+from magnetar.broker.storage.context import OwningLedger
 from magnetar.broker.storage.layout import LedgerInfo
-
-# Typing only: trimming works on the ledger that owns the sweep.
-if TYPE_CHECKING:
-    from magnetar.broker.storage.ledger import ManagedLedgerImpl
 
 log = structlog.get_logger(__name__)
 
 
-def select_victims(ml: ManagedLedgerImpl) -> list[LedgerInfo]:
+def select_victims(ml: OwningLedger) -> list[LedgerInfo]:
     """The oldest closed ledgers that may go now (possibly none)."""
     cfg = ml.config
     infos = ml.layout.infos()
@@ -50,7 +46,7 @@ def select_victims(ml: ManagedLedgerImpl) -> list[LedgerInfo]:
     return victims
 
 
-async def trim_ledgers(ml: ManagedLedgerImpl) -> int:
+async def trim_ledgers(ml: OwningLedger) -> int:
     """Delete the victims: metadata first, then caches and files."""
     victims = select_victims(ml)
     if not victims:

@@ -28,16 +28,15 @@ from magnetar.broker.storage.api import (
     StorageError,
     SyncPolicy,
 )
-from magnetar.broker.storage.journal_format import encode_group_header
+from magnetar.broker.storage.context import OwningLedger
+from magnetar.broker.storage.group import PendingGroup
 from magnetar.broker.storage.layout import LedgerInfo
 from magnetar.broker.storage.records import HEADER_SIZE
-from magnetar.broker.storage.segment import LedgerFile, WriteFailed
+from magnetar.broker.storage.segment import LedgerFile
 
-# Typing only: the writer appends for the ledger that owns it.
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from magnetar.broker.storage.ledger import ManagedLedgerImpl
 
 log = structlog.get_logger(__name__)
 
@@ -48,73 +47,11 @@ _new_tuple = tuple.__new__
 _set_result = asyncio.Future.set_result
 
 
-class PendingGroup:
-    """One ledger's share of a journal round: encoded, not yet written."""
-
-    __slots__ = (
-        "datas",
-        "ends",
-        "error",
-        "first_id",
-        "futs",
-        "header",
-        "info",
-        "journaled",
-        "nbytes",
-        "nmsgs",
-        "parts",
-        "queued_at",
-        "record_bytes",
-        "start",
-        "sync",
-        "writer",
-    )
-
-    def __init__(
-        self,
-        writer: LedgerWriter,
-        info: LedgerInfo,
-        datas: list[bytes],
-        nmsgs: list[int],
-        futs: list[asyncio.Future[Position]],
-        nbytes: int,
-        queued_at: float,
-    ) -> None:
-        lf = info.file
-        self.writer = writer
-        self.info = info
-        self.datas = datas
-        self.nmsgs = nmsgs
-        self.futs = futs
-        self.nbytes = nbytes
-        self.queued_at = queued_at
-        self.first_id = len(lf.offsets) - 1
-        self.start = lf.write_end
-        self.parts, self.ends = lf.encode(datas, nmsgs)
-        self.record_bytes = self.ends[-1] - self.start
-        policy = writer.sync_policy
-        self.sync = policy is SyncPolicy.FSYNC
-        # Under `none` nothing is promised past the OS: no journal copy.
-        self.journaled = policy is not SyncPolicy.NONE
-        self.header = (
-            encode_group_header(
-                writer.name_bytes, info.ledger_id, self.first_id, len(datas), self.record_bytes
-            )
-            if self.journaled
-            else b""
-        )
-        self.error: WriteFailed | None = None
-
-    @property
-    def file(self) -> LedgerFile:
-        return self.info.file
-
-
 class LedgerWriter:
     """Owns the append queue and rollovers of one managed ledger; the journal
     writes its groups."""
 
-    def __init__(self, ml: ManagedLedgerImpl) -> None:
+    def __init__(self, ml: OwningLedger) -> None:
         self._ml = ml
         self._loop = asyncio.get_running_loop()
         self._config = ml.config

@@ -15,11 +15,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
+from magnetar.broker.commands import message_parts
 from magnetar.broker.endpoint import ClientConnection
 from magnetar.broker.observability.counters import RateCounter
 from magnetar.broker.storage.api import Entry, Position
 from magnetar.proto import pulsar_api_pb2 as pb
-from magnetar.proto.fastpath import message_parts
 
 SubType = pb.CommandSubscribe.SubType
 KeySharedMode = pb.KeySharedMeta.KeySharedMode

@@ -1,6 +1,7 @@
 """The module layering of DESIGN.md, checked from the source: imports point
-one way between packages, no import cycle inside broker/, and every typing-
-only back-pointer (`if TYPE_CHECKING:`) says why in a comment."""
+one way between packages, no import cycle anywhere (typing-only imports
+count), nothing above broker/topics/ reaches past the Topic, Subscription and
+storage seams, and no module is over 600 lines."""
 
 from __future__ import annotations
 
@@ -101,14 +102,21 @@ def test_packages_import_one_way(package: str) -> None:
     assert not wrong
 
 
-def test_no_import_cycle_in_broker() -> None:
-    """Runtime imports inside broker/ form no cycle (Tarjan's SCCs)."""
-    nodes = [n for n in GRAPH if _package(n) == "broker"]
-    edges = {
-        n: sorted(t for t in GRAPH[n][0] if t in GRAPH and _package(t) == "broker" and t != n)
-        for n in nodes
-    }
-    # Importing a submodule runs its package's __init__; that is no edge back.
+def _edges(typing_too: bool) -> dict[str, list[str]]:
+    """Import edges between our modules; with `typing_too`, `if TYPE_CHECKING:`
+    imports count as well (a cycle in the types is a cycle in the design)."""
+    edges: dict[str, list[str]] = {}
+    for name, (runtime, typing_only) in GRAPH.items():
+        targets = set(runtime)
+        if typing_too:
+            targets = targets.union(*(t for _, t in typing_only))
+        # Importing a submodule runs its package's __init__; that is no edge back.
+        edges[name] = sorted(t for t in targets if t in GRAPH and t != name)
+    return edges
+
+
+def strongly_connected(edges: dict[str, list[str]]) -> list[list[str]]:
+    """The components of more than one module (Tarjan), each sorted."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
@@ -136,15 +144,28 @@ def test_no_import_cycle_in_broker() -> None:
             if len(component) > 1:
                 cycles.append(sorted(component))
 
-    for node in nodes:
+    for node in edges:
         if node not in index:
             visit(node)
-    assert cycles == []
+    return cycles
 
 
-def test_typing_only_back_pointers_say_why() -> None:
-    """A `TYPE_CHECKING` import is a back-pointer from a lower module to a
-    higher one; each carries a one-line reason in a comment on the line above."""
+def test_cycle_finder_finds_a_cycle() -> None:
+    """The check below can fail: a two-module and a three-module loop are found,
+    a chain is not."""
+    loops = {"a": ["b"], "b": ["a"], "c": ["d"], "d": ["e"], "e": ["c"], "f": ["a"]}
+    assert strongly_connected(loops) == [["a", "b"], ["c", "d", "e"]]
+    assert strongly_connected({"a": ["b"], "b": ["c"], "c": []}) == []
+
+
+def test_no_import_cycle() -> None:
+    """No import cycle in any package, typing-only imports included."""
+    assert strongly_connected(_edges(typing_too=True)) == []
+
+
+def test_typing_only_imports_say_why() -> None:
+    """A `TYPE_CHECKING` import of one of our modules carries a one-line reason
+    in a comment on the line above."""
     unexplained = []
     for name, (_runtime, typing_only) in GRAPH.items():
         lines = MODULES[name].read_text().splitlines()
@@ -157,9 +178,89 @@ def test_typing_only_back_pointers_say_why() -> None:
     assert unexplained == []
 
 
-def test_connection_layer_is_typed_against_the_seam() -> None:
-    """Issue 8: the connection layer, the service and the consumer name no
-    concrete topic or subscription class and reach no cursor or dispatcher."""
+# Above the seams: these packages see topics only as topics.base.Topic and
+# Subscription, and storage only through storage.api.
+ABOVE_THE_SEAMS = (
+    "magnetar.broker.admin",
+    "magnetar.broker.cluster",
+    "magnetar.broker.connection",
+    "magnetar.broker.observability",
+    "magnetar.broker.policies",
+    "magnetar.broker.service",
+)
+# Modules behind the seams, and the concrete classes they define.
+BEHIND_THE_SEAMS = (
+    "magnetar.broker.topics.persistent",
+    "magnetar.broker.topics.non_persistent",
+    "magnetar.broker.topics.subscription",
+)
+# The storage seam: the interfaces, and the storage's own metric families.
+SEAM_MODULES = {"magnetar.broker.storage.api", "magnetar.broker.storage.metrics"}
+CONCRETE = (
+    "PersistentTopic",
+    "NonPersistentTopic",
+    "PersistentSubscription",
+    "NonPersistentSubscription",
+    "ManagedLedgerImpl",
+    "ManagedCursorImpl",
+)
+# Composition roots build the concrete parts and hand them on as interfaces.
+COMPOSITION_ROOTS = {"magnetar.broker.cluster.setup"}
+
+
+def _reaches_past_a_seam(module: str, targets: set[str], text: str) -> list[str]:
+    found = [
+        f"{module} imports {t}"
+        for t in sorted(targets)
+        if t in BEHIND_THE_SEAMS
+        or (t.startswith("magnetar.broker.storage.") and t not in SEAM_MODULES)
+    ]
+    found += [f"{module} names {w}" for w in CONCRETE if re.search(rf"\b{w}\b", text)]
+    return found
+
+
+def test_seam_check_catches_a_reach() -> None:
+    """The check below can fail: an admin module importing the persistent topic,
+    one naming ManagedLedgerImpl, and one importing a storage module are caught."""
+    admin = "magnetar.broker.admin.x"
+    assert _reaches_past_a_seam(admin, {"magnetar.broker.topics.persistent"}, "")
+    assert _reaches_past_a_seam(admin, set(), "if isinstance(ml, ManagedLedgerImpl):")
+    assert _reaches_past_a_seam(admin, {"magnetar.broker.storage.cursor"}, "")
+    assert not _reaches_past_a_seam(admin, {"magnetar.broker.storage.api"}, "ManagedLedger")
+
+
+def test_nothing_above_the_seams_names_a_concrete_class() -> None:
+    """Issue 25: admin, metrics and stats, expiry and the policies, the
+    connection layer, the service and the cluster are typed against Topic,
+    Subscription, ManagedLedger and ManagedCursor only."""
+    offenders = []
+    for name, (runtime, typing_only) in GRAPH.items():
+        if not name.startswith(ABOVE_THE_SEAMS) or name in COMPOSITION_ROOTS:
+            continue
+        targets = runtime.union(*(t for _, t in typing_only))
+        offenders += _reaches_past_a_seam(name, targets, MODULES[name].read_text())
+    assert offenders == []
+
+
+MAX_LINES = 600
+
+
+def test_modules_stay_small() -> None:
+    """Small modules with one job: none over 600 lines (generated code aside)."""
+    folders = [*PACKAGES.values(), "tests", "bench", "examples"]
+    too_long = [
+        f"{path.relative_to(ROOT)}: {n}"
+        for folder in folders
+        for path in sorted((ROOT / folder).rglob("*.py"))
+        if not path.name.endswith("_pb2.py")
+        and (n := len(path.read_text().splitlines())) > MAX_LINES
+    ]
+    assert too_long == []
+
+
+def test_connection_layer_reaches_no_cursor_or_dispatcher() -> None:
+    """Issue 8: the connection layer, the service and the consumer reach no
+    cursor or dispatcher of a subscription."""
     offenders = []
     for name in (
         "connection/cnx.py",
@@ -169,7 +270,7 @@ def test_connection_layer_is_typed_against_the_seam() -> None:
         "topics/consumer.py",
     ):
         text = (ROOT / "broker" / name).read_text()
-        for word in ("PersistentTopic", "PersistentSubscription", r"\.cursor", r"\.dispatcher"):
+        for word in (r"\.cursor", r"\.dispatcher"):
             if re.search(word + r"\b", text):
                 offenders.append(f"{name}: {word}")
     assert offenders == []

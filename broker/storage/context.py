@@ -1,0 +1,141 @@
+"""What the parts of a managed ledger share: the context it borrows from its
+factory (LedgerContext), its counters (LedgerStats), and OwningLedger, the
+ledger as its cursors, writer and trimming see it. Those parts sit below
+ledger.py, which builds them, so they know the ledger by this protocol only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from concurrent.futures import Executor
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeVar
+
+from magnetar.broker.storage.api import (
+    Clock,
+    Entry,
+    ManagedCursor,
+    ManagedLedgerConfig,
+    MetadataStore,
+    Position,
+)
+from magnetar.broker.storage.cache import EntryCacheManager
+from magnetar.broker.storage.handles import OpenFiles
+from magnetar.broker.storage.journal import Journal
+from magnetar.broker.storage.layout import LedgerInfo, LedgerLayout
+from magnetar.broker.storage.metrics import LatencyBuckets
+from magnetar.broker.storage.segment import LedgerFile
+
+T = TypeVar("T")
+
+
+class WriteHealth:
+    """Whether appends succeed, across every ledger of one factory: set by the
+    first failed group commit, cleared by the next one that succeeds."""
+
+    __slots__ = ("failing", "failures", "last_error")
+
+    def __init__(self) -> None:
+        self.failing = False
+        self.failures = 0
+        self.last_error = ""
+
+    def failed(self, error: str) -> None:
+        self.failing = True
+        self.failures += 1
+        self.last_error = error
+
+    def recovered(self) -> None:
+        self.failing = False
+
+
+WriteGuard = Callable[[], str | None]
+"""Asked after a write, before its receipts resolve: None = confirm; a reason
+= the process may have lost the right to write (cluster mode: its etcd
+session), so the ledger is fenced and the writes fail instead."""
+
+
+@dataclass(slots=True)
+class LedgerContext:
+    """What a managed ledger borrows from its factory."""
+
+    data_dir: str
+    executor: Executor
+    cache: EntryCacheManager
+    store: MetadataStore
+    clock: Clock
+    # A new ledger id greater than the argument (the ledger's newest id).
+    allocate_ledger_id: Callable[[int], Awaitable[int]]
+    on_closed: Callable[[OwningLedger], None]
+    journal: Journal
+    files: OpenFiles
+    write_health: WriteHealth = field(default_factory=WriteHealth)
+    write_guard: WriteGuard | None = None
+
+
+@dataclass(slots=True)
+class LedgerStats:
+    """Counters for metrics and tests."""
+
+    groups_written: int = 0
+    entries_written: int = 0
+    bytes_written: int = 0
+    cache_reads: int = 0
+    disk_reads: int = 0
+    disk_read_entries: int = 0
+    rollovers: int = 0
+    # Per group commit: from its oldest entry queued to durable.
+    write_latency: LatencyBuckets = field(default_factory=LatencyBuckets)
+
+
+class OwningLedger(Protocol):
+    """The managed ledger as its cursors, its writer and trimming use it."""
+
+    meta_path: str
+    dir: str
+    layout: LedgerLayout
+    stats: LedgerStats
+    # Persisted mark-delete of every durable cursor, open or not.
+    durable_mark_deletes: dict[str, Position]
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def config(self) -> ManagedLedgerConfig: ...
+    @property
+    def ctx(self) -> LedgerContext: ...
+    @property
+    def is_closed(self) -> bool: ...
+    @property
+    def last_confirmed_position(self) -> Position: ...
+    @property
+    def first_position(self) -> Position: ...
+    @property
+    def total_size(self) -> int: ...
+    @property
+    def record_pending(self) -> bool: ...
+
+    def next_position(self, position: Position) -> Position: ...
+    def previous_position(self, position: Position) -> Position: ...
+    def run_blocking(self, fn: Callable[..., T], *args: Any) -> asyncio.Future[T]: ...
+    def check_open(self) -> None: ...
+    def entries_added(self, last: Position) -> None: ...
+    def fence(self) -> None: ...
+    def forget_unsynced(self, lf: LedgerFile) -> None: ...
+    async def write_ledger_list(self) -> None: ...
+    async def read_in_ledger(
+        self,
+        info: LedgerInfo,
+        first: int,
+        max_entries: int,
+        max_bytes: int,
+        at_least_one: bool = True,
+    ) -> tuple[list[Entry], int]: ...
+    async def read_positions(self, positions: Sequence[Position]) -> list[Entry]: ...
+    async def wait_for_entries_after(
+        self, position: Position, fut: asyncio.Future[None] | None = None
+    ) -> None: ...
+    def cursor_detached(self, cursor: ManagedCursor) -> None: ...
+    def cursor_persisted(self, name: str, mark_delete: Position) -> None: ...
+    def schedule_trim(self) -> None: ...
