@@ -30,6 +30,7 @@ from magnetar.broker.auth.tls import peer_common_name
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.connection.consumers import ConsumerCommands
 from magnetar.broker.connection.limits import ConnectionLimiter
+from magnetar.broker.connection.lookups import LookupCommands
 from magnetar.broker.connection.producers import ProducerCommands
 from magnetar.broker.connection.schemas import SchemaCommands
 from magnetar.broker.connection.topic_lists import TopicListCommands
@@ -116,6 +117,7 @@ class ServerCnx(asyncio.Protocol):
         consumer_commands = self.consumer_commands
         schema_commands = SchemaCommands(self)
         self.topic_list_commands = topic_lists = TopicListCommands(self)
+        lookups = LookupCommands(self)
         self._handlers: dict[int, Callable[[Frame], None]] = {
             T.SEND: producer_commands.handle_send,
             T.FLOW: consumer_commands.handle_flow,
@@ -128,8 +130,8 @@ class ServerCnx(asyncio.Protocol):
             T.CLOSE_PRODUCER: producer_commands.handle_close_producer,
             T.CLOSE_CONSUMER: consumer_commands.handle_close_consumer,
             T.UNSUBSCRIBE: consumer_commands.handle_unsubscribe,
-            T.LOOKUP: self._handle_lookup,
-            T.PARTITIONED_METADATA: self._handle_partitioned_metadata,
+            T.LOOKUP: lookups.handle_lookup,
+            T.PARTITIONED_METADATA: lookups.handle_partitioned_metadata,
             T.GET_LAST_MESSAGE_ID: consumer_commands.handle_get_last_message_id,
             T.SEEK: consumer_commands.handle_seek,
             T.CONSUMER_STATS: consumer_commands.handle_consumer_stats,
@@ -539,18 +541,6 @@ class ServerCnx(asyncio.Protocol):
     def _handle_ping(self, frame: Frame) -> None:
         self.write(commands.pong())
 
-    # --------------------------------------------------------------- lookup
-
-    def _handle_lookup(self, frame: Frame) -> None:
-        cmd = frame.command.lookupTopic
-        self.spawn(
-            self._lookup(
-                cmd.topic, cmd.request_id, cmd.advertised_listener_name, cmd.authoritative
-            ),
-            cmd.request_id,
-            "LOOKUP",
-        )
-
     async def authorize(self, action: str, topic: str) -> None:
         """AuthorizationError unless this client's role may produce / consume
         (action "lookup": either) on the topic; nothing without authorization."""
@@ -571,41 +561,3 @@ class ServerCnx(asyncio.Protocol):
             raise BrokerServiceError(
                 ServerError.AuthorizationError, f"role {role!r} may not {action} on {name}"
             )
-
-    async def _lookup(
-        self, topic: str, request_id: int, listener_name: str, authoritative: bool = False
-    ) -> None:
-        try:
-            await self.authorize("lookup", topic)
-            url, url_tls, redirect = await self.service.lookup(topic, listener_name, authoritative)
-        except BrokerServiceError as exc:
-            self.write(commands.lookup_failed(request_id, exc.code, exc.message))
-            return
-        except StorageError as exc:
-            self.write(commands.lookup_failed(request_id, ServerError.MetadataError, str(exc)))
-            return
-        self.write(commands.lookup_connect(request_id, url, url_tls, redirect))
-
-    def _handle_partitioned_metadata(self, frame: Frame) -> None:
-        cmd = frame.command.partitionMetadata
-        self.spawn(
-            self._partitioned_metadata(cmd.topic, cmd.request_id),
-            cmd.request_id,
-            "PARTITIONED_METADATA",
-        )
-
-    async def _partitioned_metadata(self, topic: str, request_id: int) -> None:
-        try:
-            await self.authorize("lookup", topic)
-            partitions = await self.service.partitioned_metadata(topic)
-        except BrokerServiceError as exc:
-            self.write(commands.partitioned_metadata_failed(request_id, exc.code, exc.message))
-            return
-        except StorageError as exc:
-            self.write(
-                commands.partitioned_metadata_failed(
-                    request_id, ServerError.MetadataError, str(exc)
-                )
-            )
-            return
-        self.write(commands.partitioned_metadata(request_id, partitions))
