@@ -1,27 +1,37 @@
 """The Magnetar broker daemon.
 
-Module layers, top to bottom (imports point down; tests/unit/test_layering.py
-checks there is no cycle):
+Packages, top to bottom (imports point down; tests/unit/test_layering.py
+checks there is no cycle, typing-only imports included, and that nothing
+above topics/ names a concrete topic, subscription, ledger or cursor class):
 
-- server.py, web.py: process lifecycle, listeners, HTTP (metrics, health).
-- topic_metrics.py (the scrape-time collector of topic, subscription and
-  broker series) and stats_update.py (the periodic rate update), both over
-  the loaded topics.
-- cnx.py: ServerCnx, one per connection (codec, keepalive, backpressure); it
-  owns cnx_producers.ProducerCommands and cnx_consumers.ConsumerCommands,
-  both written against cnx_context.CommandContext.
-- service.py: BrokerService, the topic registry, lookup, partitioned metadata.
-- topics/: base.py (the Topic and Subscription protocols everything above is
-  typed against), loader.py (opens the topic a name denotes), persistent.py.
-- subscription.py: cursor + dispatcher; acks, redelivery, reset cursor, stats.
-- dispatchers/: factory.new_dispatcher(sub_type, ...) and one dispatcher per
-  delivery pattern (single_active, shared, key_shared with selectors.py)
-  over base.PersistentDispatcher; failover.py is Failover's election, used by
-  persistent and non-persistent topics alike.
-- consumer.py, producer.py: the endpoints (permits, pending acks, receipts).
-- entries.py: what is read back from stored entries' metadata.
-- endpoint.py (ClientConnection), commands.py (every outgoing frame),
-  errors.py, config.py, metrics.py, counters.py (the plain counters behind
-  rates and metrics): the leaves.
-- storage/: ManagedLedger, ManagedCursor, the metadata store.
+- server.py, web.py, storage_setup.py, __main__.py: process lifecycle,
+  listeners, HTTP (metrics, health, the admin API), embedded storage.
+- admin/: the admin REST API; cluster/: cluster mode on etcd (membership,
+  bundle ownership, policy watches).
+- observability/: Prometheus metrics, topic metrics at scrape time, the
+  periodic stats update, counters, logging set-up.
+- connection/: ServerCnx, one per connection (codec, keepalive,
+  backpressure), and its command groups (producers, consumers, lookups,
+  schemas, topic lists), written against context.CommandContext; limits.
+- service/: BrokerService (the topic registry, partitioned metadata),
+  resources (tenants, namespaces, policies as metadata), lookup (what LOOKUP
+  answers and the ownership seam a cluster plugs into), topic lists and
+  their watchers.
+- policies/: the policy resolver (topic, else namespace, else broker) and
+  the policies it serves: rates, backlog quotas, retention and TTL.
+- topics/: base.py (the Topic and Subscription interfaces everything above
+  is typed against), loader.py, persistent.py, non_persistent.py,
+  subscription.py, consumer.py and producer.py (the endpoints: permits,
+  pending acks, receipts), producers.py (access modes), entries.py.
+- dispatchers/: factory.py builds one dispatcher per delivery pattern
+  (single active, shared, Key_Shared over selectors.py), persistent and
+  non-persistent, each complete when built; failover.py is Failover's
+  election for both kinds of topic.
+- features/: deduplication, key-window deduplication, delayed delivery.
+- schemas/, compaction/, auth/: the schema registry, topic compaction,
+  authentication and authorization.
+- storage/: ManagedLedger, ManagedCursor and the metadata store; api.py is
+  the seam the rest of the broker codes against.
+- commands.py (every frame the broker sends), endpoint.py (ClientConnection),
+  errors.py, config.py: the leaves.
 """
