@@ -4,6 +4,7 @@ the new values without reading policies on its own."""
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -234,3 +235,17 @@ async def test_loaded_topics_get_changed_policies(service: BrokerService) -> Non
     assert sibling.compaction.threshold_bytes == 0
     await service.policies.set_topic_policy(TOPIC, "compactionThreshold", None)
     assert topic.compaction.threshold_bytes == 0
+
+
+async def test_a_change_while_a_topic_loads_reaches_it(service: BrokerService) -> None:
+    """Whichever way the load and the write interleave, the loaded topic
+    ends with the written value."""
+    for ttl in range(1, 11):
+        name = f"persistent://public/default/loading-{ttl}"
+        load = asyncio.get_running_loop().create_task(service.get_topic(name))
+        for _ in range(ttl):  # a different point of the load each round
+            await asyncio.sleep(0)
+        await service.policies.set_namespace_policy(
+            "public", "default", "message_ttl_in_seconds", ttl
+        )
+        assert persistent(await load).message_ttl_s == ttl
