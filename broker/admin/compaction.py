@@ -8,11 +8,11 @@ from aiohttp import web
 
 from magnetar.broker.admin.base import HttpError, json_body, no_content, topic_from_path
 from magnetar.broker.compaction.state import CompactionRunning, TopicCompaction
-from magnetar.broker.service.broker_service import (
+from magnetar.broker.policies.resolver import (
     COMPACTION_THRESHOLD_NAMESPACE,
     COMPACTION_THRESHOLD_TOPIC,
-    BrokerService,
 )
+from magnetar.broker.service.broker_service import BrokerService
 from magnetar.broker.topics.persistent import PersistentTopic
 from magnetar.proto.naming import TopicName
 
@@ -60,10 +60,9 @@ def routes(service: BrokerService) -> list[web.RouteDef]:
     async def set_ns_threshold(request: web.Request) -> web.Response:
         info = request.match_info
         value = _threshold(await json_body(request)) if request.method != "DELETE" else None
-        await resources.set_policy(
+        await service.policies.set_namespace_policy(
             info["tenant"], info["namespace"], COMPACTION_THRESHOLD_NAMESPACE, value
         )
-        await service.refresh_policies(info["tenant"], info["namespace"])
         return no_content()
 
     async def get_topic_threshold(request: web.Request) -> web.Response:
@@ -75,8 +74,7 @@ def routes(service: BrokerService) -> list[web.RouteDef]:
         topic = topic_from_path(request)
         await service.check_namespace(topic)
         value = _threshold(await json_body(request)) if request.method != "DELETE" else None
-        await resources.set_topic_policy(topic, COMPACTION_THRESHOLD_TOPIC, value)
-        await service.refresh_policies(topic.tenant, topic.namespace)
+        await service.policies.set_topic_policy(topic, COMPACTION_THRESHOLD_TOPIC, value)
         return no_content()
 
     path = "/admin/v2/{domain}/{tenant}/{namespace}/{topic}/compaction"

@@ -16,12 +16,13 @@ from typing import Any
 from aiohttp import web
 
 from magnetar.broker.admin.base import HttpError, json_body, no_content
+from magnetar.broker.policies.backlog_quota import QUOTA_KEY as BACKLOG_QUOTA_KEY
+from magnetar.broker.policies.resolver import (
+    RETENTION_POLICY,
+    SCHEMA_STRATEGY_NAMESPACE,
+    TTL_POLICY,
+)
 from magnetar.broker.service.broker_service import BrokerService
-
-RETENTION_KEY = "retention_policies"
-TTL_KEY = "message_ttl_in_seconds"
-BACKLOG_QUOTA_KEY = "backlog_quota_map"
-SCHEMA_STRATEGY_KEY = "schema_compatibility_strategy"
 
 BACKLOG_POLICIES = ("producer_request_hold", "producer_exception", "consumer_backlog_eviction")
 QUOTA_TYPES = ("destination_storage", "message_age")
@@ -98,8 +99,9 @@ def routes(service: BrokerService) -> list[web.RouteDef]:
         async def set_(request: web.Request) -> web.Response:
             info = request.match_info
             value = None if request.method == "DELETE" else parse(await json_body(request))
-            await resources.set_policy(info["tenant"], info["namespace"], key, value)
-            await service.refresh_policies(info["tenant"], info["namespace"])
+            await service.policies.set_namespace_policy(
+                info["tenant"], info["namespace"], key, value
+            )
             return no_content()
 
         return get, set_
@@ -120,18 +122,17 @@ def routes(service: BrokerService) -> list[web.RouteDef]:
             quotas.pop(kind, None)
         else:
             quotas[kind] = _quota(await json_body(request))
-        await resources.set_policy(
+        await service.policies.set_namespace_policy(
             info["tenant"], info["namespace"], BACKLOG_QUOTA_KEY, quotas or None
         )
-        await service.refresh_policies(info["tenant"], info["namespace"])
         return no_content()
 
     ns = "/admin/v2/namespaces/{tenant}/{namespace}"
     defs: list[web.RouteDef] = []
     for path, key, parse, setters in (
-        ("retention", RETENTION_KEY, _retention, ("POST", "DELETE")),
-        ("messageTTL", TTL_KEY, _ttl, ("POST", "DELETE")),
-        ("schemaCompatibilityStrategy", SCHEMA_STRATEGY_KEY, _strategy, ("PUT",)),
+        ("retention", RETENTION_POLICY, _retention, ("POST", "DELETE")),
+        ("messageTTL", TTL_POLICY, _ttl, ("POST", "DELETE")),
+        ("schemaCompatibilityStrategy", SCHEMA_STRATEGY_NAMESPACE, _strategy, ("PUT",)),
     ):
         get, set_ = simple(key, parse)
         defs.append(web.get(f"{ns}/{path}", get))

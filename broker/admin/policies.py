@@ -20,9 +20,8 @@ from magnetar.broker.policies.rates import (
     InvalidRate,
     PublishRate,
 )
+from magnetar.broker.policies.resolver import DEDUPLICATION_POLICY
 from magnetar.broker.service.broker_service import BrokerService
-
-DEDUP_KEY = "deduplicationEnabled"
 
 Parse = Callable[[object], Any]
 
@@ -69,8 +68,7 @@ def _policy_routes(
     async def set_ns(request: web.Request) -> web.Response:
         info = request.match_info
         value = parse(await json_body(request)) if request.method == "POST" else None
-        await resources.set_policy(info["tenant"], info["namespace"], key, value)
-        await service.refresh_policies(info["tenant"], info["namespace"])
+        await service.policies.set_namespace_policy(info["tenant"], info["namespace"], key, value)
         return no_content()
 
     async def get_topic(request: web.Request) -> web.Response:
@@ -81,8 +79,7 @@ def _policy_routes(
         topic = topic_from_path(request)
         await service.check_namespace(topic)
         value = parse(await json_body(request)) if request.method == "POST" else None
-        await resources.set_topic_policy(topic, key, value)
-        await service.refresh_policies(topic.tenant, topic.namespace)
+        await service.policies.set_topic_policy(topic, key, value)
         return no_content()
 
     ns = f"/admin/v2/namespaces/{{tenant}}/{{namespace}}/{ns_path}"
@@ -99,7 +96,9 @@ def _policy_routes(
 
 def routes(service: BrokerService) -> list[web.RouteDef]:
     return [
-        *_policy_routes(service, DEDUP_KEY, "deduplication", "deduplicationEnabled", _flag),
+        *_policy_routes(
+            service, DEDUPLICATION_POLICY, "deduplication", "deduplicationEnabled", _flag
+        ),
         *_policy_routes(service, KEY_WINDOW_POLICY, "dedupKeyWindow", "dedupKeyWindow", _window),
         *_policy_routes(service, PUBLISH_RATE_POLICY, "publishRate", "publishRate", _publish_rate),
         *_policy_routes(

@@ -8,8 +8,8 @@ from typing import Any
 from aiohttp import web
 
 from magnetar.broker.admin.base import HttpError, json_body, no_content, topic_from_path
+from magnetar.broker.policies.resolver import SCHEMA_STRATEGY_NAMESPACE, SCHEMA_STRATEGY_TOPIC
 from magnetar.broker.schemas.compatibility import Strategy
-from magnetar.broker.schemas.registry import NAMESPACE_STRATEGY_KEY, TOPIC_STRATEGY_KEY
 from magnetar.broker.schemas.types import SchemaData, SchemaType, SchemaVersion
 from magnetar.broker.service.broker_service import BrokerService
 from magnetar.proto.naming import InvalidTopicName, TopicName
@@ -102,24 +102,26 @@ def routes(service: BrokerService) -> list[web.RouteDef]:
     async def get_ns_strategy(request: web.Request) -> web.Response:
         info = request.match_info
         policies = await resources.get_policies(info["tenant"], info["namespace"])
-        return web.json_response(policies.get(NAMESPACE_STRATEGY_KEY, "UNDEFINED"))
+        return web.json_response(policies.get(SCHEMA_STRATEGY_NAMESPACE, "UNDEFINED"))
 
     async def set_ns_strategy(request: web.Request) -> web.Response:
         info = request.match_info
         value = _strategy(await json_body(request)) if request.method == "PUT" else None
-        await resources.set_policy(info["tenant"], info["namespace"], NAMESPACE_STRATEGY_KEY, value)
+        await service.policies.set_namespace_policy(
+            info["tenant"], info["namespace"], SCHEMA_STRATEGY_NAMESPACE, value
+        )
         return no_content()
 
     async def get_topic_strategy(request: web.Request) -> web.Response:
         topic = topic_from_path(request)
-        own = (await resources.get_topic_policies(topic)).get(TOPIC_STRATEGY_KEY)
+        own = (await resources.get_topic_policies(topic)).get(SCHEMA_STRATEGY_TOPIC)
         return web.json_response(own or "UNDEFINED")
 
     async def set_topic_strategy(request: web.Request) -> web.Response:
         topic = topic_from_path(request)
         await service.check_namespace(topic)
         value = _strategy(await json_body(request)) if request.method == "PUT" else None
-        await resources.set_topic_policy(topic, TOPIC_STRATEGY_KEY, value)
+        await service.policies.set_topic_policy(topic, SCHEMA_STRATEGY_TOPIC, value)
         return no_content()
 
     base = "/admin/v2/schemas/{tenant}/{namespace}/{topic}"

@@ -97,7 +97,7 @@ class ClusterMember:
         service.ownership = self
         if self._metadata_key is not None:
             self._policy_watch = PolicyWatcher(
-                self.client, self._metadata_key, service.refresh_policies
+                self.client, self._metadata_key, service.policies.namespace_changed
             )
 
     async def join(self, service_url: str, service_url_tls: str, web_url: str) -> None:

@@ -12,49 +12,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterable
 
 import structlog
 
-from magnetar.broker.policies.backlog_quota import BacklogQuotas
 from magnetar.broker.storage.api import StorageError
 from magnetar.broker.topics.persistent import PersistentTopic
 
 log = structlog.get_logger(__name__)
-
-RETENTION_KEY = "retention_policies"
-TTL_KEY = "message_ttl_in_seconds"
-
-
-def retention_of(policies: Mapping[str, Any]) -> tuple[float, int] | None:
-    """(seconds, bytes) from RetentionPolicies; -1 stays "unlimited"."""
-    body = policies.get(RETENTION_KEY)
-    if not isinstance(body, dict):
-        return None
-    minutes = int(body.get("retentionTimeInMinutes", 0))
-    megabytes = int(body.get("retentionSizeInMB", 0))
-    return (
-        -1.0 if minutes < 0 else minutes * 60.0,
-        -1 if megabytes < 0 else megabytes * 1024 * 1024,
-    )
-
-
-def ttl_of(policies: Mapping[str, Any]) -> int:
-    value = policies.get(TTL_KEY)
-    return value if isinstance(value, int) and value > 0 else 0
-
-
-def apply_operations_policies(
-    topic: object, policies: Mapping[str, Any], default_retention: tuple[float, int]
-) -> None:
-    """Give a persistent topic its namespace's retention, TTL and backlog quota
-    (non-persistent topics store nothing: none applies)."""
-    if not isinstance(topic, PersistentTopic):
-        return
-    topic.ledger.set_retention(*(retention_of(policies) or default_retention))
-    topic.message_ttl_s = ttl_of(policies)
-    topic.quota.quotas = BacklogQuotas.from_policies(policies)
 
 
 async def expire_topic(topic: PersistentTopic, now_s: float) -> None:

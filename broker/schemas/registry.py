@@ -13,24 +13,20 @@ from typing import Any
 
 import structlog
 
+from magnetar.broker.policies.resolver import PolicyResolver
 from magnetar.broker.schemas.compatibility import (
-    DEFAULT_STRATEGY,
     IncompatibleSchemaError,
     Strategy,
     check,
     validate,
 )
 from magnetar.broker.schemas.types import SchemaData, SchemaVersion, now_ms
-from magnetar.broker.service.resources import PulsarResources
 from magnetar.broker.storage.api import BadVersion, MetadataStore
 from magnetar.proto.naming import TopicName
 
 log = structlog.get_logger(__name__)
 
 SCHEMAS = "/schemas"
-# Policy keys: Pulsar's Policies field and its topic-policy name.
-NAMESPACE_STRATEGY_KEY = "schema_compatibility_strategy"
-TOPIC_STRATEGY_KEY = "schemaCompatibilityStrategy"
 
 
 def schema_id(topic: TopicName) -> str:
@@ -41,9 +37,9 @@ def schema_id(topic: TopicName) -> str:
 
 
 class SchemaRegistry:
-    def __init__(self, store: MetadataStore, resources: PulsarResources) -> None:
+    def __init__(self, store: MetadataStore, policies: PolicyResolver) -> None:
         self._store = store
-        self._resources = resources
+        self._policies = policies
 
     def _path(self, topic: TopicName) -> str:
         return f"{SCHEMAS}/{schema_id(topic)}"
@@ -79,12 +75,7 @@ class SchemaRegistry:
 
     async def strategy(self, topic: TopicName) -> Strategy:
         """Topic policy, then namespace policy, then the broker default."""
-        own = (await self._resources.get_topic_policies(topic)).get(TOPIC_STRATEGY_KEY)
-        parsed = Strategy.parse(own)
-        if parsed is None:
-            policies = await self._resources.get_policies(topic.tenant, topic.namespace)
-            parsed = Strategy.parse(policies.get(NAMESPACE_STRATEGY_KEY))
-        return parsed or DEFAULT_STRATEGY
+        return (await self._policies.resolve(topic)).schema_compatibility
 
     async def _append(self, topic: TopicName, entry: SchemaData | None) -> int:
         """Store the next version (None: a deletion marker); its version number."""

@@ -28,17 +28,16 @@ from magnetar.broker.errors import (
     ServiceNotReadyError,
     TopicNotFoundError,
 )
-from magnetar.broker.features.keywindow import POLICY_KEY as KEY_WINDOW_POLICY
-from magnetar.broker.features.keywindow import KeyWindowPolicy
 from magnetar.broker.observability.metrics import BrokerMetrics
 from magnetar.broker.observability.stats_update import StatsUpdater
 from magnetar.broker.observability.topic_metrics import TopicMetricsCollector
-from magnetar.broker.policies.expiry import ExpiryMonitor, apply_operations_policies, retention_of
-from magnetar.broker.policies.rates import (
-    DISPATCH_RATE_POLICY,
-    PUBLISH_RATE_POLICY,
-    DispatchRate,
-    PublishRate,
+from magnetar.broker.policies.apply import apply_policies
+from magnetar.broker.policies.expiry import ExpiryMonitor
+from magnetar.broker.policies.resolver import (
+    PolicyChange,
+    PolicyDefaults,
+    PolicyResolver,
+    TopicPolicies,
 )
 from magnetar.broker.schemas.registry import SchemaRegistry
 from magnetar.broker.service.lookup import LookupAnswer, Ownership
@@ -47,7 +46,6 @@ from magnetar.broker.service.resources import (
     PulsarResources,
     ResourceError,
     ResourceExists,
-    ResourceNotFound,
 )
 from magnetar.broker.service.topic_watchers import TopicListWatchers
 from magnetar.broker.storage.api import ManagedLedgerFactory, MetadataStore, Position
@@ -64,10 +62,6 @@ from magnetar.proto.errors import ServerError
 from magnetar.proto.naming import InvalidName, InvalidTopicName, TopicName
 
 log = structlog.get_logger(__name__)
-
-# Pulsar's Policies field and topic-policy name for the automatic compaction trigger.
-COMPACTION_THRESHOLD_NAMESPACE = "compaction_threshold"
-COMPACTION_THRESHOLD_TOPIC = "compactionThreshold"
 
 
 def check_name(validate: Callable[[str], None], value: str) -> None:
@@ -117,7 +111,17 @@ class BrokerService:
             if config.authorization_enabled
             else None
         )
-        self.schemas = SchemaRegistry(metadata_store, self.resources)
+        base = self._topic_settings.ledger_config
+        # Every policy a topic runs with, by topic > namespace > broker.
+        self.policies = PolicyResolver(
+            self.resources,
+            PolicyDefaults(
+                deduplication_enabled=config.broker_deduplication_enabled,
+                retention=(base.retention_time_s, base.retention_size_bytes),
+            ),
+        )
+        self.policies.listen(self._policies_changed)
+        self.schemas = SchemaRegistry(metadata_store, self.policies)
         self._listeners = config.listeners()
         self.service_url = ""
         self.service_url_tls = ""
@@ -345,13 +349,19 @@ class BrokerService:
             raise TopicNotFoundError(f"topic {name} does not exist{why}")
         if self.ownership is not None:
             await self.ownership.check_owner(name)
-        settings = await self._settings_for(name)
-        topic = await open_topic(name, self.factory, settings)
+        seen = self.policies.changes
+        policies = await self.policies.resolve(name)
+        topic = await open_topic(name, self.factory, self._settings_for(policies))
         try:
-            await self._apply_policies(topic)
+            await apply_policies(topic, policies)
             terminated = await self.resources.get_terminated(name)
             if terminated is not None:
                 topic.terminate(Position(*terminated))
+            # Changes told while it loaded missed it (it is not in
+            # self.topics yet): resolve again until none came meanwhile.
+            while self.policies.changes != seen:
+                seen = self.policies.changes
+                await apply_policies(topic, await self.policies.resolve(name))
         except BaseException:
             await topic.close(notify_clients=False)
             raise
@@ -366,15 +376,11 @@ class BrokerService:
         self._topics_changed(name)
         return topic
 
-    async def _settings_for(self, name: TopicName) -> TopicSettings:
+    def _settings_for(self, policies: TopicPolicies) -> TopicSettings:
         """The topic settings with the namespace's retention already in the
         ledger config: the first trim after opening must not go by the
         default (which keeps nothing consumed)."""
-        try:
-            policies = await self.resources.get_policies(name.tenant, name.namespace)
-        except ResourceNotFound:
-            return self._topic_settings
-        retention = retention_of(policies)
+        retention = policies.namespace_retention
         if retention is None:
             return self._topic_settings
         base = self._topic_settings.ledger_config
@@ -412,78 +418,12 @@ class BrokerService:
 
     # ------------------------------------------------------------- policies
 
-    async def deduplication_enabled(self, name: TopicName) -> bool:
-        """The effective switch: topic policy, else namespace, else broker."""
-        own = (await self.resources.get_topic_policies(name)).get("deduplicationEnabled")
-        if isinstance(own, bool):
-            return own
-        try:
-            policies = await self.resources.get_policies(name.tenant, name.namespace)
-        except ResourceNotFound:
-            policies = {}
-        ns = policies.get("deduplicationEnabled")
-        return ns if isinstance(ns, bool) else self.config.broker_deduplication_enabled
-
-    async def key_window_policy(self, name: TopicName) -> KeyWindowPolicy | None:
-        """The dedupKeyWindow policy in force: the topic's, else the namespace's."""
-        body = (await self.resources.get_topic_policies(name)).get(KEY_WINDOW_POLICY)
-        if body is None:
-            try:
-                policies = await self.resources.get_policies(name.tenant, name.namespace)
-            except ResourceNotFound:
-                policies = {}
-            body = policies.get(KEY_WINDOW_POLICY)
-        return None if body is None else KeyWindowPolicy.from_json(body)
-
-    async def _topic_or_namespace_policy(self, name: TopicName, key: str) -> object:
-        """A policy's stored body: the topic's, else the namespace's, else None."""
-        body = (await self.resources.get_topic_policies(name)).get(key)
-        if body is None:
-            try:
-                policies = await self.resources.get_policies(name.tenant, name.namespace)
-            except ResourceNotFound:
-                policies = {}
-            body = policies.get(key)
-        return body
-
-    async def _apply_policies(self, topic: Topic) -> None:
-        name = topic.topic_name
-        try:
-            policies = await self.resources.get_policies(name.tenant, name.namespace)
-        except ResourceNotFound:
-            policies = {}
-        base = self._topic_settings.ledger_config
-        apply_operations_policies(
-            topic, policies, (base.retention_time_s, base.retention_size_bytes)
-        )
-        await topic.set_deduplication(await self.deduplication_enabled(name))
-        await topic.set_key_window(await self.key_window_policy(name))
-        publish = await self._topic_or_namespace_policy(name, PUBLISH_RATE_POLICY)
-        topic.set_publish_rate(None if publish is None else PublishRate.from_json(publish))
-        dispatch = await self._topic_or_namespace_policy(name, DISPATCH_RATE_POLICY)
-        topic.set_dispatch_rate(None if dispatch is None else DispatchRate.from_json(dispatch))
-        topic.set_compaction_threshold(await self.compaction_threshold(name))
-
-    async def compaction_threshold(self, name: TopicName) -> int:
-        """Bytes published before compaction starts by itself: topic policy,
-        else namespace policy, else 0 (off, Pulsar's default)."""
-        own = (await self.resources.get_topic_policies(name)).get(COMPACTION_THRESHOLD_TOPIC)
-        if isinstance(own, int):
-            return own
-        try:
-            policies = await self.resources.get_policies(name.tenant, name.namespace)
-        except ResourceNotFound:
-            return 0
-        value = policies.get(COMPACTION_THRESHOLD_NAMESPACE)
-        return value if isinstance(value, int) else 0
-
-    async def refresh_policies(self, tenant: str, namespace: str) -> None:
-        """Apply changed policies to the loaded topics of a namespace: producers
+    async def _policies_changed(self, change: PolicyChange) -> None:
+        """Apply changed policies to the loaded topics they cover: producers
         already connected see them from their next SEND."""
         for topic in list(self.topics.values()):
-            name = topic.topic_name
-            if (name.tenant, name.namespace) == (tenant, namespace):
-                await self._apply_policies(topic)
+            if change.covers(topic.topic_name):
+                await apply_policies(topic, await self.policies.resolve(topic.topic_name))
 
     async def unload_topics(self, select: Callable[[TopicName], bool]) -> int:
         """Close the loaded topics `select` picks (their bundle moves away):

@@ -1,0 +1,30 @@
+"""Give a loaded topic its effective policies (resolver.TopicPolicies).
+
+The order is the one the broker has always applied them in: a value that
+does not parse stops the ones after it.
+"""
+
+from __future__ import annotations
+
+from magnetar.broker.policies.resolver import TopicPolicies
+from magnetar.broker.topics.base import Topic
+from magnetar.broker.topics.persistent import PersistentTopic
+
+
+def apply_operations_policies(topic: Topic, policies: TopicPolicies) -> None:
+    """Retention, TTL and backlog quota: persistent topics only (a
+    non-persistent topic stores nothing for them to act on)."""
+    if not isinstance(topic, PersistentTopic):
+        return
+    topic.ledger.set_retention(*policies.retention)
+    topic.message_ttl_s = policies.message_ttl_s
+    topic.quota.quotas = policies.backlog_quotas
+
+
+async def apply_policies(topic: Topic, policies: TopicPolicies) -> None:
+    apply_operations_policies(topic, policies)
+    await topic.set_deduplication(policies.deduplication_enabled)
+    await topic.set_key_window(policies.key_window)
+    topic.set_publish_rate(policies.publish_rate)
+    topic.set_dispatch_rate(policies.dispatch_rate)
+    topic.set_compaction_threshold(policies.compaction_threshold)
