@@ -70,6 +70,14 @@ class DispatcherSettings:
     # them yet, at most; reading stops there, which bounds how far the other
     # keys run ahead of a stuck consumer.
     key_shared_look_ahead: int = 5000
+    # A read_compacted consumer reads the topic's current compacted view (None:
+    # the raw topic); from earliest, its first read starts at the view's
+    # beginning (a reader from earliest: the raw entries may be trimmed, the
+    # view is not).
+    compacted_view: Callable[[], CompactedView | None] | None = None
+    compacted_from_earliest: bool = False
+    # The topic is terminated: called whenever the cursor is at the end.
+    on_end_of_topic: Callable[[], None] | None = None
 
 
 class PersistentDispatcher(ABC):
@@ -103,13 +111,9 @@ class PersistentDispatcher(ABC):
         self._delayed_due_at = 0
         self._dispatch_rate = settings.dispatch_rate
         self._rate_timer: asyncio.TimerHandle | None = None
-        # Set for a read_compacted consumer: the topic's current compacted view,
-        # and whether its first read starts at the view's beginning (a reader
-        # from earliest: the raw entries may be trimmed, the view is not).
-        self.compacted_view: Callable[[], CompactedView | None] | None = None
-        self.compacted_from_earliest = False
-        # Set once the topic is terminated: called whenever the cursor is at the end.
-        self.end_of_topic: Callable[[], None] | None = None
+        self._compacted_view = settings.compacted_view
+        self._compacted_from_earliest = settings.compacted_from_earliest
+        self._on_end_of_topic = settings.on_end_of_topic
 
     # ------------------------------------------------------------ consumers
 
@@ -197,6 +201,20 @@ class PersistentDispatcher(ABC):
         self._read_epoch += 1
         self.wake()
 
+    def read_compacted(
+        self, view: Callable[[], CompactedView | None] | None, *, from_earliest: bool
+    ) -> None:
+        """Serve `view` (None: the raw topic) from the next read on. A method as
+        well as a setting: each SUBSCRIBE says whether its consumer reads
+        compacted, once the consumer is attached to a running dispatcher."""
+        self._compacted_view = view
+        self._compacted_from_earliest = from_earliest
+
+    def topic_terminated(self, on_end_of_topic: Callable[[], None]) -> None:
+        """Call `on_end_of_topic` whenever the cursor is at the end. A method as
+        well as a setting: a topic is terminated while its dispatchers run."""
+        self._on_end_of_topic = on_end_of_topic
+
     def requeue(self, positions: Sequence[Position]) -> None:
         """Positions that will be dispatched again count one more redelivery."""
         for position in positions:
@@ -259,8 +277,8 @@ class PersistentDispatcher(ABC):
         if compacted:
             return self._dispatch_read(compacted, replayed=False)
         if not self.cursor.has_more_entries():
-            if self.end_of_topic is not None:
-                self.end_of_topic()
+            if self._on_end_of_topic is not None:
+                self._on_end_of_topic()
             return False
         epoch = self._read_epoch
         entries = await self.cursor.read_entries(limit)
@@ -271,12 +289,12 @@ class PersistentDispatcher(ABC):
     def _read_compacted(self, limit: int) -> list[Entry]:
         """Up to the compaction horizon a read_compacted consumer reads the
         compacted view; past it (or with nothing left there) the raw topic."""
-        if self.compacted_view is None:
+        if self._compacted_view is None:
             return []
-        view = self.compacted_view()
+        view = self._compacted_view()
         start = self.cursor.read_position
-        if self.compacted_from_earliest:
-            self.compacted_from_earliest = False
+        if self._compacted_from_earliest:
+            self._compacted_from_earliest = False
             start = EARLIEST
         if view is None or start > view.horizon:
             return []

@@ -42,12 +42,7 @@ from typing import NamedTuple
 import structlog
 
 from magnetar.broker.dispatchers.base import DispatcherSettings, PersistentDispatcher
-from magnetar.broker.dispatchers.selectors import (
-    AutoSplitSelector,
-    ConsistentHashingSelector,
-    ConsumerSelector,
-    StickySelector,
-)
+from magnetar.broker.dispatchers.selectors import ConsumerSelector, new_selector
 from magnetar.broker.errors import ConsumerBusyError
 from magnetar.broker.storage.api import Entry, ManagedCursor, ManagedLedger, Position
 from magnetar.broker.topics.consumer import Consumer, KeySharedMode, KeySharedPolicy
@@ -98,11 +93,7 @@ class KeySharedDispatcher(PersistentDispatcher):
         self._joined: dict[Consumer, _Join] = {}
 
     def _new_selector(self, mode: int) -> ConsumerSelector:
-        if mode == KeySharedMode.STICKY:
-            return StickySelector()
-        if self.consistent_hashing:
-            return ConsistentHashingSelector()
-        return AutoSplitSelector()
+        return new_selector(mode, consistent_hashing=self.consistent_hashing)
 
     @property
     def held(self) -> int:

@@ -24,7 +24,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 
 from magnetar.broker.errors import ConsumerAssignError
-from magnetar.broker.topics.consumer import Consumer
+from magnetar.broker.topics.consumer import Consumer, KeySharedMode
 from magnetar.proto.hashes import KEY_SHARED_SLOTS, murmur3_32
 
 HashRange = tuple[int, int]  # inclusive slot bounds, as KeySharedMeta carries them
@@ -50,6 +50,17 @@ class ConsumerSelector(ABC):
     @abstractmethod
     def ranges(self) -> dict[Consumer, list[HashRange]]:
         """Each consumer's slots (ring: none; for stats and tests)."""
+
+
+def new_selector(mode: int, *, consistent_hashing: bool) -> ConsumerSelector:
+    """The selector of a Key_Shared subscription in `mode`, persistent or not:
+    STICKY the declared ranges; AUTO_SPLIT split ranges, or the ring with the
+    broker option subscription_key_shared_use_consistent_hashing."""
+    if mode == KeySharedMode.STICKY:
+        return StickySelector()
+    if consistent_hashing:
+        return ConsistentHashingSelector()
+    return AutoSplitSelector()
 
 
 class _RangeTable(ConsumerSelector, ABC):

@@ -15,15 +15,9 @@ from collections.abc import Callable, Sequence
 
 import structlog
 
-from magnetar.broker.dispatchers.failover import choose_active
-from magnetar.broker.dispatchers.selectors import (
-    AutoSplitSelector,
-    StickySelector,
-)
-from magnetar.broker.dispatchers.selectors import (
-    ConsumerSelector as KeySelector,
-)
-from magnetar.broker.dispatchers.shared import ConsumerSelector
+from magnetar.broker.dispatchers.base import DispatcherSettings
+from magnetar.broker.dispatchers.factory import new_non_persistent_dispatcher
+from magnetar.broker.dispatchers.non_persistent import NonPersistentDispatcher
 from magnetar.broker.endpoint import ClientConnection
 from magnetar.broker.errors import ConsumerBusyError, NotAllowedError
 from magnetar.broker.features.keywindow import KeyWindowPolicy
@@ -36,8 +30,7 @@ from magnetar.broker.topics.base import (
     Subscription,
     SubscriptionStats,
 )
-from magnetar.broker.topics.consumer import Consumer, SubType, sub_type_name
-from magnetar.broker.topics.entries import key_hash_and_deliver_at
+from magnetar.broker.topics.consumer import Consumer, sub_type_name
 from magnetar.broker.topics.producers import TopicProducers
 from magnetar.proto.naming import TopicName
 
@@ -46,8 +39,8 @@ log = structlog.get_logger(__name__)
 _NO_POSITION = Position(-1, -1)
 
 
-def _no_redeliveries(_position: Position) -> int:
-    return 0
+def _active_consumer_changed(consumer: Consumer, is_active: bool) -> None:
+    consumer.cnx.active_consumer_changed(consumer.consumer_id, is_active)
 
 
 class NonPersistentSubscription:
@@ -55,28 +48,21 @@ class NonPersistentSubscription:
         self,
         topic_name: str,
         name: str,
-        partition_index: int,
+        settings: DispatcherSettings,
         on_emptied: Callable[[NonPersistentSubscription], None],
         topic_dispatched: RateCounter | None = None,
-        *,
-        failover_consistent_hashing: bool = False,
     ) -> None:
         self.topic_name = topic_name
         self.name = name
         self.sub_type: int | None = None
-        self.consumers: list[Consumer] = []
         self.dropped_messages = 0
         # As a persistent subscription's (nothing is ever redelivered here).
         self.dispatched = RateCounter()
         self.redelivered = RateCounter()
         self._topic_dispatched = topic_dispatched
-        self._partition_index = partition_index
-        self._failover_consistent_hashing = failover_consistent_hashing
-        self._selector = ConsumerSelector()
-        # Key_Shared: by key hash (SEM-4.4; no ordering across joins to keep
-        # here, nothing is ever redelivered). Chosen by the first consumer.
-        self._key_selector: KeySelector | None = None
-        self._active: Consumer | None = None
+        self._settings = settings
+        # Built for the type of the first consumer (dispatchers/non_persistent.py).
+        self._dispatcher: NonPersistentDispatcher | None = None
         self._on_emptied = on_emptied
         self.is_closed = False
 
@@ -84,66 +70,35 @@ class NonPersistentSubscription:
     def is_durable(self) -> bool:
         return False
 
+    @property
+    def consumers(self) -> list[Consumer]:
+        return self._dispatcher.consumers if self._dispatcher is not None else []
+
     # ------------------------------------------------------------ consumers
 
     def add_consumer(self, consumer: Consumer) -> None:
-        if self.consumers and consumer.sub_type != self.sub_type:
-            raise ConsumerBusyError(
-                f"subscription {self.name!r} is {sub_type_name(self.sub_type or 0)}; "
-                f"cannot attach a {sub_type_name(consumer.sub_type)} consumer"
-            )
-        if self.consumers and consumer.sub_type == SubType.Exclusive:
-            raise ConsumerBusyError(f"Exclusive subscription {self.name!r} already has a consumer")
-        if consumer.sub_type == SubType.Key_Shared:
-            self._add_keyed(consumer)
-        self.sub_type = consumer.sub_type
-        self.consumers.append(consumer)
-        self._selector.add(consumer)
-        self._elect()
-
-    def _add_keyed(self, consumer: Consumer) -> None:
-        """Give a Key_Shared consumer its hash range; refused: nothing changes."""
-        sticky = consumer.key_shared is not None and consumer.key_shared.is_sticky
-        if not self.consumers or self._key_selector is None:
-            selector: KeySelector = StickySelector() if sticky else AutoSplitSelector()
-        elif sticky != isinstance(self._key_selector, StickySelector):
-            raise ConsumerBusyError(
-                f"Key_Shared subscription {self.name!r} has consumers of another key-shared mode"
-            )
+        dispatcher = self._dispatcher
+        if dispatcher is not None and dispatcher.consumers:
+            if consumer.sub_type != self.sub_type:
+                raise ConsumerBusyError(
+                    f"subscription {self.name!r} is {sub_type_name(self.sub_type or 0)}; "
+                    f"cannot attach a {sub_type_name(consumer.sub_type)} consumer"
+                )
         else:
-            selector = self._key_selector
-        selector.add_consumer(consumer)  # ConsumerAssignError
-        self._key_selector = selector
+            # Nothing carries over from consumers gone: the newcomer's type rules.
+            dispatcher = new_non_persistent_dispatcher(consumer.sub_type, self._settings)
+        dispatcher.add_consumer(consumer)  # refused: nothing changed
+        self._dispatcher = dispatcher
+        self.sub_type = consumer.sub_type
 
     def remove_consumer(self, consumer: Consumer) -> None:
         if consumer.is_closed:
             return
         consumer.is_closed = True
-        if consumer in self.consumers:
-            self.consumers.remove(consumer)
-            self._selector.remove(consumer)
-            if self._key_selector is not None:
-                self._key_selector.remove_consumer(consumer)
-            consumer.take_pending()  # nothing to hand back: dropped, as in Pulsar
-            self._elect()
+        if self._dispatcher is not None:
+            self._dispatcher.remove_consumer(consumer)
         if not self.consumers:
             self._on_emptied(self)
-
-    def _elect(self) -> None:
-        """Failover's active consumer, by SEM-4.2's rule (no rewind here)."""
-        if self.sub_type != SubType.Failover or not self.consumers:
-            self._active = self.consumers[0] if self.consumers else None
-            return
-        chosen = choose_active(
-            self.consumers,
-            self.topic_name,
-            self._partition_index,
-            self._failover_consistent_hashing,
-        )
-        previous, self._active = self._active, chosen
-        if chosen is not previous:
-            for consumer in self.consumers:
-                consumer.cnx.active_consumer_changed(consumer.consumer_id, consumer is chosen)
 
     def disconnect_consumers(self) -> None:
         for consumer in list(self.consumers):
@@ -154,21 +109,12 @@ class NonPersistentSubscription:
 
     def dispatch(self, entry: Entry) -> None:
         """Send the entry to one consumer now, or drop it."""
-        cost = entry.num_messages
-        if self.sub_type in (SubType.Exclusive, SubType.Failover):
-            chosen = self._active
-            if chosen is not None and (not chosen.is_writable or not chosen.may_overdraw()):
-                chosen = None
-        elif self.sub_type == SubType.Key_Shared and self._key_selector is not None:
-            chosen = self._key_selector.select(key_hash_and_deliver_at(entry.data)[0])
-            if chosen is not None and (not chosen.is_writable or not chosen.may_overdraw()):
-                chosen = None  # its key's consumer cannot take it: dropped
-        else:
-            chosen = self._selector.select(cost)
-        if chosen is None:
-            self.dropped_messages += cost
+        dispatcher = self._dispatcher
+        if dispatcher is None or not dispatcher.dispatch(entry):
+            self.dropped_messages += entry.num_messages
             return
-        sent = chosen.send_entries([entry], _no_redeliveries)
+        # One entry went to one consumer: all its messages were sent.
+        sent = entry.num_messages
         size = len(entry.data)
         self.dispatched.messages += sent
         self.dispatched.bytes += size
@@ -290,13 +236,16 @@ class NonPersistentTopic(TopicProducers):
         self._check_open()
         sub = self.subscriptions.get(options.subscription)
         if sub is None:
-            sub = NonPersistentSubscription(
-                self.name,
-                options.subscription,
-                self.partition_index,
-                self._emptied,
-                self.dispatched,
+            settings = DispatcherSettings(
+                # The subscription's own name, as the errors it raises say it.
+                name=options.subscription,
+                partition_index=self.partition_index,
+                topic_name=self.name,
                 failover_consistent_hashing=self._failover_consistent_hashing,
+                on_active_change=_active_consumer_changed,
+            )
+            sub = NonPersistentSubscription(
+                self.name, options.subscription, settings, self._emptied, self.dispatched
             )
         consumer = Consumer(
             sub.name,

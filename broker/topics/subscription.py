@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 import structlog
 
@@ -116,11 +117,15 @@ class PersistentSubscription:
         dispatcher.add_consumer(consumer)
 
     async def _replace_dispatcher(self, sub_type: int) -> PersistentDispatcher:
-        dispatcher = new_dispatcher(sub_type, self.ledger, self.cursor, self._settings)
-        dispatcher.compacted_view = self._compacted_view
-        dispatcher.compacted_from_earliest = self._compacted_from_earliest
-        if self._terminated:
-            dispatcher.end_of_topic = self._reached_end
+        # Built complete: what this subscription reads and whether its topic
+        # is terminated go in with the settings.
+        settings = replace(
+            self._settings,
+            compacted_view=self._compacted_view,
+            compacted_from_earliest=self._compacted_from_earliest,
+            on_end_of_topic=self._reached_end if self._terminated else None,
+        )
+        dispatcher = new_dispatcher(sub_type, self.ledger, self.cursor, settings)
         old = self._dispatcher
         if old is not None:
             # No consumer is attached to it any more: a new type may take over.
@@ -320,7 +325,7 @@ class PersistentSubscription:
         """No entry will follow the last one: tell consumers once they reach it."""
         self._terminated = True
         if self._dispatcher is not None:
-            self._dispatcher.end_of_topic = self._reached_end
+            self._dispatcher.topic_terminated(self._reached_end)
             if not self.cursor.has_more_entries():
                 self._reached_end()
 
@@ -338,8 +343,7 @@ class PersistentSubscription:
         self._compacted_view = view
         self._compacted_from_earliest = from_earliest and view is not None
         if self._dispatcher is not None:
-            self._dispatcher.compacted_view = view
-            self._dispatcher.compacted_from_earliest = self._compacted_from_earliest
+            self._dispatcher.read_compacted(view, from_earliest=self._compacted_from_earliest)
 
     async def last_message_id(self) -> LastMessageId:
         last, batch_index = await last_entry_id(self.ledger)
