@@ -28,6 +28,7 @@ from magnetar.broker.storage.api import (
     CursorAlreadyExists,
     Entry,
     InitialPosition,
+    LedgerSummary,
     ManagedCursor,
     ManagedLedger,
     ManagedLedgerClosed,
@@ -36,6 +37,7 @@ from magnetar.broker.storage.api import (
     MetadataStore,
     Position,
     StorageError,
+    WriteStats,
 )
 from magnetar.broker.storage.cache import EntryCacheManager
 from magnetar.broker.storage.handles import OpenFiles
@@ -46,7 +48,7 @@ from magnetar.broker.storage.layout import (
     LedgerRecord,
     encode_ledger_list,
 )
-from magnetar.broker.storage.metrics import LatencyBuckets
+from magnetar.broker.storage.metrics import LedgerStats
 from magnetar.broker.storage.records import CorruptEntryError
 from magnetar.broker.storage.segment import LedgerFile
 from magnetar.broker.storage.writer import LedgerWriter, fail_all
@@ -104,21 +106,6 @@ class LedgerContext:
     files: OpenFiles
     write_health: WriteHealth = field(default_factory=WriteHealth)
     write_guard: WriteGuard | None = None
-
-
-@dataclass(slots=True)
-class LedgerStats:
-    """Counters for metrics and tests."""
-
-    groups_written: int = 0
-    entries_written: int = 0
-    bytes_written: int = 0
-    cache_reads: int = 0
-    disk_reads: int = 0
-    disk_read_entries: int = 0
-    rollovers: int = 0
-    # Per group commit: from its oldest entry queued to durable.
-    write_latency: LatencyBuckets = field(default_factory=LatencyBuckets)
 
 
 def ledger_meta_path(name: str) -> str:
@@ -223,6 +210,17 @@ class ManagedLedgerImpl(ManagedLedger):
     @property
     def total_size(self) -> int:
         return sum(i.file.data_size for i in self.layout.infos())
+
+    def ledger_summaries(self) -> list[LedgerSummary]:
+        summaries = []
+        for info in self.layout.infos():
+            offsets = info.file.offsets
+            size = offsets[-1] - offsets[0] if len(offsets) else 0
+            summaries.append(LedgerSummary(info.ledger_id, info.entry_count, size))
+        return summaries
+
+    def write_stats(self) -> WriteStats:
+        return self.stats.snapshot()
 
     def run_blocking(self, fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
         return self._loop.run_in_executor(self._ctx.executor, fn, *args)
