@@ -19,7 +19,7 @@ import structlog
 
 from magnetar.broker.policies.backlog_quota import BacklogQuotas
 from magnetar.broker.storage.api import StorageError
-from magnetar.broker.topics.persistent import PersistentTopic
+from magnetar.broker.topics.base import StoredTopic, Topic, is_persistent
 
 log = structlog.get_logger(__name__)
 
@@ -46,18 +46,18 @@ def ttl_of(policies: Mapping[str, Any]) -> int:
 
 
 def apply_operations_policies(
-    topic: object, policies: Mapping[str, Any], default_retention: tuple[float, int]
+    topic: Topic, policies: Mapping[str, Any], default_retention: tuple[float, int]
 ) -> None:
     """Give a persistent topic its namespace's retention, TTL and backlog quota
     (non-persistent topics store nothing: none applies)."""
-    if not isinstance(topic, PersistentTopic):
+    if not is_persistent(topic):
         return
     topic.ledger.set_retention(*(retention_of(policies) or default_retention))
     topic.message_ttl_s = ttl_of(policies)
     topic.quota.quotas = BacklogQuotas.from_policies(policies)
 
 
-async def expire_topic(topic: PersistentTopic, now_s: float) -> None:
+async def expire_topic(topic: StoredTopic, now_s: float) -> None:
     """Expire, on every subscription, messages older than the topic's TTL."""
     ttl = topic.message_ttl_s
     if ttl <= 0 or topic.is_closed:
@@ -76,7 +76,7 @@ class ExpiryMonitor:
 
     def __init__(
         self,
-        topics: Callable[[], Iterable[object]],
+        topics: Callable[[], Iterable[Topic]],
         interval_s: float,
         clock: Callable[[], float] = time.time,
         quota_interval_s: float = 60.0,
@@ -94,10 +94,8 @@ class ExpiryMonitor:
             loop.create_task(self._every(self._quota_interval, self.check_backlog_quotas)),
         ]
 
-    def _persistent_topics(self) -> list[PersistentTopic]:
-        return [
-            t for t in list(self._topics()) if isinstance(t, PersistentTopic) and not t.is_closed
-        ]
+    def _persistent_topics(self) -> list[StoredTopic]:
+        return [t for t in list(self._topics()) if is_persistent(t) and not t.is_closed]
 
     async def sweep(self) -> None:
         now = self._clock()
