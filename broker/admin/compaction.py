@@ -13,7 +13,7 @@ from magnetar.broker.policies.resolver import (
     COMPACTION_THRESHOLD_TOPIC,
 )
 from magnetar.broker.service.broker_service import BrokerService
-from magnetar.broker.topics.persistent import PersistentTopic
+from magnetar.broker.topics.base import is_persistent
 from magnetar.proto.naming import TopicName
 
 
@@ -28,7 +28,7 @@ def routes(service: BrokerService) -> list[web.RouteDef]:
         found = []
         for name in names:
             loaded = await service.get_topic(str(name), create=False)
-            assert isinstance(loaded, PersistentTopic)
+            assert is_persistent(loaded)
             found.append(loaded.compaction)
         return found
 

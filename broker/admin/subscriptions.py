@@ -2,7 +2,7 @@
 stats, lastMessageId, subscriptions list / create at a position / delete,
 reset cursor (to a publish time or a message id) and unload.
 
-Every handler calls the PersistentTopic / PersistentSubscription methods the
+Every handler calls the StoredTopic / StoredSubscription methods the
 wire uses (reset_cursor, last_message_id, stats); JSON field names are
 Pulsar's (TopicStats, SubscriptionStats, ConsumerStats, MessageIdImpl).
 """
@@ -24,8 +24,7 @@ from magnetar.broker.admin.base import (
 from magnetar.broker.policies.backlog_quota import backlog_bytes
 from magnetar.broker.service.broker_service import BrokerService
 from magnetar.broker.storage.api import EARLIEST, LATEST, Position
-from magnetar.broker.topics.persistent import PersistentTopic
-from magnetar.broker.topics.subscription import PersistentSubscription
+from magnetar.broker.topics.base import StoredSubscription, StoredTopic, is_persistent
 
 
 def _message_id(body: object, *, default: Position | None = None) -> Position:
@@ -41,7 +40,7 @@ def _message_id(body: object, *, default: Position | None = None) -> Position:
     return Position(ledger, entry)
 
 
-def _subscription_stats(sub: PersistentSubscription) -> dict[str, Any]:
+def _subscription_stats(sub: StoredSubscription) -> dict[str, Any]:
     """SubscriptionStats; rates are those of the last stats update."""
     stats = sub.stats()
     consumers = [
@@ -72,7 +71,7 @@ def _subscription_stats(sub: PersistentSubscription) -> dict[str, Any]:
     }
 
 
-async def topic_stats(topic: PersistentTopic) -> dict[str, Any]:
+async def topic_stats(topic: StoredTopic) -> dict[str, Any]:
     """TopicStats' fields: rates and counters in and out, publishers,
     per-subscription stats, storage size and backlog."""
     subs = {
@@ -100,15 +99,15 @@ async def topic_stats(topic: PersistentTopic) -> dict[str, Any]:
 
 
 def routes(service: BrokerService) -> list[web.RouteDef]:
-    async def persistent_topic(request: web.Request, *, create: bool = False) -> PersistentTopic:
+    async def persistent_topic(request: web.Request, *, create: bool = False) -> StoredTopic:
         name = topic_from_path(request)
         await refuse_partitioned_base(service, name)
         topic = await service.get_topic(str(name), create=create)
-        if not isinstance(topic, PersistentTopic):
+        if not is_persistent(topic):
             raise HttpError(405, f"{name} is not a persistent topic")
         return topic
 
-    async def subscription(request: web.Request) -> PersistentSubscription:
+    async def subscription(request: web.Request) -> StoredSubscription:
         topic = await persistent_topic(request)
         return await topic.get_subscription(request.match_info["subscription"])
 
@@ -142,14 +141,14 @@ def routes(service: BrokerService) -> list[web.RouteDef]:
         names = {n for topic in await topics_of(request) for n in topic.subscription_names()}
         return web.json_response(sorted(names))
 
-    async def topics_of(request: web.Request, *, create: bool = False) -> list[PersistentTopic]:
+    async def topics_of(request: web.Request, *, create: bool = False) -> list[StoredTopic]:
         """The topic, or every partition of a partitioned topic (as Pulsar
         applies subscription calls on a base name to each partition)."""
         partitions = await partition_names(service, topic_from_path(request))
         if not partitions:
             return [await persistent_topic(request, create=create)]
         loaded = [await service.get_topic(p, create=create) for p in partitions]
-        return [t for t in loaded if isinstance(t, PersistentTopic)]
+        return [t for t in loaded if is_persistent(t)]
 
     async def create_subscription(request: web.Request) -> web.Response:
         topics = await topics_of(request, create=True)

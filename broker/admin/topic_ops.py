@@ -3,7 +3,7 @@ expire messages (one subscription or all), peek the n-th unacknowledged
 message, internalStats and partitioned-stats (in cluster mode it asks each
 partition's owner for that partition's stats).
 
-The backlog operations are PersistentSubscription's own (skip_entries,
+The backlog operations are StoredSubscription's own (skip_entries,
 clear_backlog, expire_messages: the same mark-delete move a cumulative ack
 makes); internalStats reads the managed ledger and its cursors.
 """
@@ -27,9 +27,7 @@ from magnetar.broker.admin.base import (
 )
 from magnetar.broker.admin.subscriptions import topic_stats
 from magnetar.broker.service.broker_service import BrokerService
-from magnetar.broker.storage.ledger import ManagedLedgerImpl
-from magnetar.broker.topics.persistent import PersistentTopic
-from magnetar.broker.topics.subscription import PersistentSubscription
+from magnetar.broker.topics.base import StoredSubscription, StoredTopic, is_persistent
 from magnetar.proto import pulsar_api_pb2 as pb
 from magnetar.proto.frames import Payload
 from magnetar.proto.naming import TopicName
@@ -84,20 +82,13 @@ def _count(raw: str, what: str) -> int:
     return int(raw)
 
 
-def internal_stats(topic: PersistentTopic) -> dict[str, Any]:
+def internal_stats(topic: StoredTopic) -> dict[str, Any]:
     """PersistentTopicInternalStats' fields that this storage has."""
     ledger = topic.ledger
-    ledgers: list[dict[str, Any]] = []
-    if isinstance(ledger, ManagedLedgerImpl):
-        for info in ledger.layout.infos():
-            offsets = info.file.offsets
-            ledgers.append(
-                {
-                    "ledgerId": info.ledger_id,
-                    "entries": info.entry_count,
-                    "size": offsets[-1] - offsets[0] if len(offsets) else 0,
-                }
-            )
+    ledgers = [
+        {"ledgerId": info.ledger_id, "entries": info.entries, "size": info.size}
+        for info in ledger.ledger_summaries()
+    ]
     cursors = {
         c.name: {
             "markDeletePosition": str(c.mark_delete_position),
@@ -118,15 +109,15 @@ def internal_stats(topic: PersistentTopic) -> dict[str, Any]:
 
 
 def routes(service: BrokerService, clock: Callable[[], float] = time.time) -> list[web.RouteDef]:
-    async def persistent_topic(request: web.Request) -> PersistentTopic:
+    async def persistent_topic(request: web.Request) -> StoredTopic:
         name = topic_from_path(request)
         await refuse_partitioned_base(service, name)
         topic = await service.get_topic(str(name), create=False)
-        if not isinstance(topic, PersistentTopic):
+        if not is_persistent(topic):
             raise HttpError(405, f"{name} is not a persistent topic")
         return topic
 
-    async def subscription(request: web.Request) -> PersistentSubscription:
+    async def subscription(request: web.Request) -> StoredSubscription:
         topic = await persistent_topic(request)
         return await topic.get_subscription(request.match_info["subscription"])
 
@@ -208,7 +199,7 @@ def routes(service: BrokerService, clock: Callable[[], float] = time.time) -> li
                     if url is not None:
                         return await _remote_stats(http, url, partition, request)
                 topic = await service.get_topic(str(partition))
-                if not isinstance(topic, PersistentTopic):
+                if not is_persistent(topic):
                     raise HttpError(405, f"{name} is not a persistent topic")
                 return await topic_stats(topic)
 

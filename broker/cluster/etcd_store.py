@@ -33,8 +33,8 @@ from magnetar.broker.storage.api import (
     NotificationType,
     Stat,
     StorageError,
+    validate_path,
 )
-from magnetar.broker.storage.metadata import validate_path
 
 log = structlog.get_logger(__name__)
 

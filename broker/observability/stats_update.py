@@ -13,9 +13,7 @@ import contextlib
 import time
 from collections.abc import Callable, Iterable
 
-from magnetar.broker.storage.ledger import ManagedLedgerImpl
-from magnetar.broker.topics.base import Topic
-from magnetar.broker.topics.persistent import PersistentTopic
+from magnetar.broker.topics.base import Topic, is_persistent
 
 
 def update_topic_rates(topic: Topic, seconds: float) -> None:
@@ -27,9 +25,9 @@ def update_topic_rates(topic: Topic, seconds: float) -> None:
         sub.redelivered.update(seconds)
         for consumer in sub.consumers:
             consumer.dispatched.update(seconds)
-    if isinstance(topic, PersistentTopic) and isinstance(topic.ledger, ManagedLedgerImpl):
-        stats = topic.ledger.stats
-        topic.storage_writes.set_totals(stats.entries_written, stats.bytes_written)
+    if is_persistent(topic):
+        written = topic.ledger.write_stats()
+        topic.storage_writes.set_totals(written.entries_written, written.bytes_written)
         topic.storage_writes.update(seconds)
 
 

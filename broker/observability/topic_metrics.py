@@ -27,10 +27,8 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from magnetar.broker.policies.backlog_quota import backlog_bytes
-from magnetar.broker.storage.ledger import ManagedLedgerImpl
-from magnetar.broker.storage.metrics import WRITE_LATENCY_BOUNDS
-from magnetar.broker.topics.base import Subscription, Topic
-from magnetar.broker.topics.persistent import PersistentTopic
+from magnetar.broker.storage.api import WRITE_LATENCY_BOUNDS
+from magnetar.broker.topics.base import Subscription, Topic, is_persistent
 
 WRITE_LATENCY = "pulsar_storage_write_latency_seconds"
 
@@ -173,7 +171,7 @@ def sample_topic(topic: Topic) -> tuple[TopicSample, list[SubscriptionSample]]:
         out_messages=topic.dispatched.messages,
         out_bytes=topic.dispatched.bytes,
     )
-    if isinstance(topic, PersistentTopic):
+    if is_persistent(topic):
         ledger = topic.ledger
         subs.extend(
             SubscriptionSample(c.name, c.backlog_messages, 0, 0.0, 0.0, 0.0, 0, 0)
@@ -183,10 +181,9 @@ def sample_topic(topic: Topic) -> tuple[TopicSample, list[SubscriptionSample]]:
         sample.backlog_size = backlog_bytes(ledger)
         sample.storage_write_rate = topic.storage_writes.msg_rate
         sample.duplicates = topic.duplicates
-        if isinstance(ledger, ManagedLedgerImpl):
-            latency = ledger.stats.write_latency
-            sample.latency_counts = list(latency.counts)
-            sample.latency_sum = latency.sum
+        written = ledger.write_stats()
+        sample.latency_counts = list(written.write_latency_counts)
+        sample.latency_sum = written.write_latency_sum
     sample.subscriptions = len(subs)
     sample.msg_backlog = sum(s.back_log for s in subs)
     sample.delayed = sum(s.delayed for s in subs)

@@ -7,14 +7,13 @@ does not parse stops the ones after it.
 from __future__ import annotations
 
 from magnetar.broker.policies.resolver import TopicPolicies
-from magnetar.broker.topics.base import Topic
-from magnetar.broker.topics.persistent import PersistentTopic
+from magnetar.broker.topics.base import Topic, is_persistent
 
 
 def apply_operations_policies(topic: Topic, policies: TopicPolicies) -> None:
     """Retention, TTL and backlog quota: persistent topics only (a
     non-persistent topic stores nothing for them to act on)."""
-    if not isinstance(topic, PersistentTopic):
+    if not is_persistent(topic):
         return
     topic.ledger.set_retention(*policies.retention)
     topic.message_ttl_s = policies.message_ttl_s

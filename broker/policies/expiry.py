@@ -17,12 +17,12 @@ from collections.abc import Awaitable, Callable, Iterable
 import structlog
 
 from magnetar.broker.storage.api import StorageError
-from magnetar.broker.topics.persistent import PersistentTopic
+from magnetar.broker.topics.base import StoredTopic, Topic, is_persistent
 
 log = structlog.get_logger(__name__)
 
 
-async def expire_topic(topic: PersistentTopic, now_s: float) -> None:
+async def expire_topic(topic: StoredTopic, now_s: float) -> None:
     """Expire, on every subscription, messages older than the topic's TTL."""
     ttl = topic.message_ttl_s
     if ttl <= 0 or topic.is_closed:
@@ -41,7 +41,7 @@ class ExpiryMonitor:
 
     def __init__(
         self,
-        topics: Callable[[], Iterable[object]],
+        topics: Callable[[], Iterable[Topic]],
         interval_s: float,
         clock: Callable[[], float] = time.time,
         quota_interval_s: float = 60.0,
@@ -59,10 +59,8 @@ class ExpiryMonitor:
             loop.create_task(self._every(self._quota_interval, self.check_backlog_quotas)),
         ]
 
-    def _persistent_topics(self) -> list[PersistentTopic]:
-        return [
-            t for t in list(self._topics()) if isinstance(t, PersistentTopic) and not t.is_closed
-        ]
+    def _persistent_topics(self) -> list[StoredTopic]:
+        return [t for t in list(self._topics()) if is_persistent(t) and not t.is_closed]
 
     async def sweep(self) -> None:
         now = self._clock()

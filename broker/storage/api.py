@@ -37,6 +37,10 @@ from typing import NamedTuple
 
 _MAX_ID = (1 << 63) - 1
 
+# Pulsar's storage write latency thresholds (0.5 ms ... 1 s), in seconds: the
+# buckets of WriteStats.write_latency_counts.
+WRITE_LATENCY_BOUNDS = (0.0005, 0.001, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 1.0)
+
 
 class Position(NamedTuple):
     """An entry's address in a managed ledger, ordered by (ledger_id, entry_id).
@@ -124,6 +128,28 @@ class ManagedLedgerConfig:
             raise ValueError("max_persisted_unacked_ranges must be >= 0")
         if self.max_read_bytes <= 0:
             raise ValueError("max_read_bytes must be > 0")
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerSummary:
+    """One ledger of a managed ledger, as internal stats list it (Pulsar's
+    LedgerInfo): its id, its entries and the bytes of its records."""
+
+    ledger_id: int
+    entries: int
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class WriteStats:
+    """What a managed ledger wrote since it was opened, for metrics."""
+
+    entries_written: int
+    bytes_written: int
+    # Group commits per WRITE_LATENCY_BOUNDS bucket, then the overflow; not
+    # cumulative. Latency: from the group's oldest entry queued to durable.
+    write_latency_counts: tuple[int, ...]
+    write_latency_sum: float
 
 
 Clock = Callable[[], float]
@@ -219,6 +245,13 @@ class Notification(NamedTuple):
 
 
 NotificationListener = Callable[[Notification], None]
+
+
+def validate_path(path: str) -> None:
+    """Refuse a path that is not absolute, has a trailing slash or an empty
+    component: every metadata store implementation checks the same way."""
+    if not path.startswith("/") or (len(path) > 1 and path.endswith("/")) or "//" in path:
+        raise ValueError(f"invalid metadata path {path!r}")
 
 
 class MetadataStore(ABC):
@@ -513,6 +546,14 @@ class ManagedLedger(ABC):
         """Bytes of entry data stored (not counting record headers)."""
 
     @abstractmethod
+    def ledger_summaries(self) -> list[LedgerSummary]:
+        """The stored ledgers, oldest first (internal stats)."""
+
+    @abstractmethod
+    def write_stats(self) -> WriteStats:
+        """Counters of what was written, read at stats update and scrape time."""
+
+    @abstractmethod
     async def open_cursor(
         self,
         name: str,
@@ -611,6 +652,7 @@ __all__ = [
     "DEFAULT_CLOCK",
     "EARLIEST",
     "LATEST",
+    "WRITE_LATENCY_BOUNDS",
     "BadVersion",
     "Clock",
     "ConcurrentReadError",
@@ -621,6 +663,7 @@ __all__ = [
     "GetResult",
     "InitialPosition",
     "InvalidPosition",
+    "LedgerSummary",
     "ManagedCursor",
     "ManagedLedger",
     "ManagedLedgerClosed",
@@ -639,4 +682,6 @@ __all__ = [
     "Stat",
     "StorageError",
     "SyncPolicy",
+    "WriteStats",
+    "validate_path",
 ]

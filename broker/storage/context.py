@@ -1,5 +1,5 @@
 """What the parts of a managed ledger share: the context it borrows from its
-factory (LedgerContext), its counters (LedgerStats), and OwningLedger, the
+factory (LedgerContext) and OwningLedger, the
 ledger as its cursors, writer and trimming see it. Those parts sit below
 ledger.py, which builds them, so they know the ledger by this protocol only.
 """
@@ -24,7 +24,7 @@ from magnetar.broker.storage.cache import EntryCacheManager
 from magnetar.broker.storage.handles import OpenFiles
 from magnetar.broker.storage.journal import Journal
 from magnetar.broker.storage.layout import LedgerInfo, LedgerLayout
-from magnetar.broker.storage.metrics import LatencyBuckets
+from magnetar.broker.storage.metrics import LedgerStats
 from magnetar.broker.storage.segment import LedgerFile
 
 T = TypeVar("T")
@@ -72,21 +72,6 @@ class LedgerContext:
     files: OpenFiles
     write_health: WriteHealth = field(default_factory=WriteHealth)
     write_guard: WriteGuard | None = None
-
-
-@dataclass(slots=True)
-class LedgerStats:
-    """Counters for metrics and tests."""
-
-    groups_written: int = 0
-    entries_written: int = 0
-    bytes_written: int = 0
-    cache_reads: int = 0
-    disk_reads: int = 0
-    disk_read_entries: int = 0
-    rollovers: int = 0
-    # Per group commit: from its oldest entry queued to durable.
-    write_latency: LatencyBuckets = field(default_factory=LatencyBuckets)
 
 
 class OwningLedger(Protocol):

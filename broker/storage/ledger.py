@@ -26,6 +26,7 @@ from magnetar.broker.storage.api import (
     CursorAlreadyExists,
     Entry,
     InitialPosition,
+    LedgerSummary,
     ManagedCursor,
     ManagedLedger,
     ManagedLedgerClosed,
@@ -33,14 +34,16 @@ from magnetar.broker.storage.api import (
     ManagedLedgerFenced,
     Position,
     StorageError,
+    WriteStats,
 )
-from magnetar.broker.storage.context import LedgerContext, LedgerStats
+from magnetar.broker.storage.context import LedgerContext
 from magnetar.broker.storage.layout import (
     LedgerInfo,
     LedgerLayout,
     LedgerRecord,
     encode_ledger_list,
 )
+from magnetar.broker.storage.metrics import LedgerStats
 from magnetar.broker.storage.records import CorruptEntryError
 from magnetar.broker.storage.segment import LedgerFile
 from magnetar.broker.storage.writer import LedgerWriter, fail_all
@@ -158,6 +161,17 @@ class ManagedLedgerImpl(ManagedLedger):
     @property
     def total_size(self) -> int:
         return sum(i.file.data_size for i in self.layout.infos())
+
+    def ledger_summaries(self) -> list[LedgerSummary]:
+        summaries = []
+        for info in self.layout.infos():
+            offsets = info.file.offsets
+            size = offsets[-1] - offsets[0] if len(offsets) else 0
+            summaries.append(LedgerSummary(info.ledger_id, info.entry_count, size))
+        return summaries
+
+    def write_stats(self) -> WriteStats:
+        return self.stats.snapshot()
 
     def run_blocking(self, fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
         return self._loop.run_in_executor(self._ctx.executor, fn, *args)

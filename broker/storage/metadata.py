@@ -38,6 +38,7 @@ from magnetar.broker.storage.api import (
     NotificationType,
     Stat,
     StorageError,
+    validate_path,
 )
 
 log = structlog.get_logger(__name__)
@@ -56,11 +57,6 @@ CREATE TABLE IF NOT EXISTS nodes (
 );
 CREATE INDEX IF NOT EXISTS nodes_parent ON nodes(parent);
 """
-
-
-def validate_path(path: str) -> None:
-    if not path.startswith("/") or (len(path) > 1 and path.endswith("/")) or "//" in path:
-        raise ValueError(f"invalid metadata path {path!r}")
 
 
 def _parent(path: str) -> str:

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import contextlib
 from bisect import bisect_left
+from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
-# Pulsar's storage write latency thresholds (0.5 ms ... 1 s), in seconds.
-WRITE_LATENCY_BOUNDS = (0.0005, 0.001, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 1.0)
+from magnetar.broker.storage.api import WRITE_LATENCY_BOUNDS, WriteStats
 
 ENTRIES_WRITTEN = Counter("magnetar_storage_entries_written", "Entries appended", registry=None)
 BYTES_WRITTEN = Counter("magnetar_storage_bytes_written", "Entry bytes appended", registry=None)
@@ -85,3 +85,24 @@ class LatencyBuckets:
     @property
     def count(self) -> int:
         return sum(self.counts)
+
+
+@dataclass(slots=True)
+class LedgerStats:
+    """One managed ledger's counters, for metrics and tests."""
+
+    groups_written: int = 0
+    entries_written: int = 0
+    bytes_written: int = 0
+    cache_reads: int = 0
+    disk_reads: int = 0
+    disk_read_entries: int = 0
+    rollovers: int = 0
+    # Per group commit: from its oldest entry queued to durable.
+    write_latency: LatencyBuckets = field(default_factory=LatencyBuckets)
+
+    def snapshot(self) -> WriteStats:
+        latency = self.write_latency
+        return WriteStats(
+            self.entries_written, self.bytes_written, tuple(latency.counts), latency.sum
+        )

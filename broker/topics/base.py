@@ -2,8 +2,11 @@
 API are written against (Pulsar has the same two).
 
 A persistent topic implements them over a managed ledger; a non-persistent
-topic (dispatch or drop) will implement them without storage, and nothing
-above this seam changes.
+topic (dispatch or drop) implements them without storage, and nothing
+above this seam changes. What only a topic over a managed ledger has (its
+ledger, subscriptions that outlive their consumers, backlog operations, TTL
+and quotas) is StoredTopic / StoredSubscription, reached through
+is_persistent(): admin, expiry and metrics name no concrete class.
 """
 
 from __future__ import annotations
@@ -11,14 +14,16 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple, Protocol
+from typing import NamedTuple, Protocol, TypeGuard
 
+from magnetar.broker.compaction.state import TopicCompaction
 from magnetar.broker.endpoint import ClientConnection
 from magnetar.broker.features.dedup import MessageDeduplication
 from magnetar.broker.features.keywindow import KeyWindowIndex, KeyWindowPolicy
 from magnetar.broker.observability.counters import RateCounter
+from magnetar.broker.policies.backlog_quota import QuotaState
 from magnetar.broker.policies.rates import DispatchRate, PublishRate, PublishRateLimiter
-from magnetar.broker.storage.api import InitialPosition, Position
+from magnetar.broker.storage.api import InitialPosition, ManagedCursor, ManagedLedger, Position
 from magnetar.broker.topics.consumer import Consumer, KeySharedPolicy
 from magnetar.broker.topics.producer import Producer
 from magnetar.proto.naming import TopicName
@@ -136,6 +141,14 @@ class Topic(Protocol):
     def name(self) -> str: ...
 
     @property
+    def is_persistent(self) -> bool:
+        """True when the topic is a StoredTopic (see is_persistent())."""
+        ...
+
+    @property
+    def is_closed(self) -> bool: ...
+
+    @property
     def topic_name(self) -> TopicName: ...
 
     @property
@@ -213,3 +226,78 @@ class Topic(Protocol):
         ...
 
     async def close(self, *, notify_clients: bool = True) -> None: ...
+
+
+class StoredSubscription(Subscription, Protocol):
+    """A subscription over a managed cursor: the backlog operations of the
+    admin API and of expiry."""
+
+    @property
+    def ledger(self) -> ManagedLedger: ...
+
+    @property
+    def cursor(self) -> ManagedCursor: ...
+
+    def skip_entries(self, count: int) -> int:
+        """Acknowledge the next `count` unacknowledged entries; how many were."""
+        ...
+
+    def clear_backlog(self) -> None: ...
+
+    async def expire_messages(self, published_before_ms: int) -> None:
+        """Acknowledge every entry published before `published_before_ms`."""
+        ...
+
+
+class StoredTopic(Topic, Protocol):
+    """A topic over a managed ledger: its storage, the durable subscriptions
+    stored in it (open or not), message TTL, backlog quotas and compaction."""
+
+    # The namespace's message TTL in seconds (0: none); set by policies.
+    message_ttl_s: int
+
+    @property
+    def ledger(self) -> ManagedLedger: ...
+
+    @property
+    def quota(self) -> QuotaState: ...
+
+    @property
+    def compaction(self) -> TopicCompaction: ...
+
+    @property
+    def storage_writes(self) -> RateCounter:
+        """Entries (as messages) and bytes storage wrote (storage write rate)."""
+        ...
+
+    @property
+    def duplicates(self) -> int:
+        """SENDs answered as duplicates since the topic was loaded."""
+        ...
+
+    def idle_cursors(self) -> list[ManagedCursor]:
+        """Durable subscriptions stored but not open."""
+        ...
+
+    def subscription_names(self) -> list[str]:
+        """Open subscriptions and stored durable ones, sorted."""
+        ...
+
+    async def get_subscription(self, name: str) -> StoredSubscription:
+        """An open subscription, opening a stored durable one;
+        SubscriptionNotFoundError otherwise."""
+        ...
+
+    async def create_subscription(self, name: str, start: Position) -> StoredSubscription: ...
+
+    async def delete_subscription(self, name: str) -> None: ...
+
+    async def evict_backlog(self, now_s: float) -> None: ...
+
+    def disconnect_producers_over_quota(self) -> int: ...
+
+
+def is_persistent(topic: Topic) -> TypeGuard[StoredTopic]:
+    """Narrow a topic to StoredTopic by its own word (Pulsar's admin casts to
+    PersistentTopic instead); nothing above topics/ checks a concrete class."""
+    return topic.is_persistent

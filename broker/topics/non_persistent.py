@@ -207,6 +207,10 @@ class NonPersistentTopic(TopicProducers):
     def __repr__(self) -> str:
         return f"NonPersistentTopic({self.name!r})"
 
+    @property
+    def is_persistent(self) -> bool:
+        return False
+
     def append(self, data: bytes, num_messages: int) -> asyncio.Future[Position]:
         position = Position(self._ledger_id, self._next_entry)
         self._next_entry += 1

@@ -107,6 +107,10 @@ class PersistentTopic(TopicProducers):
     def __repr__(self) -> str:
         return f"PersistentTopic({self.name!r})"
 
+    @property
+    def is_persistent(self) -> bool:
+        return True
+
     # ------------------------------------------------------------ publishing
 
     def append(self, data: bytes, num_messages: int) -> asyncio.Future[Position]:
