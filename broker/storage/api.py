@@ -35,6 +35,64 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from magnetar.broker.storage.errors import (
+    BadVersion as BadVersion,
+)
+from magnetar.broker.storage.errors import (
+    ConcurrentReadError as ConcurrentReadError,
+)
+from magnetar.broker.storage.errors import (
+    CursorAlreadyExists as CursorAlreadyExists,
+)
+from magnetar.broker.storage.errors import (
+    CursorClosed as CursorClosed,
+)
+from magnetar.broker.storage.errors import (
+    InvalidPosition as InvalidPosition,
+)
+from magnetar.broker.storage.errors import (
+    ManagedLedgerClosed as ManagedLedgerClosed,
+)
+from magnetar.broker.storage.errors import (
+    ManagedLedgerFenced as ManagedLedgerFenced,
+)
+from magnetar.broker.storage.errors import (
+    MetadataError as MetadataError,
+)
+from magnetar.broker.storage.errors import (
+    MetadataStoreClosed as MetadataStoreClosed,
+)
+from magnetar.broker.storage.errors import (
+    NotEmpty as NotEmpty,
+)
+from magnetar.broker.storage.errors import (
+    NotFound as NotFound,
+)
+from magnetar.broker.storage.errors import (
+    StorageError as StorageError,
+)
+from magnetar.broker.storage.metadata_api import (
+    GetResult as GetResult,
+)
+from magnetar.broker.storage.metadata_api import (
+    MetadataStore as MetadataStore,
+)
+from magnetar.broker.storage.metadata_api import (
+    Notification as Notification,
+)
+from magnetar.broker.storage.metadata_api import (
+    NotificationListener as NotificationListener,
+)
+from magnetar.broker.storage.metadata_api import (
+    NotificationType as NotificationType,
+)
+from magnetar.broker.storage.metadata_api import (
+    Stat as Stat,
+)
+from magnetar.broker.storage.metadata_api import (
+    validate_path as validate_path,
+)
+
 _MAX_ID = (1 << 63) - 1
 
 # Pulsar's storage write latency thresholds (0.5 ms ... 1 s), in seconds: the
@@ -156,157 +214,6 @@ Clock = Callable[[], float]
 """Wall-clock seconds (``time.time`` by default); injected for retention tests."""
 
 DEFAULT_CLOCK: Clock = time.time
-
-
-# --------------------------------------------------------------------------- errors
-
-
-class StorageError(Exception):
-    """Base of every storage error. ``retriable``: the caller may try again later."""
-
-    retriable: bool = False
-
-
-class ManagedLedgerClosed(StorageError):
-    """The managed ledger (or its factory) is closed or deleted."""
-
-
-class ManagedLedgerFenced(StorageError):
-    """A write failed and could not be undone: the ledger refuses further writes.
-
-    Reopening the managed ledger recovers it (the torn tail is cut on open).
-    """
-
-
-class CursorClosed(StorageError):
-    """The cursor was closed or deleted."""
-
-
-class CursorAlreadyExists(StorageError):
-    """``open_cursor`` was asked for a name that a non-durable cursor holds."""
-
-
-class ConcurrentReadError(StorageError):
-    """A cursor already has a read in flight; one at a time per cursor."""
-
-    retriable = True
-
-
-class InvalidPosition(StorageError, ValueError):
-    """A position beyond the end of the ledger (or otherwise impossible)."""
-
-
-class MetadataError(StorageError):
-    """Base of metadata store errors."""
-
-
-class BadVersion(MetadataError):
-    """Compare-and-set failed: the node's version is not the expected one."""
-
-
-class NotFound(MetadataError):
-    """The node does not exist."""
-
-
-class NotEmpty(MetadataError):
-    """``delete`` of a node that still has children."""
-
-
-class MetadataStoreClosed(MetadataError):
-    """The metadata store is closed."""
-
-
-# ------------------------------------------------------------------- metadata store
-
-
-class Stat(NamedTuple):
-    """A node's version: 0 when created, +1 on every put."""
-
-    version: int
-    created_ms: int
-    modified_ms: int
-
-
-class GetResult(NamedTuple):
-    value: bytes
-    stat: Stat
-
-
-class NotificationType(enum.Enum):
-    CREATED = "created"
-    MODIFIED = "modified"
-    DELETED = "deleted"
-    CHILDREN_CHANGED = "children_changed"
-
-
-class Notification(NamedTuple):
-    type: NotificationType
-    path: str
-
-
-NotificationListener = Callable[[Notification], None]
-
-
-def validate_path(path: str) -> None:
-    """Refuse a path that is not absolute, has a trailing slash or an empty
-    component: every metadata store implementation checks the same way."""
-    if not path.startswith("/") or (len(path) > 1 and path.endswith("/")) or "//" in path:
-        raise ValueError(f"invalid metadata path {path!r}")
-
-
-class MetadataStore(ABC):
-    """A ZooKeeper-shaped tree of versioned byte values.
-
-    Paths are absolute, ``/``-separated, without a trailing slash. ``put`` creates
-    missing parents (with empty values), as Pulsar's metadata store does.
-    Listeners are called on the event loop for changes made through this store
-    (the embedded store cannot see other processes' writes; a ZooKeeper store
-    would deliver its watches the same way).
-
-    Storage keeps its own records under ``/managed-ledgers/<quoted ledger
-    name>[/<quoted cursor name>]`` and ``/storage/``; other paths are free.
-    """
-
-    @abstractmethod
-    async def get(self, path: str) -> GetResult | None:
-        """The node's value and stat, or None if it does not exist."""
-
-    @abstractmethod
-    async def put(self, path: str, value: bytes, expected_version: int | None = None) -> Stat:
-        """Create or replace a node; returns its new stat.
-
-        ``expected_version``: None = unconditional; -1 = the node must not exist;
-        n >= 0 = the node's version must be n. Otherwise raises :class:`BadVersion`.
-        """
-
-    @abstractmethod
-    async def delete(self, path: str, expected_version: int | None = None) -> None:
-        """Delete a node. Raises NotFound, BadVersion, or NotEmpty (has children)."""
-
-    @abstractmethod
-    async def delete_recursive(self, path: str) -> None:
-        """Delete a node and everything under it; no error if it does not exist."""
-
-    @abstractmethod
-    async def get_children(self, path: str) -> list[str]:
-        """Sorted names (last path component) of the node's direct children."""
-
-    @abstractmethod
-    async def exists(self, path: str) -> bool: ...
-
-    @abstractmethod
-    def register_listener(self, listener: NotificationListener) -> Callable[[], None]:
-        """Call ``listener`` on every change; returns a function that unregisters."""
-
-    @property
-    def sees_every_change(self) -> bool:
-        """True when listeners hear of every change to the store, whoever made
-        it (one process owns it), so readers may cache what they read."""
-        return False
-
-    @abstractmethod
-    async def close(self) -> None:
-        """Idempotent. Pending and later calls raise :class:`MetadataStoreClosed`."""
 
 
 # ----------------------------------------------------------------------- ledger API

@@ -194,8 +194,14 @@ BEHIND_THE_SEAMS = (
     "magnetar.broker.topics.non_persistent",
     "magnetar.broker.topics.subscription",
 )
-# The storage seam: the interfaces, and the storage's own metric families.
-SEAM_MODULES = {"magnetar.broker.storage.api", "magnetar.broker.storage.metrics"}
+# The storage seam: the interfaces (api.py re-exports errors.py and
+# metadata_api.py), and the storage's own metric families.
+SEAM_MODULES = {
+    "magnetar.broker.storage.api",
+    "magnetar.broker.storage.errors",
+    "magnetar.broker.storage.metadata_api",
+    "magnetar.broker.storage.metrics",
+}
 CONCRETE = (
     "PersistentTopic",
     "NonPersistentTopic",
