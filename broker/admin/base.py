@@ -24,6 +24,7 @@ from magnetar.broker.service.resources import (
     ResourceNotFound,
 )
 from magnetar.broker.storage.api import StorageError
+from magnetar.broker.topics.base import StoredSubscription, StoredTopic, is_persistent
 from magnetar.proto.errors import ServerError
 from magnetar.proto.naming import InvalidTopicName, TopicName
 
@@ -138,3 +139,21 @@ async def refuse_partitioned_base(service: BrokerService, name: TopicName) -> No
             f"{name} is a partitioned topic: call its partitions ({name}-partition-N) "
             "or partitioned-stats",
         )
+
+
+async def stored_topic(
+    service: BrokerService, request: web.Request, *, create: bool = False
+) -> StoredTopic:
+    """The persistent topic the path names (405 for a non-persistent one)."""
+    name = topic_from_path(request)
+    await refuse_partitioned_base(service, name)
+    topic = await service.get_topic(str(name), create=create)
+    if not is_persistent(topic):
+        raise HttpError(405, f"{name} is not a persistent topic")
+    return topic
+
+
+async def stored_subscription(service: BrokerService, request: web.Request) -> StoredSubscription:
+    """The subscription the path names, on the persistent topic it names."""
+    topic = await stored_topic(service, request)
+    return await topic.get_subscription(request.match_info["subscription"])

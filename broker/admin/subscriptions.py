@@ -18,7 +18,8 @@ from magnetar.broker.admin.base import (
     json_body,
     no_content,
     partition_names,
-    refuse_partitioned_base,
+    stored_subscription,
+    stored_topic,
     topic_from_path,
 )
 from magnetar.broker.policies.backlog_quota import backlog_bytes
@@ -100,16 +101,10 @@ async def topic_stats(topic: StoredTopic) -> dict[str, Any]:
 
 def routes(service: BrokerService) -> list[web.RouteDef]:
     async def persistent_topic(request: web.Request, *, create: bool = False) -> StoredTopic:
-        name = topic_from_path(request)
-        await refuse_partitioned_base(service, name)
-        topic = await service.get_topic(str(name), create=create)
-        if not is_persistent(topic):
-            raise HttpError(405, f"{name} is not a persistent topic")
-        return topic
+        return await stored_topic(service, request, create=create)
 
     async def subscription(request: web.Request) -> StoredSubscription:
-        topic = await persistent_topic(request)
-        return await topic.get_subscription(request.match_info["subscription"])
+        return await stored_subscription(service, request)
 
     async def create_topic(request: web.Request) -> web.Response:
         name = topic_from_path(request)

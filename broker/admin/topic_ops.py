@@ -22,7 +22,8 @@ from magnetar.broker.admin.base import (
     HttpError,
     caller_credentials,
     no_content,
-    refuse_partitioned_base,
+    stored_subscription,
+    stored_topic,
     topic_from_path,
 )
 from magnetar.broker.admin.subscriptions import topic_stats
@@ -109,17 +110,11 @@ def internal_stats(topic: StoredTopic) -> dict[str, Any]:
 
 
 def routes(service: BrokerService, clock: Callable[[], float] = time.time) -> list[web.RouteDef]:
-    async def persistent_topic(request: web.Request) -> StoredTopic:
-        name = topic_from_path(request)
-        await refuse_partitioned_base(service, name)
-        topic = await service.get_topic(str(name), create=False)
-        if not is_persistent(topic):
-            raise HttpError(405, f"{name} is not a persistent topic")
-        return topic
+    async def persistent_topic(request: web.Request, *, create: bool = False) -> StoredTopic:
+        return await stored_topic(service, request, create=create)
 
     async def subscription(request: web.Request) -> StoredSubscription:
-        topic = await persistent_topic(request)
-        return await topic.get_subscription(request.match_info["subscription"])
+        return await stored_subscription(service, request)
 
     async def skip(request: web.Request) -> web.Response:
         count = _count(request.match_info["count"], "the number of messages")
