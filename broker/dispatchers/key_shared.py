@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import NamedTuple
 
 import structlog
@@ -154,14 +154,7 @@ class KeySharedDispatcher(PersistentDispatcher):
         """Split the held entries (and `extra`, sorted) by their owners now."""
         merged = heapq.merge(*self._queues.values(), extra)
         queues: dict[Consumer | None, deque[KeyedEntry]] = {}
-        select = self.selector.select
-        for item in merged:
-            owner = select(item.key_hash)
-            queue = queues.get(owner)
-            if queue is None:
-                queues[owner] = deque((item,))
-            else:
-                queue.append(item)
+        _queue_by_owner(queues, merged, self.selector.select)
         self._queues = queues
 
     # ---------------------------------------------------------------- acks
@@ -300,14 +293,7 @@ class KeySharedDispatcher(PersistentDispatcher):
         every consumer that can take entries take from the head of its queue."""
         queues = self._queues
         if fresh:
-            select = self.selector.select
-            for item in fresh:
-                owner = select(item.key_hash)
-                queue = queues.get(owner)
-                if queue is None:
-                    queues[owner] = deque((item,))
-                else:
-                    queue.append(item)
+            _queue_by_owner(queues, fresh, self.selector.select)
         blocked: set[int] = set()
         if self.replay:
             # Redeliveries not read yet go first: their keys wait for them.
@@ -360,3 +346,18 @@ class KeySharedDispatcher(PersistentDispatcher):
             hash_of[item.position] = item.key_hash
         queue.extend(kept)
         return chosen
+
+
+def _queue_by_owner(
+    queues: dict[Consumer | None, deque[KeyedEntry]],
+    items: Iterable[KeyedEntry],
+    select: Callable[[int], Consumer | None],
+) -> None:
+    """Append each entry to the queue of the consumer its key hash selects."""
+    for item in items:
+        owner = select(item.key_hash)
+        queue = queues.get(owner)
+        if queue is None:
+            queues[owner] = deque((item,))
+        else:
+            queue.append(item)
