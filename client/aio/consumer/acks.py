@@ -127,7 +127,7 @@ class ConsumerAcks:
             return
         was_empty = not len(unacked)
         for msg in messages:
-            for msg_id in msg._ack_ids:
+            for msg_id in msg.ack_ids:
                 unacked.add(msg_id)
         if was_empty and len(unacked):
             self._poke()
@@ -186,19 +186,19 @@ class ConsumerAcks:
         acked = 0
         for target in targets:
             if slow or isinstance(target, MessageId):
-                ids = target._ack_ids if isinstance(target, Message) else (target,)
+                ids = target.ack_ids if isinstance(target, Message) else (target,)
                 for msg_id in ids:
                     if self._ack_id(msg_id):
                         self.flush()
                 continue
-            entry = target._entry
+            entry = target.entry
             if entry.chunk_ids is not None:
                 for msg_id in entry.chunk_ids:
                     if self._ack_id(msg_id):
                         self.flush()
                 continue
             acked += 1
-            index = target._index
+            index = target.batch_index
             key = entry.key
             if index >= 0:
                 indexes = batch_unacked.get(key)

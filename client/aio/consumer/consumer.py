@@ -244,7 +244,7 @@ class Consumer(ConnectionHandler):
             for msg in messages:
                 dead_letter.dead_letter_in_background(
                     msg,
-                    functools.partial(self.acks.ack_ids, msg._ack_ids),
+                    functools.partial(self.acks.ack_ids, msg.ack_ids),
                     functools.partial(self.negative_acknowledge, msg),
                 )
             return
@@ -256,11 +256,11 @@ class Consumer(ConnectionHandler):
         floor = self._seek_floor
         assert floor is not None
         inclusive = self.conf.start_message_id_inclusive
-        kept = [m for m in messages if read_after(m._msg_id(), floor, inclusive)]
+        kept = [m for m in messages if read_after(m.proto_message_id(), floor, inclusive)]
         if len(kept) < len(messages):
             self._free_permits(len(messages) - len(kept))
             if batch_indexes:
-                batch_indexes.intersection_update(m._msg_id().batch_index for m in kept)
+                batch_indexes.intersection_update(m.proto_message_id().batch_index for m in kept)
         return kept
 
     def _hand_out(self, messages: list[Message]) -> None:
@@ -412,7 +412,7 @@ class Consumer(ConnectionHandler):
         if not self.conf.ack_receipt_enabled:
             self.acks.ack_many((target,))  # nothing to wait for: the cheap path
             return None
-        ids = target._ack_ids if isinstance(target, Message) else (target,)
+        ids = target.ack_ids if isinstance(target, Message) else (target,)
         return self.acks.ack_ids(ids)
 
     def ack_many(self, targets: Sequence[AckTarget]) -> None:
@@ -437,7 +437,7 @@ class Consumer(ConnectionHandler):
 
     def ack_cumulative_nowait(self, target: Message | MessageId) -> asyncio.Future[None] | None:
         self.check_cumulative()
-        msg_id = target._ack_ids[-1] if isinstance(target, Message) else target
+        msg_id = target.ack_ids[-1] if isinstance(target, Message) else target
         return self.acks.ack_cumulative(msg_id)
 
     async def acknowledge_cumulative(self, target: Message | MessageId) -> None:
@@ -457,7 +457,7 @@ class Consumer(ConnectionHandler):
         if owner is not self:
             owner.negative_acknowledge(target)
             return
-        self.acks.negative(target._ack_ids if isinstance(target, Message) else (target,))
+        self.acks.negative(target.ack_ids if isinstance(target, Message) else (target,))
 
     def redeliver(self, ids: Iterable[MessageId]) -> None:
         """SEM-3.7: Shared / Key_Shared name the entries; the others ask for all."""
