@@ -44,6 +44,7 @@ from magnetar.client.aio.errors import (
     Timeout,
     from_server_error,
 )
+from magnetar.client.aio.net import commands
 from magnetar.client.aio.net.auth import Authentication
 from magnetar.client.aio.net.failover import (
     AutoClusterFailover,
@@ -260,10 +261,9 @@ class Client:
         async def ask() -> pb.Schema:
             cnx = await self._context.connection_for(name)
             request_id = cnx.new_request_id()
-            command = pb.CommandGetSchema(request_id=request_id, topic=str(name))
-            if version is not None:
-                command.schema_version = version.to_bytes(8, "big")
-            frame = await cnx.request(command, request_id)
+            frame = await cnx.request(
+                commands.get_schema(str(name), request_id, version), request_id
+            )
             answer = frame.command.getSchemaResponse
             if answer.HasField("error_code"):
                 raise from_server_error(answer.error_code, answer.error_message)

@@ -212,10 +212,20 @@ class Message:
         return single
 
     @property
-    def _ack_ids(self) -> tuple[MessageId, ...]:
+    def ack_ids(self) -> tuple[MessageId, ...]:
         """The ids to acknowledge for this message: its chunks', or its own."""
         chunks = self._entry.chunk_ids
-        return chunks if chunks is not None else (self._msg_id(),)
+        return chunks if chunks is not None else (self.proto_message_id(),)
+
+    @property
+    def entry(self) -> Entry:
+        """The received entry this message is (part of)."""
+        return self._entry
+
+    @property
+    def batch_index(self) -> int:
+        """Its index in its batch; -1 for a message that is a whole entry."""
+        return self._index
 
     def data(self) -> bytes:
         return self._data
@@ -242,11 +252,12 @@ class Message:
         return self._meta.event_time
 
     def message_id(self) -> MessageId:
-        return self._msg_id()
+        return self.proto_message_id()
 
-    def _msg_id(self) -> MessageId:
-        # What this package's code calls: the blocking facade's subclass
-        # returns its own MessageId type from message_id().
+    def proto_message_id(self) -> MessageId:
+        """The id as magnetar.proto's MessageId, what this package's code
+        takes: the blocking facade's subclass returns its own MessageId type
+        from message_id()."""
         msg_id = self._id
         if msg_id is None:
             entry = self._entry
@@ -282,4 +293,4 @@ class Message:
         return EncryptionContext(entry.metadata, entry.decryption_failed)
 
     def __repr__(self) -> str:
-        return f"Message({self._msg_id()}, {len(self._data)} bytes)"
+        return f"Message({self.proto_message_id()}, {len(self._data)} bytes)"

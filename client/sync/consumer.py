@@ -10,22 +10,17 @@ AppEvents; everything else runs on the loop in submission order.
 from __future__ import annotations
 
 import time
-from operator import attrgetter
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from magnetar.client.aio import message as _aio_message
 from magnetar.client.aio.consumer import consumer as _aio_consumer
 from magnetar.client.aio.consumer import multi_topic as _aio_multi
 from magnetar.client.aio.errors import AlreadyClosed, InvalidConfiguration, Timeout
-from magnetar.client.sync.loop import AppEvents, ThreadQueue
+from magnetar.client.sync.loop import AppEvents, ClientLoop, ThreadQueue
 from magnetar.client.sync.messages import Message, MessageId, message_class, seek_target
 from magnetar.proto import ids as _ids
 
-# The facade's Client (which creates consumers) runs our calls on its loop thread.
-if TYPE_CHECKING:
-    from magnetar.client.sync.client import Client
-
-_data_of = attrgetter("_data")
+_data_of = _aio_message.Message.data
 # How long a receive waits for the loop to take its deliveries (a hint: the
 # loop takes them later anyway).
 _HAND_OVER_WAIT = 0.05
@@ -37,7 +32,7 @@ class Consumer:
 
     def __init__(
         self,
-        client: Client,
+        client: ClientLoop,
         consumer: _aio_consumer.Consumer | _aio_multi.MultiTopicsConsumer,
         schema: Any,
     ) -> None:
@@ -146,7 +141,7 @@ class Consumer:
                 # core; one message at least, however large).
                 cut = 0
                 while cut < len(more):
-                    length = len(more[cut]._data)
+                    length = len(more[cut].data())
                     if size + length > max_bytes and (taken or cut):
                         break
                     size += length

@@ -15,7 +15,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Coroutine, Iterator
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from magnetar.client.aio.errors import Interrupted
 from magnetar.client.aio.log import get_logger
@@ -127,6 +127,20 @@ class Submitter:
             if not items:
                 return
             self._scheduled = True
+
+
+class ClientLoop(Protocol):
+    """What the blocking producers, consumers, readers and table views need
+    from the Client that made them: its loop thread, and whether it is closed
+    (the Client implements it; they do not import the Client)."""
+
+    @property
+    def closed(self) -> bool: ...
+    @property
+    def submitter(self) -> Submitter: ...
+    def run(self, coro: Coroutine[Any, Any, R], timeout: float | None = None) -> R: ...
+    def submit(self, fn: Callable[..., object], *args: Any) -> None: ...
+    def run_ordered(self, make: Callable[[], Any]) -> Any: ...
 
 
 class Permits:

@@ -108,24 +108,24 @@ class Message(_aio_message.Message):
     def value(self) -> Any:
         schema = self._schema
         if schema is None:
-            return self._data
+            return self.data()
         # decode_message: an Avro schema reads with the writer's schema (the
         # message's schema version) and resolves to its own.
         return schema.decode_message(self)
 
     def int_schema_version(self) -> int:
         """The schema version as a number; -1 when the message has none."""
-        raw = self._entry.metadata.schema_version
+        raw = super().schema_version()
         return int.from_bytes(raw, "big") if raw else -1
 
     def schema_version(self) -> str:  # type: ignore[override]
         """The version as the official client gives it: a str of the
         version's bytes (`.encode()` gives the bytes back for versions below
         128, `.encode("latin-1")` for any)."""
-        return self._entry.metadata.schema_version.decode("latin-1")
+        return super().schema_version().decode("latin-1")
 
     def message_id(self) -> MessageId:  # type: ignore[override]
-        return MessageId.wrap(self._msg_id(), self.topic_name())
+        return MessageId.wrap(self.proto_message_id(), self.topic_name())
 
     @property
     def _msg(self) -> _aio_message.Message:

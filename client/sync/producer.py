@@ -5,21 +5,16 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from magnetar.client.aio.checks import check_optional, check_type
 from magnetar.client.aio.errors import AlreadyClosed, ProducerQueueIsFull, PulsarException, Result
 from magnetar.client.aio.message import LOCAL_CLUSTER_ONLY, OutgoingMessage
 from magnetar.client.aio.producer.partitioned import PartitionedProducer as _AioPartitioned
 from magnetar.client.aio.producer.producer import Producer as _AioProducer
-from magnetar.client.sync.loop import Permits
+from magnetar.client.sync.loop import ClientLoop, Permits
 from magnetar.client.sync.messages import MessageId
 from magnetar.proto import ids as _ids
-
-# The facade's Client (which creates producers) runs our calls on its loop thread.
-if TYPE_CHECKING:
-    from magnetar.client.sync.client import Client
-
 
 SendCallbackSync = Callable[[Result, "MessageId | None"], None]
 
@@ -103,7 +98,7 @@ class Producer:
 
     def __init__(
         self,
-        client: Client,
+        client: ClientLoop,
         producer: _AioProducer | _AioPartitioned,
         schema: Any,
         permits: Permits,

@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from magnetar.client.aio.reader import reader as _aio_reader
 from magnetar.client.aio.reader.partitioned import PartitionedReader
+from magnetar.client.sync.loop import ClientLoop
 from magnetar.client.sync.messages import Message, MessageId, message_class, seek_target
-
-# The facade's Client (which creates readers) runs our calls on its loop thread.
-if TYPE_CHECKING:
-    from magnetar.client.sync.client import Client
 
 
 class Reader:
     def __init__(
-        self, client: Client, reader: _aio_reader.Reader | PartitionedReader, schema: Any
+        self, client: ClientLoop, reader: _aio_reader.Reader | PartitionedReader, schema: Any
     ) -> None:
         self._client = client
         self._reader = reader

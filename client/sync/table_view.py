@@ -9,14 +9,11 @@ from __future__ import annotations
 
 import concurrent.futures
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from magnetar.client.aio.log import get_logger
 from magnetar.client.aio.reader import table_view as _aio_table_view
-
-# The facade's Client (which creates table views) runs our calls on its loop thread.
-if TYPE_CHECKING:
-    from magnetar.client.sync.client import Client
+from magnetar.client.sync.loop import ClientLoop
 
 _log = get_logger("magnetar.client.sync.table_view")
 
@@ -24,7 +21,7 @@ _log = get_logger("magnetar.client.sync.table_view")
 class TableView:
     def __init__(
         self,
-        client: Client,
+        client: ClientLoop,
         view: _aio_table_view.TableView,
         subscription_name: str | None,
         schema: Any,

@@ -253,7 +253,7 @@ async def test_chunked_message_ack_acks_every_chunk(
     await producer.send(OutgoingMessage(payload))
     consumer = await _sub(client, topic, max_pending_chunked_message=2)
     msg = await consumer.receive(5000)
-    assert msg.data() == payload and len(msg._ack_ids) > 1
+    assert msg.data() == payload and len(msg.ack_ids) > 1
     await consumer.acknowledge(msg)
     await consumer.close()
     assert await _drain(await _sub(client, topic)) == []

@@ -200,7 +200,7 @@ async def test_chunking_splits_and_reassembles(client: Client, broker: BrokerUnd
     msg = await consumer.receive(5000)
     assert msg.data() == big
     assert msg.properties() == {"k": "v"}
-    assert len(msg._ack_ids) == 4
+    assert len(msg.ack_ids) == 4
     assert (await consumer.receive(5000)).data() == small
     await consumer.acknowledge(msg)
 

@@ -18,8 +18,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from magnetar.client.aio.net import commands
 from magnetar.proto import pulsar_api_pb2 as pb
-from magnetar.proto.ids import MessageId, to_unsigned64
+from magnetar.proto.ids import MessageId
 
 DEFAULT_GROUP_TIME = 0.1
 DEFAULT_MAX_PENDING = 1000
@@ -133,31 +134,29 @@ class AckGroupingTracker:
         out: list[PendingAcks] = []
         waiters, self._waiters = self._waiters, []
         if self._entries or self._batch_bits:
-            command = pb.CommandAck(consumer_id=self.consumer_id, ack_type=pb.CommandAck.Individual)
-            for ledger, entry in sorted(self._entries):
-                command.message_id.add(ledgerId=to_unsigned64(ledger), entryId=to_unsigned64(entry))
-            for (ledger, entry), (size, bits) in sorted(self._batch_bits.items()):
-                data = command.message_id.add(
-                    ledgerId=to_unsigned64(ledger), entryId=to_unsigned64(entry), batch_size=size
-                )
-                data.ack_set.extend(_bitset_words(bits, size))
+            command = commands.individual_ack(
+                self.consumer_id,
+                sorted(self._entries),
+                [
+                    (ledger, entry, size, _bitset_words(bits, size))
+                    for (ledger, entry), (size, bits) in sorted(self._batch_bits.items())
+                ],
+            )
             self._entries.clear()
             self._batch_bits.clear()
             out.append(PendingAcks(command))
         cumulative, self._cumulative = self._cumulative, None
         if cumulative is not None:
-            command = pb.CommandAck(consumer_id=self.consumer_id, ack_type=pb.CommandAck.Cumulative)
-            data = command.message_id.add(
-                ledgerId=to_unsigned64(cumulative.ledger_id),
-                entryId=to_unsigned64(cumulative.entry_id),
-            )
+            size, ack_set = 0, None
             if cumulative.is_batch and cumulative.batch_size > 0:
                 # The indexes after the acked one stay unacked.
                 size = cumulative.batch_size
                 bits = ((1 << size) - 1) & ~((1 << (cumulative.batch_index + 1)) - 1)
                 if bits:
-                    data.batch_size = size
-                    data.ack_set.extend(_bitset_words(bits, size))
+                    ack_set = _bitset_words(bits, size)
+            command = commands.cumulative_ack(
+                self.consumer_id, cumulative.ledger_id, cumulative.entry_id, size, ack_set
+            )
             out.append(PendingAcks(command))
         if out:
             out[-1].waiters = waiters

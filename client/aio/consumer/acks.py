@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from magnetar.client.aio.config import ConsumerConfiguration
 from magnetar.client.aio.consumer.ack_grouping import AckGroupingTracker, PendingAcks
@@ -29,24 +29,37 @@ from magnetar.client.aio.consumer.unacked_tracker import UnAckedMessageTracker
 from magnetar.client.aio.enums import ConsumerType
 from magnetar.client.aio.errors import ConnectError, PulsarException, from_server_error
 from magnetar.client.aio.message import Message
+from magnetar.client.aio.net import commands
 from magnetar.client.aio.net.connection import ClientConnection
 from magnetar.client.aio.ticker import Job
-from magnetar.proto import pulsar_api_pb2 as pb
-from magnetar.proto.ids import MessageId, to_unsigned64
+from magnetar.proto.ids import MessageId
 
-# The consumer owns this object and is called back for its connection and redelivery.
-if TYPE_CHECKING:
-    from magnetar.client.aio.consumer.consumer import Consumer
-
-_ACK = pb.CommandAck
 SHARED_TYPES = (ConsumerType.Shared, ConsumerType.KeyShared)
 
 AckTarget = Message | MessageId
 
 
+class AckingConsumer(Protocol):
+    """What the acks need from the consumer that owns them: its id, its
+    current connection, and its redelivery routing (SEM-3.7)."""
+
+    @property
+    def consumer_id(self) -> int: ...
+    @property
+    def cnx(self) -> ClientConnection | None: ...
+    def redeliver(self, ids: Iterable[MessageId]) -> None: ...
+
+
 class ConsumerAcks:
-    def __init__(self, consumer: Consumer, conf: ConsumerConfiguration, stats: ConsumerStats):
+    def __init__(
+        self,
+        consumer: AckingConsumer,
+        conf: ConsumerConfiguration,
+        stats: ConsumerStats,
+        log: Any,
+    ) -> None:
         self._consumer = consumer
+        self._log = log
         self.conf = conf
         self.stats = stats
         self.grouping = AckGroupingTracker(
@@ -102,7 +115,7 @@ class ConsumerAcks:
         assert self.unacked is not None
         expired = self.unacked.tick()
         if expired:
-            self._consumer._log.info("ack timeout: redelivering", count=len(expired))
+            self._log.info("ack timeout: redelivering", count=len(expired))
             self._consumer.redeliver(expired)
 
     # -- what the consumer tells us ----------------------------------------
@@ -114,7 +127,7 @@ class ConsumerAcks:
             return
         was_empty = not len(unacked)
         for msg in messages:
-            for msg_id in msg._ack_ids:
+            for msg_id in msg.ack_ids:
                 unacked.add(msg_id)
         if was_empty and len(unacked):
             self._poke()
@@ -173,19 +186,19 @@ class ConsumerAcks:
         acked = 0
         for target in targets:
             if slow or isinstance(target, MessageId):
-                ids = target._ack_ids if isinstance(target, Message) else (target,)
+                ids = target.ack_ids if isinstance(target, Message) else (target,)
                 for msg_id in ids:
                     if self._ack_id(msg_id):
                         self.flush()
                 continue
-            entry = target._entry
+            entry = target.entry
             if entry.chunk_ids is not None:
                 for msg_id in entry.chunk_ids:
                     if self._ack_id(msg_id):
                         self.flush()
                 continue
             acked += 1
-            index = target._index
+            index = target.batch_index
             key = entry.key
             if index >= 0:
                 indexes = batch_unacked.get(key)
@@ -289,10 +302,7 @@ class ConsumerAcks:
         cnx = self._consumer.cnx
         if cnx is None:
             return
-        ack = pb.CommandAck(consumer_id=self._consumer.consumer_id, ack_type=_ACK.Individual)
-        ack.message_id.add(ledgerId=ledger, entryId=entry)
-        ack.validation_error = error  # type: ignore[assignment]
-        cnx.send_command(ack)
+        cnx.send_command(commands.validation_ack(self._consumer.consumer_id, ledger, entry, error))
 
     async def close(self) -> None:
         """Wait for the ack requests in flight (ack receipts)."""
@@ -319,7 +329,4 @@ class ConsumerAcks:
         if not entries or cnx is None:
             return  # a reconnect redelivers everything unacked anyway
         self.stats.redelivery_requests += 1
-        command = pb.CommandRedeliverUnacknowledgedMessages(consumer_id=self._consumer.consumer_id)
-        for ledger, entry in entries:
-            command.message_ids.add(ledgerId=to_unsigned64(ledger), entryId=to_unsigned64(entry))
-        cnx.send_command(command)
+        cnx.send_command(commands.redeliver_unacknowledged(self._consumer.consumer_id, entries))

@@ -48,6 +48,7 @@ from magnetar.client.aio.errors import (
     PulsarException,
 )
 from magnetar.client.aio.message import Message
+from magnetar.client.aio.net import commands
 from magnetar.client.aio.net.connection import ClientConnection
 from magnetar.client.aio.net.handler import ConnectionHandler, State
 from magnetar.client.aio.ticker import Job, Ticker
@@ -100,7 +101,7 @@ class Consumer(ConnectionHandler):
             crypto=ConsumerCrypto(conf.crypto_key_reader) if conf.crypto_key_reader else None,
         )
         self.stats = ConsumerStats()
-        self.acks = ConsumerAcks(self, conf, self.stats)
+        self.acks = ConsumerAcks(self, conf, self.stats, self._log)
         self.dead_letter = dead_letter
         self.retry_consumer: Consumer | None = None
         self.is_active: bool | None = None
@@ -137,29 +138,28 @@ class Consumer(ConnectionHandler):
     async def attach(self, cnx: ClientConnection) -> None:
         request_id = cnx.new_request_id()
         conf = self.conf
-        command = pb.CommandSubscribe(
-            topic=str(self.topic_name),
-            subscription=self.subscription,
-            subType=int(conf.consumer_type),  # type: ignore[arg-type]
-            consumer_id=self.consumer_id,
-            request_id=request_id,
+        key_shared = conf.key_shared_policy
+        command = commands.subscribe(
+            str(self.topic_name),
+            self.subscription,
+            self.consumer_id,
+            request_id,
+            sub_type=int(conf.consumer_type),
             consumer_name=self.name,
             durable=conf.durable,
-            initialPosition=int(conf.initial_position),  # type: ignore[arg-type]
+            initial_position=int(conf.initial_position),
             priority_level=conf.priority_level,
             read_compacted=conf.is_read_compacted,
             replicate_subscription_state=conf.replicate_subscription_state_enabled,
+            start_message_id=self.start_message_id,
+            properties=conf.properties,
+            key_shared_meta=(
+                key_shared.to_proto()
+                if conf.consumer_type == ConsumerType.KeyShared and key_shared is not None
+                else None
+            ),
+            schema=conf.schema,
         )
-        if self.start_message_id is not None:
-            self.start_message_id.to_proto(command.start_message_id)
-        if conf.properties:
-            command.metadata.extend(
-                pb.KeyValue(key=k, value=v) for k, v in sorted(conf.properties.items())
-            )
-        if conf.consumer_type == ConsumerType.KeyShared and conf.key_shared_policy is not None:
-            command.keySharedMeta.CopyFrom(conf.key_shared_policy.to_proto())
-        if conf.schema is not None:
-            command.schema.CopyFrom(conf.schema)
         # Register first: the broker may deliver right after its SUCCESS.
         cnx.register_consumer(self.consumer_id, self)
         try:
@@ -180,7 +180,7 @@ class Consumer(ConnectionHandler):
             self._flow(cnx, conf.receiver_queue_size)
 
     def _flow(self, cnx: ClientConnection, permits: int) -> None:
-        cnx.send_command(pb.CommandFlow(consumer_id=self.consumer_id, messagePermits=permits))
+        cnx.send_command(commands.flow(self.consumer_id, permits))
 
     def on_disconnected(self) -> None:
         self.acks.on_disconnected()
@@ -244,7 +244,7 @@ class Consumer(ConnectionHandler):
             for msg in messages:
                 dead_letter.dead_letter_in_background(
                     msg,
-                    functools.partial(self.acks.ack_ids, msg._ack_ids),
+                    functools.partial(self.acks.ack_ids, msg.ack_ids),
                     functools.partial(self.negative_acknowledge, msg),
                 )
             return
@@ -256,11 +256,11 @@ class Consumer(ConnectionHandler):
         floor = self._seek_floor
         assert floor is not None
         inclusive = self.conf.start_message_id_inclusive
-        kept = [m for m in messages if read_after(m._msg_id(), floor, inclusive)]
+        kept = [m for m in messages if read_after(m.proto_message_id(), floor, inclusive)]
         if len(kept) < len(messages):
             self._free_permits(len(messages) - len(kept))
             if batch_indexes:
-                batch_indexes.intersection_update(m._msg_id().batch_index for m in kept)
+                batch_indexes.intersection_update(m.proto_message_id().batch_index for m in kept)
         return kept
 
     def _hand_out(self, messages: list[Message]) -> None:
@@ -412,7 +412,7 @@ class Consumer(ConnectionHandler):
         if not self.conf.ack_receipt_enabled:
             self.acks.ack_many((target,))  # nothing to wait for: the cheap path
             return None
-        ids = target._ack_ids if isinstance(target, Message) else (target,)
+        ids = target.ack_ids if isinstance(target, Message) else (target,)
         return self.acks.ack_ids(ids)
 
     def ack_many(self, targets: Sequence[AckTarget]) -> None:
@@ -437,7 +437,7 @@ class Consumer(ConnectionHandler):
 
     def ack_cumulative_nowait(self, target: Message | MessageId) -> asyncio.Future[None] | None:
         self.check_cumulative()
-        msg_id = target._ack_ids[-1] if isinstance(target, Message) else target
+        msg_id = target.ack_ids[-1] if isinstance(target, Message) else target
         return self.acks.ack_cumulative(msg_id)
 
     async def acknowledge_cumulative(self, target: Message | MessageId) -> None:
@@ -457,7 +457,7 @@ class Consumer(ConnectionHandler):
         if owner is not self:
             owner.negative_acknowledge(target)
             return
-        self.acks.negative(target._ack_ids if isinstance(target, Message) else (target,))
+        self.acks.negative(target.ack_ids if isinstance(target, Message) else (target,))
 
     def redeliver(self, ids: Iterable[MessageId]) -> None:
         """SEM-3.7: Shared / Key_Shared name the entries; the others ask for all."""
@@ -476,7 +476,7 @@ class Consumer(ConnectionHandler):
         if cnx is None:
             return
         self.stats.redelivery_requests += 1
-        cnx.send_command(pb.CommandRedeliverUnacknowledgedMessages(consumer_id=self.consumer_id))
+        cnx.send_command(commands.redeliver_unacknowledged(self.consumer_id))
         if cleared:
             self._free_permits(cleared)
         if self.retry_consumer is not None:
@@ -507,12 +507,7 @@ class Consumer(ConnectionHandler):
         """Move the subscription to a message id or a publish time in ms (WIRE 12)."""
         cnx = await self._connected()
         request_id = cnx.new_request_id()
-        command = pb.CommandSeek(consumer_id=self.consumer_id, request_id=request_id)
-        if isinstance(target, MessageId):
-            target.to_proto(command.message_id)
-            command.message_id.ClearField("partition")
-        else:
-            command.message_publish_time = int(target)
+        command = commands.seek(self.consumer_id, request_id, target)
         self.flush_acks()
         # Nothing queued from the old position is wanted. A broker that closes
         # us on seek (Pulsar, ours) has us resubscribe, which clears again what
@@ -530,8 +525,7 @@ class Consumer(ConnectionHandler):
         cnx = await self._connected()
         request_id = cnx.new_request_id()
         frame = await cnx.request(
-            pb.CommandGetLastMessageId(consumer_id=self.consumer_id, request_id=request_id),
-            request_id,
+            commands.get_last_message_id(self.consumer_id, request_id), request_id
         )
         answer = frame.command.getLastMessageIdResponse
         return MessageId.from_proto(answer.last_message_id, self.partition)
@@ -539,9 +533,7 @@ class Consumer(ConnectionHandler):
     async def unsubscribe(self) -> None:
         cnx = await self._connected()
         request_id = cnx.new_request_id()
-        await cnx.request(
-            pb.CommandUnsubscribe(consumer_id=self.consumer_id, request_id=request_id), request_id
-        )
+        await cnx.request(commands.unsubscribe(self.consumer_id, request_id), request_id)
         await self.close()
 
     def stats_snapshot(self) -> dict[str, Any]:
@@ -567,10 +559,7 @@ class Consumer(ConnectionHandler):
             cnx.remove_consumer(self.consumer_id, self)
             request_id = cnx.new_request_id()
             try:
-                await cnx.request(
-                    pb.CommandCloseConsumer(consumer_id=self.consumer_id, request_id=request_id),
-                    request_id,
-                )
+                await cnx.request(commands.close_consumer(self.consumer_id, request_id), request_id)
             except PulsarException as exc:
                 self._log.debug("close consumer not confirmed", error=str(exc))
         self.state = State.CLOSED

@@ -43,7 +43,7 @@ SubscriptionFactory = Callable[[str, str], Awaitable[None]]
 
 
 def origin_id(msg: Message) -> str:
-    msg_id = msg._msg_id()
+    msg_id = msg.proto_message_id()
     return f"{msg_id.ledger_id}:{msg_id.entry_id}:{msg_id.partition}:{msg_id.batch_index}"
 
 

@@ -206,6 +206,6 @@ def _split(entry: Entry, body: bytes, ack_set: list[int], out: Decoded, new: typ
         raise ProtocolError(f"batch of {count} messages has {end - offset} trailing bytes")
     out.size = size_total
     if out.skipped:
-        out.batch_indexes.update(m._index for m in messages)
+        out.batch_indexes.update(m.batch_index for m in messages)
     else:
         out.batch_indexes.update(range(count))

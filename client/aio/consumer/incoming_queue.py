@@ -11,13 +11,13 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import Callable
-from operator import attrgetter
 
 from magnetar.client.aio.errors import PulsarException, Timeout
 from magnetar.client.aio.message import Message
 from magnetar.client.aio.policies import BatchReceivePolicy
 
-_data_of = attrgetter("_data")
+# Sizes count payload bytes, as the official client's byte limits do.
+_data_of = Message.data
 
 
 class IncomingQueue:
@@ -36,7 +36,7 @@ class IncomingQueue:
 
     def put(self, msg: Message) -> None:
         self._items.append(msg)
-        self._bytes += len(msg._data)
+        self._bytes += len(msg.data())
         while self._waiters:
             waiter = self._waiters.popleft()
             if not waiter.done():
@@ -58,7 +58,7 @@ class IncomingQueue:
         if not self._items:
             return None
         msg = self._items.popleft()
-        self._bytes -= len(msg._data)
+        self._bytes -= len(msg.data())
         return msg
 
     def clear(self) -> list[Message]:
@@ -137,12 +137,12 @@ class IncomingQueue:
                     return out
             while self._items:
                 nxt = self._items[0]
-                if out and 0 < policy.max_num_bytes < size + len(nxt._data):
+                if out and 0 < policy.max_num_bytes < size + len(nxt.data()):
                     return out
                 msg = self.get_nowait()
                 assert msg is not None
                 out.append(msg)
-                size += len(msg._data)
+                size += len(msg.data())
                 if 0 < policy.max_num_message <= len(out):
                     return out
                 if 0 < policy.max_num_bytes <= size:

@@ -196,7 +196,7 @@ class MultiTopicsConsumer:
 
     def _delivered(self, msg: Message) -> Message:
         self._owner(msg).message_delivered(msg)
-        self._topic_of[msg._msg_id()] = msg.topic_name()
+        self._topic_of[msg.proto_message_id()] = msg.topic_name()
         return msg
 
     async def _next_for_listener(self) -> Message:
@@ -213,7 +213,9 @@ class MultiTopicsConsumer:
 
     def _forget(self, target: Message | MessageId) -> Consumer:
         owner = self._owner(target)
-        self._topic_of.pop(target._msg_id() if isinstance(target, Message) else target, None)
+        self._topic_of.pop(
+            target.proto_message_id() if isinstance(target, Message) else target, None
+        )
         return owner
 
     def ack_nowait(self, target: Message | MessageId) -> asyncio.Future[None] | None:

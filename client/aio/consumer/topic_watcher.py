@@ -17,6 +17,7 @@ import itertools
 from collections.abc import Awaitable, Callable
 
 from magnetar.client.aio.errors import PulsarException
+from magnetar.client.aio.net import commands
 from magnetar.client.aio.net.connection import ClientConnection
 from magnetar.proto import pulsar_api_pb2 as pb
 
@@ -51,12 +52,12 @@ class TopicListWatcher:
         request_id = cnx.new_request_id()
         try:
             frame = await cnx.request(
-                pb.CommandWatchTopicList(
-                    request_id=request_id,
-                    watcher_id=self.watcher_id,
-                    namespace=self.namespace,
-                    topics_pattern=self.pattern,
-                    topics_hash=self.topics_hash or None,
+                commands.watch_topic_list(
+                    request_id,
+                    self.watcher_id,
+                    self.namespace,
+                    self.pattern,
+                    self.topics_hash or None,
                 ),
                 request_id,
             )
@@ -88,6 +89,6 @@ class TopicListWatcher:
         request_id = cnx.new_request_id()
         with contextlib.suppress(PulsarException, TimeoutError):
             await cnx.request(
-                pb.CommandWatchTopicListClose(request_id=request_id, watcher_id=self.watcher_id),
+                commands.watch_topic_list_close(request_id, self.watcher_id),
                 request_id,
             )

@@ -25,6 +25,7 @@ from magnetar.client.aio.errors import (
     from_server_error,
 )
 from magnetar.client.aio.log import get_logger
+from magnetar.client.aio.net import commands
 from magnetar.client.aio.net.security import NO_SECURITY, Security
 from magnetar.proto import pulsar_api_pb2 as pb
 from magnetar.proto.errors import ChecksumMismatch
@@ -34,18 +35,14 @@ from magnetar.proto.frames import (
     Frame,
     FrameDecoder,
     command_name,
-    encode_command,
-    wrap,
 )
 
 _log = get_logger("magnetar.client.connection")
 
 T = pb.BaseCommand
-CLIENT_VERSION = "magnetar-python-0.1.0"
-PROTOCOL_VERSION = 20
 _READ_SIZE = 256 * 1024
-_PING = encode_command(T(type=T.PING, ping=pb.CommandPing()))
-_PONG = encode_command(T(type=T.PONG, pong=pb.CommandPong()))
+_PING = commands.ping()
+_PONG = commands.pong()
 
 # Responses matched to a request by their body's request_id.
 _RESPONSE_TYPES = frozenset(
@@ -183,16 +180,8 @@ class ClientConnection:
         loop = asyncio.get_running_loop()
         self._handshake = loop.create_future()
         self._tasks.append(loop.create_task(self._read_loop(), name=f"pulsar-read-{self.address}"))
-        connect = pb.CommandConnect(
-            client_version=CLIENT_VERSION, protocol_version=PROTOCOL_VERSION
-        )
-        # AUTH_CHALLENGE is answered (below): expiring credentials are
-        # refreshed in place instead of the connection being closed.
-        connect.feature_flags.supports_auth_refresh = True
-        if method:
-            connect.auth_method_name = method
-            connect.auth_data = data
-        self.write(encode_command(wrap(connect)))
+        # AUTH_CHALLENGE is answered (below), as CONNECT tells the broker.
+        self.write(commands.encode(commands.connect(method, data)))
         try:
             connected = await asyncio.wait_for(asyncio.shield(self._handshake), timeout)
         except TimeoutError:
@@ -306,7 +295,7 @@ class ClientConnection:
 
     def send_command(self, body: Message) -> None:
         """Write one Command* body (wrapped in its BaseCommand)."""
-        self.write(encode_command(wrap(body)))
+        self.write(commands.encode(body))
 
     async def request(
         self,
@@ -326,7 +315,7 @@ class ClientConnection:
             raise ConnectError(f"connection to {self.address} is closed") from self.close_cause
         future: asyncio.Future[Frame] = asyncio.get_running_loop().create_future()
         self._requests[request_id] = future
-        self.write(encode_command(wrap(body)))
+        self.write(commands.encode(body))
         wait = self.operation_timeout if timeout is None else timeout
         try:
             if wait <= 0:  # no deadline (a producer queued for exclusive access)
@@ -445,12 +434,7 @@ class ClientConnection:
         if self._closed:
             return
         method = method or challenge.challenge.auth_method_name
-        response = pb.CommandAuthResponse(
-            client_version=CLIENT_VERSION,
-            response=pb.AuthData(auth_method_name=method, auth_data=data),
-            protocol_version=PROTOCOL_VERSION,
-        )
-        self.send_command(response)
+        self.send_command(commands.auth_response(method, data))
 
     def _on_response(self, frame: Frame) -> None:
         command = frame.command

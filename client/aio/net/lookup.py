@@ -23,6 +23,7 @@ from magnetar.client.aio.errors import (
     TopicNotFound,
     from_server_error,
 )
+from magnetar.client.aio.net import commands
 from magnetar.client.aio.net.pool import ConnectionPool
 from magnetar.client.aio.net.security import Security
 from magnetar.proto import pulsar_api_pb2 as pb
@@ -107,10 +108,7 @@ class BinaryLookupService:
         address = next(self._next_host)
         cnx = await self._pool.get_connection(address)
         request_id = cnx.new_request_id()
-        frame = await cnx.request(
-            pb.CommandPartitionedTopicMetadata(topic=str(topic), request_id=request_id),
-            request_id,
-        )
+        frame = await cnx.request(commands.partitioned_metadata(str(topic), request_id), request_id)
         response = frame.command.partitionMetadataResponse
         if response.response == _PARTITIONS.Failed:
             raise _failure(response.error, response.message, "partitioned metadata", topic)
@@ -120,12 +118,7 @@ class BinaryLookupService:
         cnx = await self._pool.get_connection(next(self._next_host))
         request_id = cnx.new_request_id()
         frame = await cnx.request(
-            pb.CommandGetTopicsOfNamespace(
-                request_id=request_id,
-                namespace=namespace,
-                mode=mode,  # type: ignore[arg-type]
-            ),
-            request_id,
+            commands.get_topics_of_namespace(namespace, mode, request_id), request_id
         )
         return list(frame.command.getTopicsOfNamespaceResponse.topics)
 
@@ -136,11 +129,11 @@ class BinaryLookupService:
             cnx = await self._pool.get_connection(address)
             request_id = cnx.new_request_id()
             frame = await cnx.request(
-                pb.CommandLookupTopic(
-                    topic=str(topic),
-                    request_id=request_id,
+                commands.lookup(
+                    str(topic),
+                    request_id,
                     authoritative=authoritative,
-                    advertised_listener_name=self._listener_name,
+                    listener_name=self._listener_name,
                 ),
                 request_id,
             )

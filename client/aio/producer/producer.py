@@ -33,17 +33,16 @@ from magnetar.client.aio.errors import (
     Timeout,
 )
 from magnetar.client.aio.message import OutgoingMessage, SendCallback
+from magnetar.client.aio.net import commands
 from magnetar.client.aio.net.connection import ClientConnection
 from magnetar.client.aio.net.handler import ConnectionHandler, State
 from magnetar.client.aio.producer.batch import BatchContainer, BatchPayload, KeyBasedBatchContainer
 from magnetar.client.aio.producer.pending import OpSendMsg, call_back
 from magnetar.proto import pulsar_api_pb2 as pb
 from magnetar.proto.errors import ProtocolError, ServerError
-from magnetar.proto.frames import Payload, encode_payload_command
 from magnetar.proto.ids import MessageId, to_signed64
 from magnetar.proto.naming import TopicName
 
-T = pb.BaseCommand
 # Checksum block, metadata size field and some room for the SEND command.
 _FRAME_OVERHEAD = 10
 
@@ -118,22 +117,17 @@ class Producer(ConnectionHandler):
 
     async def attach(self, cnx: ClientConnection) -> None:
         request_id = cnx.new_request_id()
-        command = pb.CommandProducer(
-            topic=str(self.topic_name),
-            producer_id=self.producer_id,
-            request_id=request_id,
+        command = commands.producer(
+            str(self.topic_name),
+            self.producer_id,
+            request_id,
             epoch=self._epoch,
+            producer_name=self._name,
             user_provided_producer_name=self._user_named,
-            producer_access_mode=int(self.conf.access_mode),  # type: ignore[arg-type]
+            access_mode=int(self.conf.access_mode),
+            schema=self.conf.schema,
+            properties=self.conf.properties,
         )
-        if self._name:
-            command.producer_name = self._name
-        if self.conf.schema is not None:
-            command.schema.CopyFrom(self.conf.schema)
-        if self.conf.properties:
-            command.metadata.extend(
-                pb.KeyValue(key=k, value=v) for k, v in sorted(self.conf.properties.items())
-            )
         self._epoch += 1
         # WaitForExclusive may stay queued behind another producer for a long time.
         timeout = 0.0 if self.conf.access_mode == ProducerAccessMode.WaitForExclusive else None
@@ -141,9 +135,7 @@ class Producer(ConnectionHandler):
         success = frame.command.producer_success
         if self.state in (State.CLOSING, State.CLOSED):
             close_id = cnx.new_request_id()
-            cnx.send_command(
-                pb.CommandCloseProducer(producer_id=self.producer_id, request_id=close_id)
-            )
+            cnx.send_command(commands.close_producer(self.producer_id, close_id))
             raise AlreadyClosed(f"producer on {self.topic_name} closed while connecting")
         if cnx.is_closed:
             raise ConnectError(f"connection to {cnx.address} closed while creating the producer")
@@ -276,25 +268,6 @@ class Producer(ConnectionHandler):
             meta.schema_version = self.schema_version
         return meta
 
-    def _frame(
-        self,
-        sequence_id: int,
-        highest_sequence_id: int,
-        num_messages: int,
-        meta: pb.MessageMetadata,
-        payload: bytes,
-        *,
-        is_chunk: bool = False,
-    ) -> bytes:
-        send = pb.CommandSend(
-            producer_id=self.producer_id, sequence_id=sequence_id, num_messages=num_messages
-        )
-        if highest_sequence_id != sequence_id:
-            send.highest_sequence_id = highest_sequence_id
-        if is_chunk:
-            send.is_chunk = True
-        return encode_payload_command(T(type=T.SEND, send=send), Payload.build(meta, payload))
-
     def _send_single(
         self, msg: OutgoingMessage, sequence_id: int, callback: SendCallback | None
     ) -> None:
@@ -317,7 +290,7 @@ class Producer(ConnectionHandler):
                 f"message of {size} bytes exceeds the broker's maximum of {limit} "
                 "(enable chunking to send it)"
             )
-        frame = self._frame(sequence_id, sequence_id, 1, meta, body)
+        frame = commands.send(self.producer_id, sequence_id, sequence_id, 1, meta, body)
         self._enqueue(
             OpSendMsg(frame, sequence_id, sequence_id, [callback], is_batch=False, weight=1)
         )
@@ -349,7 +322,9 @@ class Producer(ConnectionHandler):
             chunk_meta.total_chunk_msg_size = total
             part = body[chunk_id * chunk_size : (chunk_id + 1) * chunk_size]
             last = chunk_id == num_chunks - 1
-            frame = self._frame(sequence_id, sequence_id, 1, chunk_meta, part, is_chunk=True)
+            frame = commands.send(
+                self.producer_id, sequence_id, sequence_id, 1, chunk_meta, part, is_chunk=True
+            )
             self._enqueue(
                 OpSendMsg(
                     frame,
@@ -404,8 +379,13 @@ class Producer(ConnectionHandler):
             for callback in batch.callbacks:
                 call_back(callback, error, None)
             return
-        frame = self._frame(
-            batch.sequence_id, batch.highest_sequence_id, batch.num_messages, meta, body
+        frame = commands.send(
+            self.producer_id,
+            batch.sequence_id,
+            batch.highest_sequence_id,
+            batch.num_messages,
+            meta,
+            body,
         )
         self._enqueue(
             OpSendMsg(
@@ -559,10 +539,7 @@ class Producer(ConnectionHandler):
             cnx.remove_producer(self.producer_id, self)
             request_id = cnx.new_request_id()
             try:
-                await cnx.request(
-                    pb.CommandCloseProducer(producer_id=self.producer_id, request_id=request_id),
-                    request_id,
-                )
+                await cnx.request(commands.close_producer(self.producer_id, request_id), request_id)
             except PulsarException as exc:
                 self._log.debug("close producer not confirmed", error=str(exc))
         self._fail_everything(AlreadyClosed(f"producer on {self.topic_name} was closed"))

@@ -62,7 +62,7 @@ class Reader:
         return self.consumer.is_connected()
 
     def _wanted_message(self, msg: Message) -> bool:
-        msg_id = msg._msg_id()
+        msg_id = msg.proto_message_id()
         if self._seek_time_ms is not None:
             if msg.publish_timestamp() < self._seek_time_ms:
                 self._dropped = msg_id
@@ -93,7 +93,7 @@ class Reader:
             # else: before the start (or seek time), or read before a reconnect
 
     def _accept(self, msg: Message) -> Message:
-        msg_id = msg._msg_id()
+        msg_id = msg.proto_message_id()
         self._last_read = msg_id
         # A resubscription (reconnect) starts here; the repeat is dropped.
         self.consumer.start_message_id = msg_id
