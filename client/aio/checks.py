@@ -6,6 +6,11 @@ from __future__ import annotations
 from enum import IntEnum
 from typing import Any
 
+from magnetar.client.aio.crypto import CryptoKeyReader
+from magnetar.client.aio.errors import InvalidTopicName
+from magnetar.proto.naming import InvalidTopicName as _BadName
+from magnetar.proto.naming import TopicName
+
 
 def check_type(expected: type | tuple[type, ...], value: Any, name: str) -> None:
     if not isinstance(value, expected):
@@ -34,3 +39,16 @@ def check_enum(kind: type[IntEnum], value: Any, name: str) -> None:
         kind(int(value))
     except (TypeError, ValueError):
         raise ValueError(f"argument {name} must be a {kind.__name__}, not {value!r}") from None
+
+
+def parse_topic(topic: str) -> TopicName:
+    """A topic name argument; InvalidTopicName (a ValueError) when it is not one."""
+    try:
+        return TopicName.parse(topic)
+    except _BadName as exc:
+        raise InvalidTopicName(str(exc)) from exc
+
+
+def check_key_reader(reader: object) -> None:
+    if reader is not None and not isinstance(reader, CryptoKeyReader):
+        raise ValueError("crypto_key_reader must be a magnetar.client.CryptoKeyReader")

@@ -6,12 +6,10 @@ import asyncio
 import dataclasses
 import functools
 import re
-import time
-import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
-from magnetar.client.aio.checks import check_optional, check_type
+from magnetar.client.aio.checks import check_key_reader, check_optional, check_type, parse_topic
 from magnetar.client.aio.config import (
     ActiveConsumerListener,
     ConsumerConfiguration,
@@ -20,10 +18,9 @@ from magnetar.client.aio.config import (
     wire_schema,
 )
 from magnetar.client.aio.consumer.consumer import Consumer
-from magnetar.client.aio.consumer.dead_letter import DeadLetterHandler
 from magnetar.client.aio.consumer.multi_topic import MultiTopicsConsumer
+from magnetar.client.aio.consumer.opening import ConsumerOpener, open_pattern_consumer
 from magnetar.client.aio.context import ClientContext
-from magnetar.client.aio.crypto import CryptoKeyReader
 from magnetar.client.aio.enums import (
     BatchingType,
     CompressionType,
@@ -39,9 +36,6 @@ from magnetar.client.aio.errors import (
     ConnectError,
     ConsumerBusy,
     InvalidConfiguration,
-    InvalidTopicName,
-    PulsarException,
-    Timeout,
     from_server_error,
 )
 from magnetar.client.aio.net import commands
@@ -58,31 +52,17 @@ from magnetar.client.aio.net.security import Security
 from magnetar.client.aio.policies import BatchReceivePolicy, DeadLetterPolicy, KeySharedPolicy
 from magnetar.client.aio.producer.partitioned import PartitionedProducer
 from magnetar.client.aio.producer.producer import Producer
+from magnetar.client.aio.reader.opening import open_reader
 from magnetar.client.aio.reader.partitioned import PartitionedReader
 from magnetar.client.aio.reader.reader import Reader
 from magnetar.client.aio.reader.table_view import TableView
 from magnetar.proto import pulsar_api_pb2 as pb
 from magnetar.proto.hashes import DEFAULT_HASHING_SCHEME, HashingScheme
 from magnetar.proto.ids import MessageId
-from magnetar.proto.naming import InvalidTopicName as _BadName
 from magnetar.proto.naming import TopicName
 
 R = TypeVar("R")
 AnyProducer = Producer | PartitionedProducer
-
-
-def _base_without_domain(topic: str) -> str:
-    """A listed topic as a pattern is matched against: no domain, no partition."""
-    name = topic.split("://", 1)[-1]
-    base, sep, index = name.rpartition("-partition-")
-    return base if sep and index.isdigit() else name
-
-
-def parse_topic(topic: str) -> TopicName:
-    try:
-        return TopicName.parse(topic)
-    except _BadName as exc:
-        raise InvalidTopicName(str(exc)) from exc
 
 
 class Client:
@@ -187,6 +167,12 @@ class Client:
         )
         self._stats_interval = float(stats_interval_in_seconds)
         self._closed = False
+        self._consumers = ConsumerOpener(
+            self._context,
+            self._start_endpoint,
+            self._dead_letter_producer,
+            self._create_subscription,
+        )
 
     @property
     def context(self) -> ClientContext:
@@ -229,21 +215,7 @@ class Client:
         await old_lookup.close()
 
     async def _retrying(self, what: str, operation: Callable[[], Awaitable[R]]) -> R:
-        """Retry a lookup-style operation on retriable errors until the operation timeout."""
-        deadline = time.monotonic() + self.operation_timeout
-        backoff = self._context.new_backoff()
-        while True:
-            try:
-                return await operation()
-            except PulsarException as exc:
-                remaining = deadline - time.monotonic()
-                if not exc.retriable or self._closed:
-                    raise
-                if remaining <= 0:
-                    raise Timeout(
-                        f"{what}: gave up after {self.operation_timeout}s: {exc}"
-                    ) from exc
-                await asyncio.sleep(min(backoff.next(), remaining))
+        return await self._context.retrying(what, operation, stop=lambda: self._closed)
 
     async def get_partitioned_metadata(self, topic: str | TopicName) -> int:
         name = topic if isinstance(topic, TopicName) else parse_topic(topic)
@@ -333,7 +305,7 @@ class Client:
         so code moved from either API keeps its behaviour.
         """
         self._check_open()
-        _check_key_reader(crypto_key_reader)
+        check_key_reader(crypto_key_reader)
         conf = ProducerConfiguration(
             producer_name=producer_name,
             initial_sequence_id=initial_sequence_id,
@@ -418,7 +390,7 @@ class Client:
         self._check_open()
         if not isinstance(topic, str | list | tuple | re.Pattern):
             raise InvalidConfiguration(f"topic must be a name, a list or a regex, not {topic!r}")
-        _check_key_reader(crypto_key_reader)
+        check_key_reader(crypto_key_reader)
         conf = ConsumerConfiguration(
             crypto_key_reader=crypto_key_reader,
             schema=wire_schema(schema),
@@ -493,32 +465,15 @@ class Client:
     async def _subscribe_pattern(
         self, pattern: re.Pattern[str], subscription: str, conf: ConsumerConfiguration
     ) -> MultiTopicsConsumer:
-        """SEM-1 regex subscriptions: the namespace's matching topics now, and
-        every pattern_auto_discovery_period seconds those that appear."""
-        without_domain = pattern.pattern.split("://", 1)[-1]
-        parts = without_domain.split("/")
-        if len(parts) < 3:
-            raise InvalidConfiguration(
-                f"the pattern must name tenant/namespace/: {pattern.pattern}"
-            )
-        namespace = f"{parts[0]}/{parts[1]}"
-        regex = re.compile(without_domain)
-        mode = conf.regex_subscription_mode
-
-        async def matching() -> list[str]:
-            listed = await self.get_topics_of_namespace(namespace, mode)
-            return [t for t in listed if regex.fullmatch(_base_without_domain(t))]
-
-        multi = MultiTopicsConsumer(pattern.pattern, subscription, conf)
-        await multi.start([parse_topic(t) for t in await matching()], self.subscribe_one)
         watch = None
         # Watchers list persistent topics only (as Pulsar's clients use them).
-        persistent_only = mode == RegexSubscriptionMode.PersistentOnly
+        persistent_only = conf.regex_subscription_mode == RegexSubscriptionMode.PersistentOnly
         if persistent_only and self.service_url.scheme == "pulsar":
             # The address is read at every (re)connection: a cluster switch moves it.
-            watch = (namespace, lambda: self._pool.get_connection(self.service_url.addresses[0]))
-        multi.discover(matching, parse_topic, float(conf.pattern_auto_discovery_period), watch)
-        return multi
+            watch = lambda: self._pool.get_connection(self.service_url.addresses[0])  # noqa: E731
+        return await open_pattern_consumer(
+            pattern, subscription, conf, self.get_topics_of_namespace, self.subscribe_one, watch
+        )
 
     async def create_reader(
         self,
@@ -539,37 +494,7 @@ class Client:
         self._check_open()
         if reader_listener is not None:
             raise InvalidConfiguration("reader listeners are not supported yet")
-        _check_key_reader(crypto_key_reader)
-        name = parse_topic(topic)
-        partitions = 0
-        if name.partition_index < 0:
-            partitions = await self.get_partitioned_metadata(name)
-        if partitions > 0:
-            # Every partition starts at the id's position, as Pulsar's multi-topic
-            # reader does (see partitioned_reader's docstring).
-            readers: list[Reader] = []
-            try:
-                for index in range(partitions):
-                    one = await self.create_reader(
-                        str(name.partition(index)),
-                        start_message_id,
-                        schema=schema,
-                        receiver_queue_size=receiver_queue_size,
-                        reader_name=reader_name,
-                        subscription_role_prefix=subscription_role_prefix,
-                        is_read_compacted=is_read_compacted,
-                        start_message_id_inclusive=start_message_id_inclusive,
-                        crypto_failure_action=crypto_failure_action,
-                        crypto_key_reader=crypto_key_reader,
-                    )
-                    assert isinstance(one, Reader)  # a partition is not partitioned
-                    readers.append(one)
-            except BaseException:
-                await asyncio.gather(*(r.close() for r in readers), return_exceptions=True)
-                raise
-            reader_set = PartitionedReader(str(name), readers, receiver_queue_size)
-            self._context.endpoints.add(reader_set)
-            return reader_set
+        check_key_reader(crypto_key_reader)
         conf = ConsumerConfiguration(
             consumer_type=ConsumerType.Exclusive,
             receiver_queue_size=receiver_queue_size,
@@ -584,16 +509,13 @@ class Client:
             schema=wire_schema(schema),
         )
         conf.validate()
-        subscription = f"{subscription_role_prefix or 'reader'}-{uuid.uuid4().hex[:10]}"
-        consumer = Consumer(self._context, name, subscription, conf)
-        await self._start_endpoint(consumer)
-        reader = Reader(consumer, start_message_id, start_message_id_inclusive)
-        try:
-            await reader.start()
-        except BaseException:
-            await consumer.close()
-            raise
-        return reader
+        name = parse_topic(topic)
+        partitions = 0
+        if name.partition_index < 0:
+            partitions = await self.get_partitioned_metadata(name)
+        return await open_reader(
+            self._context, name, partitions, conf, subscription_role_prefix, self._start_endpoint
+        )
 
     async def create_table_view(
         self, topic: str, subscription_name: str | None = None, schema: Any = None
@@ -622,36 +544,7 @@ class Client:
         self, name: TopicName, subscription: str, conf: ConsumerConfiguration
     ) -> Consumer:
         """A single-topic Consumer with its dead letter handler and retry consumer (SEM-6)."""
-        dead_letter = None
-        if conf.dead_letter_policy is not None:
-            dead_letter = DeadLetterHandler(
-                conf.dead_letter_policy,
-                str(name.partitioned_base),
-                subscription,
-                self._dead_letter_producer,
-                self._create_subscription,
-            )
-        consumer = Consumer(self._context, name, subscription, conf, dead_letter=dead_letter)
-        await self._start_endpoint(consumer)
-        if conf.enable_retry and dead_letter is not None:
-            retry_conf = dataclasses.replace(
-                conf,
-                enable_retry=False,
-                message_listener=None,
-                dead_letter_policy=dataclasses.replace(
-                    dead_letter.policy, dead_letter_topic=dead_letter.dlq_topic
-                ),
-            )
-            try:
-                retry = await self.subscribe_one(
-                    parse_topic(dead_letter.retry_topic), subscription, retry_conf
-                )
-            except BaseException:
-                await consumer.close()
-                raise
-            retry.dead_letter = dead_letter
-            consumer.attach_retry_consumer(retry)
-        return consumer
+        return await self._consumers.open(name, subscription, conf)
 
     async def _dead_letter_producer(self, topic: str) -> AnyProducer:
         return await self.create_producer(topic, batching_enabled=False)
@@ -691,8 +584,3 @@ class Client:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
-
-
-def _check_key_reader(reader: object) -> None:
-    if reader is not None and not isinstance(reader, CryptoKeyReader):
-        raise ValueError("crypto_key_reader must be a magnetar.client.CryptoKeyReader")
