@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from magnetar.client.aio.log import get_logger
+from magnetar.client.aio.tasks import cancel_and_wait
 
 _log = get_logger("magnetar.client.sync.consumer")
 
@@ -45,10 +46,7 @@ class Ticker:
 
     async def stop(self) -> None:
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(task)
 
     async def _loop(self) -> None:
         loop = asyncio.get_running_loop()

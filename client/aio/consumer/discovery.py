@@ -12,13 +12,13 @@ safety net, and a watcher whose connection dropped is set up again.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 from magnetar.client.aio.consumer.topic_watcher import Connect, TopicListWatcher
 from magnetar.client.aio.errors import PulsarException
 from magnetar.client.aio.log import get_logger
+from magnetar.client.aio.tasks import cancel_and_wait
 
 ListTopics = Callable[[], Awaitable[list[str]]]
 
@@ -124,9 +124,6 @@ class PatternDiscovery:
 
     async def close(self) -> None:
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(task)
         if self._watcher is not None:
             await self._watcher.close()

@@ -9,7 +9,6 @@ messages keep queueing (and permits stop being freed) until resume().
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import inspect
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -17,6 +16,7 @@ from typing import Any
 from magnetar.client.aio.errors import PulsarException
 from magnetar.client.aio.log import get_logger
 from magnetar.client.aio.message import Message
+from magnetar.client.aio.tasks import cancel_and_wait
 
 _log = get_logger("magnetar.client.sync.consumer")
 
@@ -53,10 +53,7 @@ class ListenerRunner:
 
     async def stop(self) -> None:
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(task)
 
     async def _loop(self) -> None:
         while True:

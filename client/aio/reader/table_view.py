@@ -11,7 +11,6 @@ removals included (value b"").
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Callable
 
 import structlog
@@ -20,6 +19,7 @@ from magnetar.client.aio.errors import AlreadyClosed, PulsarException
 from magnetar.client.aio.message import Message
 from magnetar.client.aio.reader.partitioned import PartitionedReader
 from magnetar.client.aio.reader.reader import Reader
+from magnetar.client.aio.tasks import cancel_and_wait
 
 _log = structlog.get_logger("magnetar.client.sync.table_view")
 
@@ -99,10 +99,7 @@ class TableView:
             return
         self._closed = True
         self._listeners.clear()
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await cancel_and_wait(self._task)
         await self._reader.close()
         if self._on_close is not None:
             self._on_close(self)
