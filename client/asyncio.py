@@ -51,6 +51,7 @@ from magnetar.client.aio.producer.producer import Producer as _AioProducer
 from magnetar.client.aio.reader.partitioned import PartitionedReader as _AioPartitionedReader
 from magnetar.client.aio.reader.reader import Reader as _AioReader
 from magnetar.client.schema import BytesSchema
+from magnetar.client.sync.accessors import ConsumerAccessors, ProducerAccessors
 from magnetar.client.sync.loggers import LogDestination
 from magnetar.client.sync.messages import Message, MessageId, message_class, seek_target
 from magnetar.client.sync.producer import build_message
@@ -116,7 +117,7 @@ def _ack_target(message: AckTarget) -> _aio_message.Message | _ids.MessageId:
     raise TypeError(f"expected a Message or a MessageId, got {type(message).__name__}")
 
 
-class Producer:
+class Producer(ProducerAccessors):
     """Publishes to one topic (or every partition of one). Made by `Client.create_producer`."""
 
     def __init__(self, client: Client, producer: _AioProducer | _AioPartitioned, schema: Any):
@@ -161,21 +162,8 @@ class Producer:
         self._closed = True
         await self._producer.close()
 
-    def topic(self) -> str:
-        return self._producer.topic()
 
-    def producer_name(self) -> str:
-        return self._producer.producer_name()
-
-    def last_sequence_id(self) -> int:
-        """The highest sequence id the broker acknowledged (-1 before any)."""
-        return self._producer.last_sequence_id()
-
-    def is_connected(self) -> bool:
-        return self._producer.is_connected()
-
-
-class Consumer:
+class Consumer(ConsumerAccessors):
     """A subscription's consumer on one or several topics. Made by `Client.subscribe`."""
 
     def __init__(self, consumer: _AioConsumer | _AioMultiConsumer, schema: Any) -> None:
@@ -220,18 +208,6 @@ class Consumer:
     def redeliver_unacknowledged_messages(self) -> None:
         """Ask the broker to send every unacknowledged message again (no waiting)."""
         self._consumer.redeliver_unacknowledged_messages()
-
-    def topic(self) -> str:
-        return self._consumer.topic()
-
-    def subscription_name(self) -> str:
-        return self._consumer.subscription_name()
-
-    def consumer_name(self) -> str:
-        return self._consumer.consumer_name()
-
-    def is_connected(self) -> bool:
-        return self._consumer.is_connected()
 
 
 class Reader:

@@ -16,6 +16,7 @@ from magnetar.client.aio import message as _aio_message
 from magnetar.client.aio.consumer import consumer as _aio_consumer
 from magnetar.client.aio.consumer import multi_topic as _aio_multi
 from magnetar.client.aio.errors import AlreadyClosed, InvalidConfiguration, Timeout
+from magnetar.client.sync.accessors import ConsumerAccessors
 from magnetar.client.sync.loop import AppEvents, ClientLoop, ThreadQueue
 from magnetar.client.sync.messages import Message, MessageId, message_class, seek_target
 from magnetar.proto import ids as _ids
@@ -27,7 +28,7 @@ _HAND_OVER_WAIT = 0.05
 AckTarget = _aio_message.Message | _ids.MessageId
 
 
-class Consumer:
+class Consumer(ConsumerAccessors):
     """A consumer; methods named as in `pulsar.Consumer`, plus our additions."""
 
     def __init__(
@@ -86,18 +87,6 @@ class Consumer:
         buffer.clear()
         topic = self._consumer.topic()
         buffer.close(lambda: AlreadyClosed(f"consumer on {topic} is closed"))
-
-    def topic(self) -> str:
-        return self._consumer.topic()
-
-    def subscription_name(self) -> str:
-        return self._consumer.subscription_name()
-
-    def consumer_name(self) -> str:
-        return self._consumer.consumer_name()
-
-    def is_connected(self) -> bool:
-        return self._consumer.is_connected()
 
     def _receiving(self) -> ThreadQueue[Message]:
         self._check_open()

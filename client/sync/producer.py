@@ -12,6 +12,7 @@ from magnetar.client.aio.errors import AlreadyClosed, ProducerQueueIsFull, Pulsa
 from magnetar.client.aio.message import LOCAL_CLUSTER_ONLY, OutgoingMessage
 from magnetar.client.aio.producer.partitioned import PartitionedProducer as _AioPartitioned
 from magnetar.client.aio.producer.producer import Producer as _AioProducer
+from magnetar.client.sync.accessors import ProducerAccessors
 from magnetar.client.sync.loop import ClientLoop, Permits
 from magnetar.client.sync.messages import MessageId
 from magnetar.proto import ids as _ids
@@ -93,7 +94,7 @@ def _wrap_callback(
     return answered
 
 
-class Producer:
+class Producer(ProducerAccessors):
     """Blocking producer; `send_async` callbacks run on the client's loop thread."""
 
     def __init__(
@@ -114,18 +115,6 @@ class Producer:
         cores = producer.producers if isinstance(producer, _AioPartitioned) else [producer]
         for core in cores:
             core.release_listener = permits.release
-
-    def topic(self) -> str:
-        return self._producer.topic()
-
-    def producer_name(self) -> str:
-        return self._producer.producer_name()
-
-    def last_sequence_id(self) -> int:
-        return self._producer.last_sequence_id()
-
-    def is_connected(self) -> bool:
-        return self._producer.is_connected()
 
     def send(
         self,
