@@ -4,7 +4,7 @@ and the two client modules the scenario tests run through.
 `broker` is parametrised over both, so every client test runs against each;
 a feature one of them lacks is skipped there with the reason
 (`broker.require(...)`). pulsar-lite runs as a subprocess (tests/support/lite),
-ours as a BrokerServer on a background thread (the broker suite's harness),
+ours as a BrokerServer on a background thread (tests/support/brokers),
 each on a free port with its own data directory.
 
 `api` is parametrised over `pulsar` (the official client) and
@@ -28,7 +28,8 @@ import pulsar
 import pytest
 
 import magnetar.client as magnetar_client
-from tests.integration.broker.harness import BrokerThread, broker_config, http_call
+from tests.support.brokers import BrokerThread, broker_config
+from tests.support.http_calls import http_call
 from tests.support.lite import PulsarLite
 from tests.support.official import official_client
 

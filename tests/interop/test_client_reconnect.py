@@ -10,8 +10,8 @@ import pytest
 
 from magnetar.client.aio import Client, InitialPosition, MessageId, OutgoingMessage, Producer
 from magnetar.client.aio.errors import PulsarException, Timeout
-from tests.integration.broker.harness import BrokerThread, broker_config
 from tests.interop.conftest import LITE_LACKS, MAGNETAR_LACKS
+from tests.support.brokers import BrokerThread, broker_config
 from tests.support.lite import PulsarLite
 
 pytestmark = pytest.mark.lite

@@ -13,8 +13,9 @@ import structlog
 
 from magnetar.proto import pulsar_api_pb2 as pb
 from magnetar.proto.frames import Payload
-from tests.integration.broker.harness import BrokerThread, RawClient
+from tests.support.brokers import BrokerThread
 from tests.support.official import official_client
+from tests.support.raw_client import RawClient
 
 T = pb.BaseCommand
 

@@ -11,8 +11,10 @@ import pulsar
 from magnetar.proto import pulsar_api_pb2 as pb
 from magnetar.proto.ids import to_unsigned64
 from magnetar.proto.messages import build_batch
-from tests.integration.broker.harness import BrokerFactory, BrokerThread, RawClient, http_call
+from tests.support.brokers import BrokerFactory, BrokerThread
+from tests.support.http_calls import http_call
 from tests.support.official import official_client
+from tests.support.raw_client import RawClient
 
 T = pb.BaseCommand
 DUP = (to_unsigned64(-1), to_unsigned64(-1))

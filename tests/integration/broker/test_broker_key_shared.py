@@ -16,7 +16,7 @@ import pytest
 
 from magnetar.broker.dispatchers.selectors import ring_points
 from magnetar.proto.hashes import key_shared_slot, murmur3_32
-from tests.integration.broker.harness import BrokerFactory, BrokerThread
+from tests.support.brokers import BrokerFactory, BrokerThread
 from tests.support.official import official_client
 
 pytestmark = pytest.mark.official

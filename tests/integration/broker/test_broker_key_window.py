@@ -12,7 +12,8 @@ from pathlib import Path
 import pulsar
 
 from magnetar.broker.features.keywindow import parse_duration_ms
-from tests.integration.broker.harness import BrokerProcess, BrokerThread, http_call
+from tests.support.brokers import BrokerProcess, BrokerThread
+from tests.support.http_calls import http_call
 from tests.support.official import official_client
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import pulsar
 import pytest
 
-from tests.integration.broker.harness import BrokerFactory, BrokerThread
+from tests.support.brokers import BrokerFactory, BrokerThread
 from tests.support.failover_ring import ring_owner
 from tests.support.official import official_client
 

@@ -11,14 +11,11 @@ import pulsar
 import pytest
 
 from magnetar.proto import pulsar_api_pb2 as pb
-from tests.integration.broker.harness import (
-    BrokerFactory,
-    BrokerThread,
-    RawClient,
-    free_port,
-    http_call,
-)
+from tests.support.brokers import BrokerFactory, BrokerThread
+from tests.support.http_calls import http_call
 from tests.support.official import official_client
+from tests.support.ports import free_port
+from tests.support.raw_client import RawClient
 
 PARTITIONS = 4
 COUNT = 40

@@ -23,7 +23,7 @@ from typing import Any, BinaryIO
 
 import pytest
 
-from tests.integration.broker.harness import BrokerFactory
+from tests.support.brokers import BrokerFactory
 from tests.support.official import official_client
 
 RATE = 200  # messages per second

@@ -13,8 +13,9 @@ import pytest
 from magnetar.proto import pulsar_api_pb2 as pb
 from magnetar.proto.frames import Payload, encode_command, encode_payload_command, wrap
 from magnetar.proto.messages import build_batch
-from tests.integration.broker.harness import BrokerFactory, BrokerThread, RawClient
+from tests.support.brokers import BrokerFactory, BrokerThread
 from tests.support.official import official_client
+from tests.support.raw_client import RawClient
 
 T = pb.BaseCommand
 

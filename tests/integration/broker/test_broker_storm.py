@@ -17,7 +17,7 @@ import pulsar
 
 from magnetar.proto import pulsar_api_pb2 as pb
 from magnetar.proto.frames import encode_command, wrap
-from tests.integration.broker.harness import BrokerThread
+from tests.support.brokers import BrokerThread
 from tests.support.official import official_client
 
 STORM = 1000

@@ -13,7 +13,7 @@ from collections.abc import Callable
 import pytest
 
 import magnetar.client as pulsar
-from tests.integration.broker.harness import BrokerFactory, BrokerThread
+from tests.support.brokers import BrokerFactory, BrokerThread
 from tests.support.polling import eventually
 
 

@@ -9,7 +9,8 @@ import uuid
 import pytest
 
 import magnetar.client as pulsar
-from tests.integration.broker.harness import BrokerFactory, free_port
+from tests.support.brokers import BrokerFactory
+from tests.support.ports import free_port
 
 
 @pytest.mark.parametrize("lookup", ["binary", "http"])

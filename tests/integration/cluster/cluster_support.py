@@ -10,7 +10,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tests.integration.broker.harness import BrokerProcess, http_call
+from tests.support.brokers import BrokerProcess
+from tests.support.http_calls import http_call
 
 TIMEOUT = 20.0
 

@@ -9,9 +9,9 @@ import urllib.request
 
 import pytest
 
-from tests.integration.broker.harness import http_call
 from tests.integration.cluster.cluster_support import ClusterBroker, wait_until
 from tests.integration.cluster.conftest import BrokerMaker
+from tests.support.http_calls import http_call
 from tests.support.official import official_client
 
 pytestmark = [pytest.mark.slow, pytest.mark.official]

@@ -14,7 +14,8 @@ from typing import Any
 import pulsar
 import pytest
 
-from tests.integration.broker.harness import BrokerThread, http_call
+from tests.support.brokers import BrokerThread
+from tests.support.http_calls import http_call
 from tests.support.official import official_client
 
 PARTITIONS = 3

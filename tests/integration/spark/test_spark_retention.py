@@ -21,7 +21,8 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable
 from magnetar.spark_connector.data_loss import DataLossError
 from magnetar.spark_connector.read_options import ReadOptions
 from magnetar.spark_connector.reading import StreamReader
-from tests.integration.broker.harness import BrokerFactory, BrokerThread, http_call
+from tests.support.brokers import BrokerFactory, BrokerThread
+from tests.support.http_calls import http_call
 from tests.support.official import official_client
 
 SEGMENT = 1024  # bytes: about six 100-byte messages per ledger

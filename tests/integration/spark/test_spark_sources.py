@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from tests.integration.broker.harness import BrokerThread, http_call
+from tests.support.brokers import BrokerThread
+from tests.support.http_calls import http_call
 from tests.support.official import official_client
 
 # Several Spark jobs per test: room beyond the default 120 s on a loaded machine.

@@ -15,7 +15,7 @@ import pytest
 
 from magnetar.spark_connector.options import OptionError, WriteOptions
 from magnetar.spark_connector.writer import write_rows
-from tests.integration.broker.harness import BrokerThread
+from tests.support.brokers import BrokerThread
 from tests.support.official import official_client
 
 
