@@ -7,6 +7,7 @@ import socket
 
 
 def free_port() -> int:
+    """One free loopback port (for two or more, `free_ports`: see there)."""
     return free_ports(1)[0]
 
 
