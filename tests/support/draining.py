@@ -1,0 +1,39 @@
+"""Receiving what a consumer has, with the blocking (pulsar-shaped) API of
+the official client or of ours."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pulsar
+
+# Long enough for a loaded machine: a receive that times out fails the test.
+RECEIVE_TIMEOUT_MS = 10_000
+
+
+def receive_until_idle(consumer: Any, idle_ms: int, *, ack: bool = True) -> list[Any]:
+    """Receive (and ack, unless told not to) until nothing comes for `idle_ms`."""
+    got: list[Any] = []
+    while True:
+        try:
+            msg = consumer.receive(timeout_millis=idle_ms)
+        except pulsar.Timeout:
+            return got
+        got.append(msg)
+        if ack:
+            consumer.acknowledge(msg)
+
+
+def receive_count(consumer: Any, count: int, *, by_id: bool = False) -> list[Any]:
+    """Receive and ack `count` messages (acked by message id if `by_id`)."""
+    got = []
+    for _ in range(count):
+        msg = consumer.receive(timeout_millis=RECEIVE_TIMEOUT_MS)
+        got.append(msg)
+        consumer.acknowledge(msg.message_id() if by_id else msg)
+    return got
+
+
+def topics_and_data(messages: list[Any]) -> list[tuple[str, bytes]]:
+    """Each message's topic and payload, for tests of multi-topic consumers."""
+    return [(msg.topic_name(), msg.data()) for msg in messages]
