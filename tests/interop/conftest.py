@@ -16,7 +16,7 @@ through each; what the official Python client lacks is skipped there
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +27,7 @@ import pulsar
 import pytest
 
 import magnetar.client as magnetar_client
+from magnetar.client.aio import Client
 from tests.support.brokers import BrokerThread, broker_config
 from tests.support.http_calls import http_call
 from tests.support.lite import PulsarLite
@@ -185,6 +186,13 @@ def is_official(api: ModuleType) -> bool:
 def require_api(api: ModuleType, feature: str) -> None:
     if is_official(api) and feature in OFFICIAL_LACKS:
         pytest.skip(OFFICIAL_LACKS[feature])
+
+
+@pytest.fixture
+async def client(broker: BrokerUnderTest) -> AsyncIterator[Client]:
+    """Our asyncio client for the broker under test, closed after the test."""
+    async with Client(broker.url, operation_timeout_seconds=5) as c:
+        yield c
 
 
 @contextmanager
