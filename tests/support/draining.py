@@ -1,11 +1,13 @@
 """Receiving what a consumer has, with the blocking (pulsar-shaped) API of
-the official client or of ours."""
+the official client or of ours; reading back all a topic holds."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pulsar
+
+from tests.support.official import official_client
 
 # Long enough for a loaded machine: a receive that times out fails the test.
 RECEIVE_TIMEOUT_MS = 10_000
@@ -37,3 +39,19 @@ def receive_count(consumer: Any, count: int, *, by_id: bool = False) -> list[Any
 def topics_and_data(messages: list[Any]) -> list[tuple[str, bytes]]:
     """Each message's topic and payload, for tests of multi-topic consumers."""
     return [(msg.topic_name(), msg.data()) for msg in messages]
+
+
+def stored_messages(url: str, topic: str, **client_options: Any) -> list[Any]:
+    """Every message the topic holds, read from the earliest by the official
+    client (`client_options` override official_client's)."""
+    with official_client(url, **client_options) as client:
+        reader = client.create_reader(topic, pulsar.MessageId.earliest)
+        found = []
+        while reader.has_message_available():
+            found.append(reader.read_next(timeout_millis=RECEIVE_TIMEOUT_MS))
+        return found
+
+
+def stored_payloads(url: str, topic: str, **client_options: Any) -> list[bytes]:
+    """The payloads of `stored_messages`."""
+    return [msg.data() for msg in stored_messages(url, topic, **client_options)]
