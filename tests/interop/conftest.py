@@ -4,7 +4,7 @@ and the two client modules the scenario tests run through.
 `broker` is parametrised over both, so every client test runs against each;
 a feature one of them lacks is skipped there with the reason
 (`broker.require(...)`). pulsar-lite runs as a subprocess (tests/support/lite),
-ours as a BrokerServer on a background thread (the broker suite's harness),
+ours as a BrokerServer on a background thread (tests/support/brokers),
 each on a free port with its own data directory.
 
 `api` is parametrised over `pulsar` (the official client) and
@@ -16,8 +16,7 @@ through each; what the official Python client lacks is skipped there
 from __future__ import annotations
 
 import itertools
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +27,9 @@ import pulsar
 import pytest
 
 import magnetar.client as magnetar_client
-from tests.integration.broker.harness import BrokerThread, broker_config, http_call
+from magnetar.client.aio import Client
+from tests.support.brokers import BrokerThread, broker_config
+from tests.support.http_calls import http_call
 from tests.support.lite import PulsarLite
 from tests.support.official import official_client
 
@@ -187,6 +188,13 @@ def require_api(api: ModuleType, feature: str) -> None:
         pytest.skip(OFFICIAL_LACKS[feature])
 
 
+@pytest.fixture
+async def client(broker: BrokerUnderTest) -> AsyncIterator[Client]:
+    """Our asyncio client for the broker under test, closed after the test."""
+    async with Client(broker.url, operation_timeout_seconds=5) as c:
+        yield c
+
+
 @contextmanager
 def open_client(api: ModuleType, url: str) -> Iterator[Any]:
     """A blocking client of `api` for `url`, closed on exit."""
@@ -199,11 +207,3 @@ def open_client(api: ModuleType, url: str) -> Iterator[Any]:
         yield client
     finally:
         client.close()
-
-
-def wait_until(condition: Callable[[], bool], timeout: float = 10.0) -> None:
-    """Poll `condition` until it holds; fail after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.02)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
 
 import pytest
 
@@ -23,12 +22,6 @@ from magnetar.client.aio.policies import BatchReceivePolicy, DeadLetterPolicy
 from tests.interop.conftest import BrokerUnderTest
 
 pytestmark = pytest.mark.lite
-
-
-@pytest.fixture
-async def client(broker: BrokerUnderTest) -> AsyncIterator[Client]:
-    async with Client(broker.url, operation_timeout_seconds=5) as c:
-        yield c
 
 
 async def _producer(client: Client, topic: str, batched: bool = False) -> Producer:

@@ -17,7 +17,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 import magnetar.client as ours
-from tests.integration.broker.harness import BrokerThread
+from tests.support.brokers import BrokerThread
 
 _names = itertools.count()
 KEY_NAME = "app-key"

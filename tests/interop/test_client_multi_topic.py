@@ -13,15 +13,7 @@ import pytest
 
 import magnetar.client as magnetar_client
 from tests.interop.conftest import BrokerUnderTest
-
-
-def _drain(consumer: Any, count: int, *, by_id: bool = False) -> list[tuple[str, bytes]]:
-    got = []
-    for _ in range(count):
-        msg = consumer.receive(timeout_millis=10000)
-        got.append((msg.topic_name(), msg.data()))
-        consumer.acknowledge(msg.message_id() if by_id else msg)
-    return got
+from tests.support.draining import receive_count, topics_and_data
 
 
 def test_partitioned_topic_consumer(broker: BrokerUnderTest, api: Any) -> None:
@@ -32,7 +24,7 @@ def test_partitioned_topic_consumer(broker: BrokerUnderTest, api: Any) -> None:
         producer = client.create_producer(topic, batching_enabled=False)
         for i in range(40):
             producer.send(b"m%d" % i, partition_key=f"k{i}")
-        got = _drain(consumer, 40, by_id=True)
+        got = topics_and_data(receive_count(consumer, 40, by_id=True))
         assert sorted(d for _, d in got) == sorted(b"m%d" % i for i in range(40))
         assert all(t.startswith(f"{topic}-partition-") for t, _ in got)
         assert len({t for t, _ in got}) > 1
@@ -51,7 +43,7 @@ def test_topic_list_consumer(broker: BrokerUnderTest, api: Any) -> None:
         consumer = client.subscribe(topics, "all", consumer_type=api.ConsumerType.Shared)
         for topic in topics:
             client.create_producer(topic).send(topic.encode())
-        got = _drain(consumer, 3)
+        got = topics_and_data(receive_count(consumer, 3))
         assert sorted(got) == sorted((t, t.encode()) for t in topics)
         with pytest.raises(api.Timeout):
             consumer.receive(timeout_millis=300)
@@ -82,7 +74,9 @@ def test_pattern_consumer(broker: BrokerUnderTest, api: Any) -> None:
             "initial_position": api.InitialPosition.Earliest,
         }
         consumer = client.subscribe(pattern, "rx", **options)
-        assert sorted(_drain(consumer, 2)) == [(t, t.encode()) for t in topics]
+        assert sorted(topics_and_data(receive_count(consumer, 2))) == [
+            (t, t.encode()) for t in topics
+        ]
         with pytest.raises(api.Timeout):
             consumer.receive(timeout_millis=300)
         consumer.close()
@@ -126,9 +120,11 @@ def test_regex_consumer_and_discovery(broker: BrokerUnderTest) -> None:
             initial_position=magnetar_client.InitialPosition.Earliest,
             pattern_auto_discovery_period=1,
         )
-        assert _drain(consumer, 1) == [(first, b"first")]
+        assert topics_and_data(receive_count(consumer, 1)) == [(first, b"first")]
         client.create_producer(later).send(b"later")
-        assert _drain(consumer, 1) == [(later, b"later")]  # within a period or two
+        assert topics_and_data(receive_count(consumer, 1)) == [
+            (later, b"later")
+        ]  # within a period or two
         with pytest.raises(magnetar_client.Timeout):
             consumer.receive(timeout_millis=300)
     finally:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import AsyncIterator
 
 import pytest
 
@@ -25,12 +24,6 @@ from magnetar.client.aio.producer.partitioned import PartitionedProducer
 from tests.interop.conftest import PARTITIONS, BrokerUnderTest
 
 pytestmark = pytest.mark.lite
-
-
-@pytest.fixture
-async def client(broker: BrokerUnderTest) -> AsyncIterator[Client]:
-    async with Client(broker.url, operation_timeout_seconds=5) as c:
-        yield c
 
 
 async def _consumer(client: Client, topic: str, **options: object) -> Consumer:

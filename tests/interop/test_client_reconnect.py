@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from magnetar.client.aio import Client, InitialPosition, MessageId, OutgoingMessage, Producer
 from magnetar.client.aio.errors import PulsarException, Timeout
-from tests.integration.broker.harness import BrokerThread, broker_config
 from tests.interop.conftest import LITE_LACKS, MAGNETAR_LACKS
+from tests.support.brokers import BrokerThread, broker_config
 from tests.support.lite import PulsarLite
+from tests.support.polling import eventually_async
 
 pytestmark = pytest.mark.lite
 
@@ -27,12 +27,6 @@ def _bounce(broker: PulsarLite | BrokerThread) -> None:
         broker.start()
     else:
         broker.restart()
-
-
-async def _wait_until(predicate: Callable[[], bool]) -> None:
-    async with asyncio.timeout(10):
-        while not predicate():  # noqa: ASYNC110 (state of another component, no event to await)
-            await asyncio.sleep(0.01)
 
 
 async def _send_through_restart(
@@ -79,13 +73,15 @@ async def _send_through_restart(
             if i == KILL_AT:
                 bounce = asyncio.ensure_future(asyncio.to_thread(_bounce, broker))
                 # The drop is seen (and shown) before the broker is back.
-                await _wait_until(lambda: not producer.is_connected())
+                await eventually_async(
+                    "the producer disconnected", lambda: not producer.is_connected(), 10
+                )
             await asyncio.sleep(0.001)
         assert bounce is not None
         await bounce
         ids = await asyncio.wait_for(asyncio.gather(*futures), 20)
         assert len(ids) == TOTAL
-        await _wait_until(producer.is_connected)
+        await eventually_async("the producer reconnected", producer.is_connected, 10)
 
         seen: dict[bytes, int] = {}
         while len(seen) < TOTAL:
@@ -134,7 +130,9 @@ async def test_a_broker_down_for_a_while_is_waited_for(tmp_path: Path) -> None:
             await producer.send(OutgoingMessage(b"before"))
             port = broker.port
             await asyncio.to_thread(broker.stop)
-            await _wait_until(lambda: not producer.is_connected())
+            await eventually_async(
+                "the producer disconnected", lambda: not producer.is_connected(), 10
+            )
             pending = [
                 asyncio.ensure_future(producer.send(OutgoingMessage(b"during-%d" % i)))
                 for i in range(3)
@@ -145,6 +143,6 @@ async def test_a_broker_down_for_a_while_is_waited_for(tmp_path: Path) -> None:
             await asyncio.to_thread(broker.start)
             ids = await asyncio.wait_for(asyncio.gather(*pending), 20)
             assert len(ids) == 3
-            await _wait_until(producer.is_connected)
+            await eventually_async("the producer reconnected", producer.is_connected, 10)
     finally:
         broker.stop()

@@ -13,7 +13,7 @@ import pytest
 
 import magnetar.client as ours
 import magnetar.client.schema as our_schema
-from tests.integration.broker.harness import BrokerThread
+from tests.support.brokers import BrokerThread
 
 _names = itertools.count()
 

@@ -25,9 +25,9 @@ from tests.interop.conftest import (
     is_official,
     open_client,
     require_api,
-    wait_until,
 )
 from tests.support.failover_ring import ring_owner
+from tests.support.polling import eventually
 
 pytestmark = [pytest.mark.lite, pytest.mark.official]
 
@@ -143,7 +143,7 @@ def test_acks_reach_the_broker_within_the_group_time(
         assert broker.backlog(topic, "sub") == 4
         for _ in range(4):
             consumer.acknowledge(consumer.receive(timeout_millis=5000))
-        wait_until(lambda: broker.backlog(topic, "sub") == 0, timeout=5)
+        eventually("the acks stored", lambda: broker.backlog(topic, "sub") == 0, timeout=5)
 
 
 def test_grouped_acks_are_flushed_on_close(broker: BrokerUnderTest, api: ModuleType) -> None:
@@ -270,7 +270,7 @@ def test_redelivery_per_subscription_type(
         got = [consumer.receive(timeout_millis=5000) for _ in range(4)]
         consumer.acknowledge(got[0])
         if not shared:  # the rewind goes to the first unacked message the broker knows
-            wait_until(lambda: broker.backlog(topic, "sub") == 3, timeout=5)
+            eventually("a backlog of 3", lambda: broker.backlog(topic, "sub") == 3, timeout=5)
         consumer.negative_acknowledge(got[2])
         expected = [b"m2"] if shared else [b"m1", b"m2", b"m3"]
         assert sorted(_quiet(consumer, api, len(expected))) == expected
@@ -424,7 +424,9 @@ def test_failover_active_consumer(broker: BrokerUnderTest, api: ModuleType) -> N
         first.close()
         assert second.receive(timeout_millis=5000).data() == b"m2"
         if listened:
-            wait_until(lambda: (loser, True) in list(changes.queue))
+            eventually(
+                "the loser made active", lambda: (loser, True) in list(changes.queue), timeout=10
+            )
             assert (loser, False) in list(changes.queue)  # it stood by first
             assert (winner, True) in list(changes.queue)
 

@@ -22,8 +22,8 @@ from tests.interop.conftest import (
     is_official,
     open_client,
     require_api,
-    wait_until,
 )
+from tests.support.polling import eventually
 
 pytestmark = [pytest.mark.lite, pytest.mark.official]
 
@@ -169,7 +169,11 @@ def test_shared_priority_levels(broker: BrokerUnderTest, api: ModuleType) -> Non
         for i in range(7):
             producer.send(b"%d" % i)
         # Every entry is dispatched before a receive frees a permit.
-        wait_until(lambda: sum(len(c._buffer or ()) for c in consumers.values()) == 7)
+        eventually(
+            "all 7 dispatched",
+            lambda: sum(len(c._buffer or ()) for c in consumers.values()) == 7,
+            timeout=10,
+        )
         owner = {}
         for name, _, permits in plan:
             for _ in range(permits):

@@ -3,7 +3,6 @@ loopback ports with its own data directory, for cluster tests."""
 
 from __future__ import annotations
 
-import contextlib
 import signal
 import socket
 import subprocess
@@ -13,14 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.ports import free_ports
+
 START_TIMEOUT = 20.0
-
-
-def _free_port() -> int:
-    with contextlib.closing(socket.socket()) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def etcd_binary() -> Path | None:
@@ -43,8 +37,7 @@ class EtcdServer:
         self.binary = binary
         self.data_dir = data_dir
         self.log_path = log_path
-        self.client_port = _free_port()
-        self.peer_port = _free_port()
+        self.client_port, self.peer_port = free_ports(2)
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property

@@ -22,6 +22,8 @@ import time
 from pathlib import Path
 from types import TracebackType
 
+from tests.support.ports import free_port
+
 STARTUP_TIMEOUT = 20.0
 
 
@@ -29,13 +31,6 @@ def lite_binary() -> Path:
     import pulsar_lite
 
     return Path(pulsar_lite.__file__).parent / "bin" / "pulsar-lite"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 class PulsarLite:

@@ -28,3 +28,15 @@ def official_client(url: str, **options: Any) -> Iterator[Any]:
         yield client
     finally:
         client.close()
+
+
+def assert_serves(url: str, topic: str) -> None:
+    """A normal official client produces and consumes on `topic`: what a
+    broker must still do for others after a client misbehaved."""
+    with official_client(url) as client:
+        consumer = client.subscribe(topic, "bystander")
+        producer = client.create_producer(topic)
+        producer.send(b"still served")
+        msg = consumer.receive(timeout_millis=5000)
+        assert msg.data() == b"still served"
+        consumer.acknowledge(msg)

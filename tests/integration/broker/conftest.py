@@ -2,32 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
+from tests.support.broker_fixtures import broker, broker_factory
 
-import pytest
-
-from tests.integration.broker.harness import BrokerFactory, BrokerThread, broker_config
-
-
-@pytest.fixture
-def broker_factory(tmp_path: Path) -> Iterator[BrokerFactory]:
-    """Start brokers with config changes; every one is stopped after the test."""
-    started: list[BrokerThread] = []
-
-    def make(**changes: Any) -> BrokerThread:
-        data_dir = changes.pop("data_dir", tmp_path / f"data-{len(started)}")
-        broker = BrokerThread(broker_config(data_dir, **changes)).start()
-        started.append(broker)
-        return broker
-
-    yield make
-    for broker in started:
-        broker.stop()
-
-
-@pytest.fixture
-def broker(broker_factory: BrokerFactory) -> BrokerThread:
-    """A broker with the default configuration; `broker.restart()` keeps its data."""
-    return broker_factory()
+__all__ = ["broker", "broker_factory"]

@@ -9,7 +9,8 @@ from __future__ import annotations
 import time
 import uuid
 
-from tests.integration.broker.harness import BrokerThread, http_call
+from tests.support.brokers import BrokerThread
+from tests.support.http_calls import http_call
 from tests.support.official import official_client
 
 

@@ -12,7 +12,8 @@ import uuid
 import pulsar
 import pytest
 
-from tests.integration.broker.harness import BrokerFactory, BrokerThread, http_call
+from tests.support.brokers import BrokerFactory, BrokerThread
+from tests.support.http_calls import http_call
 from tests.support.official import official_client
 
 

@@ -13,8 +13,9 @@ import structlog
 
 from magnetar.proto import pulsar_api_pb2 as pb
 from magnetar.proto.frames import Payload
-from tests.integration.broker.harness import BrokerThread, RawClient
-from tests.support.official import official_client
+from tests.support.brokers import BrokerThread
+from tests.support.official import assert_serves, official_client
+from tests.support.raw_client import RawClient
 
 T = pb.BaseCommand
 
@@ -33,17 +34,6 @@ def broker_log() -> Iterator[list[MutableMapping[str, Any]]]:
 def _assert_no_traceback(entries: list[MutableMapping[str, Any]]) -> None:
     bad = [e for e in entries if "exc_info" in e or e.get("log_level") in ("error", "critical")]
     assert bad == []
-
-
-def _assert_bystander_served(broker: BrokerThread) -> None:
-    topic = _topic()
-    with official_client(broker.url) as client:
-        consumer = client.subscribe(topic, "bystander")
-        producer = client.create_producer(topic)
-        producer.send(b"still served")
-        msg = consumer.receive(timeout_millis=5000)
-        assert msg.data() == b"still served"
-        consumer.acknowledge(msg)
 
 
 def _garbage_metadata_payload(body: bytes) -> Payload:
@@ -88,7 +78,7 @@ def test_unparseable_metadata_is_refused_in_order(
         assert got == [b"first", b"second"]
         assert not reader.has_message_available()
     _assert_no_traceback(broker_log)
-    _assert_bystander_served(broker)
+    assert_serves(broker.url, _topic())
 
 
 def test_topic_name_too_long_for_a_file_name(
@@ -112,7 +102,7 @@ def test_topic_name_too_long_for_a_file_name(
         # The connection keeps serving.
         assert client.create_producer(_topic(), producer_id=2).producer_name
     _assert_no_traceback(broker_log)
-    _assert_bystander_served(broker)
+    assert_serves(broker.url, _topic())
 
 
 @pytest.mark.parametrize(
@@ -151,7 +141,7 @@ def test_bad_subscription_and_consumer_names(
         assert error.error == pb.ServerError.InvalidTopicName
         assert words in error.message
     _assert_no_traceback(broker_log)
-    _assert_bystander_served(broker)
+    assert_serves(broker.url, _topic())
 
 
 def test_producer_name_too_long(
@@ -210,7 +200,7 @@ def test_a_batch_that_lies_about_its_count_is_refused(
     refusals = [e for e in broker_log if "batch does not hold" in str(e.get("event"))]
     assert len(refusals) == 4
     _assert_no_traceback(broker_log)
-    _assert_bystander_served(broker)
+    assert_serves(broker.url, _topic())
 
 
 def test_send_count_beyond_the_batch_is_refused(broker: BrokerThread) -> None:

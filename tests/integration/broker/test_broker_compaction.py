@@ -16,8 +16,10 @@ import pulsar
 from magnetar.broker.compaction.state import CompactionRunning
 from magnetar.broker.topics.persistent import PersistentTopic
 from magnetar.proto import pulsar_api_pb2 as pb
-from tests.integration.broker.harness import BrokerThread, RawClient, http_call
+from tests.support.brokers import BrokerThread
+from tests.support.http_calls import http_call
 from tests.support.official import official_client
+from tests.support.raw_client import RawClient
 
 MESSAGES, KEYS = 10_000, 100
 

@@ -12,8 +12,9 @@ from typing import Any
 import pulsar
 import pytest
 
-from tests.integration.broker.harness import BrokerProcess, http_call
 from tests.integration.broker.test_broker_compaction import compact_and_wait, read_all
+from tests.support.brokers import BrokerProcess
+from tests.support.http_calls import http_call
 from tests.support.official import official_client
 
 TOPIC = "persistent://public/default/compact-crash"

@@ -13,7 +13,7 @@ from pathlib import Path
 import pulsar
 import pytest
 
-from tests.integration.broker.harness import BrokerProcess
+from tests.support.brokers import BrokerProcess
 from tests.support.official import official_client
 
 TOTAL = 6000

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.broker.harness import BrokerThread
+from tests.support.brokers import BrokerThread
 from tests.support.official import official_client
 
 CONSOLE_SCRIPT = Path(sys.executable).parent / "magnetar-broker"

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import uuid
 
-import pulsar
-
 from magnetar.proto import pulsar_api_pb2 as pb
 from magnetar.proto.ids import to_unsigned64
 from magnetar.proto.messages import build_batch
-from tests.integration.broker.harness import BrokerFactory, BrokerThread, RawClient, http_call
+from tests.support.brokers import BrokerFactory, BrokerThread
+from tests.support.draining import stored_payloads
+from tests.support.http_calls import http_call
 from tests.support.official import official_client
+from tests.support.raw_client import RawClient
 
 T = pb.BaseCommand
 DUP = (to_unsigned64(-1), to_unsigned64(-1))
@@ -29,15 +30,6 @@ def _namespace_with_dedup(broker: BrokerThread) -> str:
     assert http_call("POST", f"{base}/deduplication", True) == (204, None)
     assert http_call("GET", f"{base}/deduplication") == (200, True)
     return ns
-
-
-def _stored(broker: BrokerThread, topic: str) -> list[bytes]:
-    with official_client(broker.url) as client:
-        reader = client.create_reader(topic, pulsar.MessageId.earliest)
-        got = []
-        while reader.has_message_available():
-            got.append(reader.read_next(timeout_millis=5000).data())
-        return got
 
 
 def test_duplicate_and_in_order_outcomes(broker: BrokerThread) -> None:
@@ -72,7 +64,7 @@ def test_duplicate_and_in_order_outcomes(broker: BrokerThread) -> None:
         client.connect()
         client.send(pb.CommandProducer(topic=topic, producer_id=1, request_id=1, producer_name="p"))
         assert client.expect(T.PRODUCER_SUCCESS).command.producer_success.last_sequence_id == 6
-    assert _stored(broker, topic) == [b"m0", b"m1", b"m2", b"b3", b"b4", b"b5", b"m6"]
+    assert stored_payloads(broker.url, topic) == [b"m0", b"m1", b"m2", b"b3", b"b4", b"b5", b"m6"]
 
 
 def test_official_producer_continues_from_last_sequence_id(broker: BrokerThread) -> None:
@@ -90,7 +82,7 @@ def test_official_producer_continues_from_last_sequence_id(broker: BrokerThread)
         again.send(b"resent 5", sequence_id=5)
         again.send(b"n10")
         assert again.last_sequence_id() == 10
-    assert _stored(broker, topic) == [b"n%d" % i for i in range(11)]
+    assert stored_payloads(broker.url, topic) == [b"n%d" % i for i in range(11)]
 
 
 def test_switch_levels_and_connected_producers(broker_factory: BrokerFactory) -> None:
@@ -157,4 +149,4 @@ def test_state_survives_restart(broker: BrokerThread) -> None:
         producer = client.create_producer(topic, producer_name="keeper", batching_enabled=False)
         assert producer.last_sequence_id() == 4
         producer.send(b"again", sequence_id=3)
-    assert _stored(broker, topic) == [b"k%d" % i for i in range(5)]
+    assert stored_payloads(broker.url, topic) == [b"k%d" % i for i in range(5)]

@@ -17,7 +17,7 @@ from pathlib import Path
 import pulsar
 import pytest
 
-from tests.integration.broker.harness import BrokerProcess
+from tests.support.brokers import BrokerProcess
 from tests.support.official import official_client
 from tests.support.tcp_proxy import TcpProxy
 

@@ -11,7 +11,7 @@ from datetime import timedelta
 import pulsar
 import pytest
 
-from tests.integration.broker.harness import BrokerThread
+from tests.support.brokers import BrokerThread
 from tests.support.official import official_client
 
 Shared = pulsar.ConsumerType.Shared

@@ -8,8 +8,9 @@ import uuid
 
 import pulsar
 
-from tests.integration.broker.harness import BrokerFactory, BrokerThread, http_call
+from tests.support.brokers import BrokerFactory, BrokerThread
 from tests.support.failover_ring import ring_owner
+from tests.support.http_calls import http_call
 from tests.support.official import official_client
 
 

@@ -22,9 +22,10 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, rule, run_sta
 from magnetar.proto import pulsar_api_pb2 as pb
 from magnetar.proto.errors import ProtocolError
 from magnetar.proto.frames import Payload, encode_command, encode_payload_command, wrap
-from tests.integration.broker.harness import BrokerThread, RawClient, broker_config
+from tests.support.brokers import BrokerThread, broker_config
 from tests.support.official import official_client
 from tests.support.proto_strategies import FrameCase, frames, split_at
+from tests.support.raw_client import RawClient
 
 T = pb.BaseCommand
 TOPIC = "persistent://public/default/hostile"

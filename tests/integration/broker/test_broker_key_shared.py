@@ -16,7 +16,8 @@ import pytest
 
 from magnetar.broker.dispatchers.selectors import ring_points
 from magnetar.proto.hashes import key_shared_slot, murmur3_32
-from tests.integration.broker.harness import BrokerFactory, BrokerThread
+from tests.support.brokers import BrokerFactory, BrokerThread
+from tests.support.draining import receive_until_idle
 from tests.support.official import official_client
 
 pytestmark = pytest.mark.official
@@ -36,19 +37,6 @@ def _body(key: str, index: int) -> bytes:
 def _parse(msg: Any) -> tuple[str, int]:
     key, _, index = msg.data().decode().partition("/")
     return key, int(index)
-
-
-def _drain(consumer: Any, *, idle_ms: int = 500, ack: bool = True) -> list[tuple[str, int]]:
-    """Receive until the consumer is idle for `idle_ms`."""
-    got: list[tuple[str, int]] = []
-    while True:
-        try:
-            msg = consumer.receive(timeout_millis=idle_ms)
-        except pulsar.Timeout:
-            return got
-        got.append(_parse(msg))
-        if ack:
-            consumer.acknowledge(msg)
 
 
 def _produce(producer: Any, keys: list[str], per_key: int, start: int = 0) -> int:
@@ -76,7 +64,7 @@ def _drain_all(consumers: dict[str, Any]) -> dict[str, list[tuple[str, int]]]:
     received: dict[str, list[tuple[str, int]]] = {}
 
     def run(name: str, consumer: Any) -> None:
-        received[name] = _drain(consumer, idle_ms=1000)
+        received[name] = [_parse(m) for m in receive_until_idle(consumer, idle_ms=1000)]
 
     threads = [threading.Thread(target=run, args=item) for item in consumers.items()]
     for thread in threads:
@@ -257,7 +245,7 @@ def test_leaving_consumer_hands_keys_and_unacked_on_in_order(broker: BrokerThrea
         producer = client.create_producer(topic, batching_enabled=False, block_if_queue_full=True)
         first = _produce(producer, keys, 5)
         before = _drain_all(stay)
-        unacked = _drain(leaver, ack=False)  # received, never acked
+        unacked = [_parse(m) for m in receive_until_idle(leaver, 500, ack=False)]  # never acked
         assert sum(len(m) for m in before.values()) + len(unacked) == first
         assert unacked, "c3 owns some of 60 keys"
         leaver.close()
@@ -292,7 +280,7 @@ def test_consumer_without_permits_does_not_stall_other_keys(broker: BrokerThread
         producer = client.create_producer(topic, batching_enabled=False, block_if_queue_full=True)
         sent = _produce(producer, keys, 5)
         first = _drain_all(others)  # c3 has not received anything yet
-        late = _drain(stuck, idle_ms=1000)
+        late = [_parse(m) for m in receive_until_idle(stuck, idle_ms=1000)]
     stuck_keys = {key for key, _ in late}
     assert stuck_keys, "c3 owns some of 300 keys"
     assert sum(len(m) for m in first.values()) + len(late) == sent

@@ -9,10 +9,10 @@ import threading
 import uuid
 from pathlib import Path
 
-import pulsar
-
 from magnetar.broker.features.keywindow import parse_duration_ms
-from tests.integration.broker.harness import BrokerProcess, BrokerThread, http_call
+from tests.support.brokers import BrokerProcess, BrokerThread
+from tests.support.draining import stored_payloads
+from tests.support.http_calls import http_call
 from tests.support.official import official_client
 
 
@@ -24,15 +24,6 @@ def _window_namespace(http_url: str, window: str) -> str:
     assert http_call("POST", f"{base}/dedupKeyWindow", policy) == (204, None)
     assert http_call("GET", f"{base}/dedupKeyWindow")[1]["maxKeys"] == 1000
     return ns
-
-
-def _stored(url: str, topic: str) -> list[bytes]:
-    with official_client(url) as client:
-        reader = client.create_reader(topic, pulsar.MessageId.earliest)
-        got = []
-        while reader.has_message_available():
-            got.append(reader.read_next(timeout_millis=5000).data())
-        return got
 
 
 def test_parse_duration() -> None:
@@ -57,7 +48,7 @@ def test_same_key_from_two_producers_is_stored_once(broker: BrokerThread) -> Non
         d = first.send(b"no key")
         assert (b.ledger_id(), b.entry_id()) == (a.ledger_id(), a.entry_id())
         assert c.entry_id() == a.entry_id() + 1 and d.entry_id() == c.entry_id() + 1
-    assert _stored(broker.url, topic) == [b"order 42", b"order 43", b"no key"]
+    assert stored_payloads(broker.url, topic) == [b"order 42", b"order 43", b"no key"]
 
 
 def test_key_accepted_again_after_the_window(broker: BrokerThread) -> None:
@@ -95,6 +86,6 @@ def test_index_survives_sigkill(tmp_path: Path) -> None:
             producer = client.create_producer(topic)
             again = producer.send(b"after", properties={"idempotency-key": "survivor"})
             assert (again.ledger_id(), again.entry_id()) == (first.ledger_id(), first.entry_id())
-        assert _stored(broker.url, topic) == [b"before"]
+        assert stored_payloads(broker.url, topic) == [b"before"]
     finally:
         broker.stop()

@@ -12,8 +12,10 @@ import pulsar
 import pytest
 
 from magnetar.proto import pulsar_api_pb2 as pb
-from tests.integration.broker.harness import BrokerFactory, BrokerThread, RawClient, http_call
+from tests.support.brokers import BrokerFactory, BrokerThread
+from tests.support.http_calls import http_call
 from tests.support.official import official_client
+from tests.support.raw_client import RawClient
 
 T = pb.BaseCommand
 

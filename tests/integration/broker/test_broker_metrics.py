@@ -12,7 +12,8 @@ from typing import Any
 import pulsar
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.integration.broker.harness import BrokerFactory, BrokerThread, http_call
+from tests.support.brokers import BrokerFactory, BrokerThread
+from tests.support.http_calls import http_call
 from tests.support.official import official_client
 
 NS = "public/default"

@@ -12,21 +12,15 @@ import pulsar
 import pytest
 
 from magnetar.proto import pulsar_api_pb2 as pb
-from tests.integration.broker.harness import BrokerThread, RawClient, http_call
+from tests.support.brokers import BrokerThread
+from tests.support.draining import receive_count, topics_and_data
+from tests.support.http_calls import http_call
 from tests.support.official import official_client
+from tests.support.raw_client import RawClient
 
 T = pb.BaseCommand
 Mode = pb.CommandGetTopicsOfNamespace
 Response = pb.CommandGetTopicsOfNamespaceResponse
-
-
-def _drain(consumer: pulsar.Consumer, count: int) -> list[tuple[str, bytes]]:
-    got = []
-    for _ in range(count):
-        msg = consumer.receive(timeout_millis=10000)
-        got.append((msg.topic_name(), msg.data()))
-        consumer.acknowledge(msg)
-    return got
 
 
 def test_topics_of_namespace_by_mode_pattern_and_hash(broker: BrokerThread) -> None:
@@ -90,7 +84,7 @@ def test_topic_list_across_namespaces(broker: BrokerThread) -> None:
         consumer = client.subscribe(topics, "s")
         for topic in topics:
             client.create_producer(topic).send(topic.encode())
-        got = _drain(consumer, 2)
+        got = topics_and_data(receive_count(consumer, 2))
         assert sorted(got) == sorted((t, t.encode()) for t in topics)
 
 
@@ -110,8 +104,8 @@ def test_regex_consumers_by_subscription_mode(broker: BrokerThread) -> None:
         )
         for topic, producer in producers.items():
             producer.send(topic.encode())
-        assert {t for t, _ in _drain(every, 3)} == {*durable, volatile}
-        assert {t for t, _ in _drain(only_durable, 2)} == set(durable)
+        assert {t for t, _ in topics_and_data(receive_count(every, 3))} == {*durable, volatile}
+        assert {t for t, _ in topics_and_data(receive_count(only_durable, 2))} == set(durable)
         for consumer in (every, only_durable):
             with pytest.raises(pulsar.Timeout):
                 consumer.receive(timeout_millis=200)

@@ -9,8 +9,9 @@ import pulsar
 import pytest
 
 from magnetar.proto import pulsar_api_pb2 as pb
-from tests.integration.broker.harness import BrokerThread, RawClient
+from tests.support.brokers import BrokerThread
 from tests.support.official import official_client
+from tests.support.raw_client import RawClient
 
 T = pb.BaseCommand
 

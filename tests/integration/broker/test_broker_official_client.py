@@ -14,7 +14,8 @@ from typing import Any
 import pulsar
 import pytest
 
-from tests.integration.broker.harness import BrokerFactory, BrokerThread
+from tests.support.brokers import BrokerFactory, BrokerThread
+from tests.support.draining import receive_until_idle
 from tests.support.failover_ring import ring_owner
 from tests.support.official import official_client
 
@@ -27,19 +28,6 @@ RECEIVE_MS = 5000
 
 def _topic(prefix: str = "t") -> str:
     return f"persistent://public/default/{prefix}-{uuid.uuid4().hex[:10]}"
-
-
-def _drain(consumer: Any, *, idle_ms: int = 300, ack: bool = True) -> list[Any]:
-    """Receive until the consumer is idle for `idle_ms`."""
-    got: list[Any] = []
-    while True:
-        try:
-            msg = consumer.receive(timeout_millis=idle_ms)
-        except pulsar.Timeout:
-            return got
-        got.append(msg)
-        if ack:
-            consumer.acknowledge(msg)
 
 
 def test_produce_consume_one_message(broker: BrokerThread) -> None:
@@ -91,7 +79,7 @@ def test_many_messages_round_trip(broker: BrokerThread, batching: bool) -> None:
         if batching:
             # Fewer entries than messages: the broker stored batches whole.
             assert msg.message_id().entry_id() < count - 1
-        assert _drain(consumer, idle_ms=200) == []
+        assert receive_until_idle(consumer, idle_ms=200) == []
 
 
 def test_exclusive_refuses_second_consumer(broker: BrokerThread) -> None:
@@ -138,7 +126,7 @@ def test_shared_three_consumers_each_message_once(broker: BrokerThread) -> None:
         assert sorted(everything, key=int) == [str(i).encode() for i in range(count)]
         assert all(seen[i] for i in range(3)), "each consumer got a share"
         for consumer in consumers:
-            assert _drain(consumer, idle_ms=200) == []
+            assert receive_until_idle(consumer, idle_ms=200) == []
 
 
 def test_closed_consumer_unacked_go_to_others(broker: BrokerThread) -> None:
@@ -154,7 +142,7 @@ def test_closed_consumer_unacked_go_to_others(broker: BrokerThread) -> None:
         assert [m.redelivery_count() for m in received] == [0] * 5
         stayer = client.subscribe(topic, "s", consumer_type=Shared)
         leaver.close()  # nothing acked
-        redelivered = _drain(stayer, idle_ms=500)
+        redelivered = receive_until_idle(stayer, idle_ms=500)
         assert sorted(m.data() for m in redelivered) == [f"m{i}".encode() for i in range(5)]
         assert [m.redelivery_count() for m in redelivered] == [1] * 5
 
@@ -175,7 +163,7 @@ def test_negative_ack_redelivers(broker: BrokerThread) -> None:
         assert second.message_id() == first.message_id()
         assert second.redelivery_count() == 1
         consumer.acknowledge(second)
-        assert _drain(consumer, idle_ms=300) == []
+        assert receive_until_idle(consumer, idle_ms=300) == []
 
 
 def test_negative_ack_on_exclusive_redelivers(broker: BrokerThread) -> None:
@@ -231,7 +219,7 @@ def test_cumulative_ack_on_exclusive(broker: BrokerThread) -> None:
         consumer.close()
         # Reconnecting: only what follows the cumulative ack comes back.
         consumer = client.subscribe(topic, "s")
-        rest = _drain(consumer, idle_ms=500)
+        rest = receive_until_idle(consumer, idle_ms=500)
         assert [m.data() for m in rest] == [f"m{i}".encode() for i in range(6, 10)]
         assert [m.redelivery_count() for m in rest] == [1] * 4
 
@@ -259,7 +247,7 @@ def test_restart_between_produce_and_consume(broker: BrokerThread) -> None:
     broker.restart()
     with official_client(broker.url) as client:
         consumer = client.subscribe(topic, "durable")
-        got = _drain(consumer, idle_ms=500)
+        got = receive_until_idle(consumer, idle_ms=500)
         assert [m.data() for m in got] == [f"m{i}".encode() for i in range(20)]
 
 
@@ -282,7 +270,7 @@ def test_restart_between_ack_and_reconnect(broker: BrokerThread) -> None:
     broker.restart()
     with official_client(broker.url) as client:
         consumer = client.subscribe(topic, "durable", consumer_type=Shared)
-        again = _drain(consumer, idle_ms=500)
+        again = receive_until_idle(consumer, idle_ms=500)
         assert sorted(m.data() for m in again) == [b"m0", b"m3", b"m6", b"m9"]
 
 
@@ -305,7 +293,7 @@ def test_batched_entries_ack_and_restart(broker: BrokerThread) -> None:
     broker.restart()
     with official_client(broker.url) as client:
         consumer = client.subscribe(topic, "b")
-        rest = _drain(consumer, idle_ms=500)
+        rest = receive_until_idle(consumer, idle_ms=500)
         # Whole batches of 10 were acked; nothing acked comes back.
         assert [m.data() for m in rest] == [f"m{i}".encode() for i in range(30, 50)]
 
@@ -398,7 +386,7 @@ def test_unsubscribe_forgets_the_cursor(broker: BrokerThread) -> None:
         producer.send(b"while unsubscribed")
         consumer = client.subscribe(topic, "gone")  # Latest: a brand-new cursor
         producer.send(b"after")
-        assert [m.data() for m in _drain(consumer)] == [b"after"]
+        assert [m.data() for m in receive_until_idle(consumer, idle_ms=300)] == [b"after"]
 
 
 def test_seek_to_message_id(broker: BrokerThread) -> None:
@@ -415,9 +403,9 @@ def test_seek_to_message_id(broker: BrokerThread) -> None:
                 initial_position=Earliest,
                 start_message_id_inclusive=inclusive,
             )
-            assert len(_drain(consumer)) == 5
+            assert len(receive_until_idle(consumer, idle_ms=300)) == 5
             consumer.seek(ids[2])
-            again = _drain(consumer, idle_ms=800)
+            again = receive_until_idle(consumer, idle_ms=800)
             assert [m.data() for m in again] == expected
             consumer.close()
 
@@ -458,7 +446,7 @@ def test_failover_standby_takes_over(broker: BrokerThread) -> None:
         with pytest.raises(pulsar.Timeout):
             standby.receive(timeout_millis=200)
         active.close()
-        rest = _drain(standby, idle_ms=500)
+        rest = receive_until_idle(standby, idle_ms=500)
         assert [m.data() for m in rest] == [b"m3", b"m4", b"m5"]
 
 
@@ -517,9 +505,9 @@ def test_seek_to_publish_time(broker: BrokerThread) -> None:
         time.sleep(0.05)
         for i in range(3):
             producer.send(f"new{i}".encode())
-        assert len(_drain(consumer)) == 6
+        assert len(receive_until_idle(consumer, idle_ms=300)) == 6
         consumer.seek(boundary)
-        again = _drain(consumer, idle_ms=800)
+        again = receive_until_idle(consumer, idle_ms=800)
         assert [m.data() for m in again] == [b"new0", b"new1", b"new2"]
 
 
@@ -536,7 +524,10 @@ def test_exclusive_with_fencing_takes_over(broker: BrokerThread) -> None:
         with pytest.raises(pulsar.ProducerFenced):
             old.send(b"fenced")
         consumer = client.subscribe(topic, "s", initial_position=Earliest)
-        assert [m.data() for m in _drain(consumer)] == [b"before", b"after"]
+        assert [m.data() for m in receive_until_idle(consumer, idle_ms=300)] == [
+            b"before",
+            b"after",
+        ]
 
 
 def test_wait_for_exclusive_is_queued_until_the_holder_leaves(broker: BrokerThread) -> None:
@@ -563,4 +554,8 @@ def test_wait_for_exclusive_is_queued_until_the_holder_leaves(broker: BrokerThre
         assert created, "the queued producer did not take over"
         created[0].send(b"second")
         consumer = client.subscribe(topic, "s", initial_position=Earliest)
-        assert [m.data() for m in _drain(consumer)] == [b"first", b"still mine", b"second"]
+        assert [m.data() for m in receive_until_idle(consumer, idle_ms=300)] == [
+            b"first",
+            b"still mine",
+            b"second",
+        ]

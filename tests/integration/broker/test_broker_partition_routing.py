@@ -11,14 +11,12 @@ import pulsar
 import pytest
 
 from magnetar.proto import pulsar_api_pb2 as pb
-from tests.integration.broker.harness import (
-    BrokerFactory,
-    BrokerThread,
-    RawClient,
-    free_port,
-    http_call,
-)
+from tests.support.brokers import BrokerFactory, BrokerThread
+from tests.support.draining import receive_count
+from tests.support.http_calls import http_call
 from tests.support.official import official_client
+from tests.support.ports import free_port
+from tests.support.raw_client import RawClient
 
 PARTITIONS = 4
 COUNT = 40
@@ -26,17 +24,6 @@ COUNT = 40
 
 def _partition_of(topic_name: str) -> int:
     return int(topic_name.rsplit("-partition-", 1)[1])
-
-
-def _drain(consumer: pulsar.Consumer, count: int) -> list[pulsar.Message]:
-    got = []
-    for _ in range(count):
-        msg = consumer.receive(timeout_millis=10000)
-        consumer.acknowledge(msg)
-        got.append(msg)
-    with pytest.raises(pulsar.Timeout):
-        consumer.receive(timeout_millis=200)
-    return got
 
 
 @pytest.mark.parametrize(
@@ -64,7 +51,9 @@ def test_every_routing_mode_delivers_once_with_its_partition(
         producer = client.create_producer(topic, batching_enabled=False, **options)
         for i in range(COUNT):
             producer.send(f"m-{i}".encode(), partition_key=f"k{i % 3}" if keyed else None)
-        got = _drain(consumer, COUNT)
+        got = receive_count(consumer, COUNT)
+        with pytest.raises(pulsar.Timeout):  # nothing more
+            consumer.receive(timeout_millis=200)
     assert sorted(m.data() for m in got) == sorted(f"m-{i}".encode() for i in range(COUNT))
     for msg in got:
         assert msg.message_id().partition() == _partition_of(msg.topic_name())

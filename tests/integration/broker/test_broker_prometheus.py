@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import time
 import urllib.parse
@@ -23,8 +22,9 @@ from typing import Any, BinaryIO
 
 import pytest
 
-from tests.integration.broker.harness import BrokerFactory
+from tests.support.brokers import BrokerFactory
 from tests.support.official import official_client
+from tests.support.ports import free_port
 
 RATE = 200  # messages per second
 SECONDS = 8.0
@@ -56,13 +56,6 @@ def prometheus_binary() -> str:
     if found is None:
         pytest.skip("the prometheus package installed no `prometheus` executable on PATH")
     return found
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 class Prometheus:
@@ -98,7 +91,7 @@ def prometheus_for(prometheus_binary: str, tmp_path: Path) -> Iterator[Callable[
             "scrape_configs:\n  - job_name: magnetar\n"
             f"    static_configs:\n      - targets: ['127.0.0.1:{http_port}']\n"
         )
-        port = _free_port()
+        port = free_port()
         log = (tmp_path / "prometheus.log").open("wb")
         proc = subprocess.Popen(
             [

@@ -13,26 +13,15 @@ import pytest
 from magnetar.proto import pulsar_api_pb2 as pb
 from magnetar.proto.frames import Payload, encode_command, encode_payload_command, wrap
 from magnetar.proto.messages import build_batch
-from tests.integration.broker.harness import BrokerFactory, BrokerThread, RawClient
-from tests.support.official import official_client
+from tests.support.brokers import BrokerFactory, BrokerThread
+from tests.support.official import assert_serves
+from tests.support.raw_client import RawClient
 
 T = pb.BaseCommand
 
 
 def _topic() -> str:
     return f"persistent://public/default/raw-{uuid.uuid4().hex[:10]}"
-
-
-def _assert_broker_serves(broker: BrokerThread) -> None:
-    """A normal official client still produces and consumes."""
-    topic = _topic()
-    with official_client(broker.url) as client:
-        consumer = client.subscribe(topic, "after")
-        producer = client.create_producer(topic)
-        producer.send(b"still here")
-        msg = consumer.receive(timeout_millis=5000)
-        assert msg.data() == b"still here"
-        consumer.acknowledge(msg)
 
 
 def _error_then_close(client: RawClient) -> pb.CommandError:
@@ -75,7 +64,7 @@ def test_garbage_gets_error_and_close(broker: BrokerThread, garbage: bytes) -> N
         # Another connection is unaffected.
         bystander.send(pb.CommandPing())
         bystander.expect(T.PONG)
-    _assert_broker_serves(broker)
+    assert_serves(broker.url, _topic())
 
 
 def test_truncated_frame_then_eof(broker: BrokerThread) -> None:
@@ -85,7 +74,7 @@ def test_truncated_frame_then_eof(broker: BrokerThread) -> None:
         client.send_raw(frame[: len(frame) // 2])
         client.sock.shutdown(1)  # SHUT_WR
         assert client.wait_closed() == []
-    _assert_broker_serves(broker)
+    assert_serves(broker.url, _topic())
 
 
 def test_oversize_size_prefix(broker: BrokerThread) -> None:
@@ -95,7 +84,7 @@ def test_oversize_size_prefix(broker: BrokerThread) -> None:
         client.send_raw(struct.pack(">II", 64 * 1024 * 1024, 10))
         error = _error_then_close(client)
         assert "exceeds" in error.message
-    _assert_broker_serves(broker)
+    assert_serves(broker.url, _topic())
 
 
 def test_command_before_connect(broker: BrokerThread) -> None:
@@ -103,7 +92,7 @@ def test_command_before_connect(broker: BrokerThread) -> None:
         client.send(pb.CommandLookupTopic(topic=_topic(), request_id=1))
         error = _error_then_close(client)
         assert "before CONNECT" in error.message
-    _assert_broker_serves(broker)
+    assert_serves(broker.url, _topic())
 
 
 def test_send_before_producer(broker: BrokerThread) -> None:
@@ -115,7 +104,7 @@ def test_send_before_producer(broker: BrokerThread) -> None:
         )
         error = _error_then_close(client)
         assert "producer 42" in error.message
-    _assert_broker_serves(broker)
+    assert_serves(broker.url, _topic())
 
 
 def test_bad_checksum_gets_send_error_and_connection_lives(broker: BrokerThread) -> None:

@@ -9,7 +9,8 @@ import time
 import uuid
 from pathlib import Path
 
-from tests.integration.broker.harness import BrokerFactory, BrokerThread, http_call
+from tests.support.brokers import BrokerFactory, BrokerThread
+from tests.support.http_calls import http_call
 from tests.support.official import official_client
 
 MESSAGES = 200

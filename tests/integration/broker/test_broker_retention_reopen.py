@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pulsar
 
-from tests.integration.broker.harness import BrokerThread, http_call
+from tests.support.brokers import BrokerThread
+from tests.support.http_calls import http_call
 from tests.support.official import official_client
 
 TOPIC = "persistent://public/default/kept"

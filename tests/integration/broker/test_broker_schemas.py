@@ -25,8 +25,10 @@ from pulsar.schema import (
 )
 
 from magnetar.proto import pulsar_api_pb2 as pb
-from tests.integration.broker.harness import BrokerThread, RawClient, http_call
+from tests.support.brokers import BrokerThread
+from tests.support.http_calls import http_call
 from tests.support.official import official_client
+from tests.support.raw_client import RawClient
 
 T = pb.BaseCommand
 V0 = (0).to_bytes(8, "big")

@@ -27,10 +27,12 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from passlib.apache import HtpasswdFile
 
 from magnetar.proto import pulsar_api_pb2 as pb
-from tests.integration.broker.harness import BrokerFactory, BrokerThread, RawClient, http_call
+from tests.support.brokers import BrokerFactory, BrokerThread
 from tests.support.certs import CertAuthority, Pem
+from tests.support.http_calls import http_call
 from tests.support.official import official_client
 from tests.support.polling import eventually
+from tests.support.raw_client import RawClient
 
 SECRET = b"k" * 32
 NS = "public/secured"

@@ -14,7 +14,6 @@ import pytest
 import structlog
 
 import magnetar.client as pulsar
-from tests.integration.broker.harness import BrokerFactory, BrokerThread
 from tests.integration.broker.test_broker_security import (
     _tls,
     _tls_url,
@@ -23,6 +22,7 @@ from tests.integration.broker.test_broker_security import (
     ca,  # noqa: F401 (fixture)
     secured,  # noqa: F401 (fixture)
 )
+from tests.support.brokers import BrokerFactory, BrokerThread
 from tests.support.certs import CertAuthority
 from tests.support.polling import eventually
 

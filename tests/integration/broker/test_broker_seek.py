@@ -10,7 +10,7 @@ import uuid
 import pulsar
 from pulsar import MessageId
 
-from tests.integration.broker.harness import BrokerThread
+from tests.support.brokers import BrokerThread
 from tests.support.official import official_client
 
 COUNT = 40

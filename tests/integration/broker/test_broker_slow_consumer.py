@@ -11,7 +11,7 @@ from pathlib import Path
 import pulsar
 import pytest
 
-from tests.integration.broker.harness import BrokerProcess
+from tests.support.brokers import BrokerProcess
 from tests.support.official import official_client
 
 MESSAGE = 1024 * 1024

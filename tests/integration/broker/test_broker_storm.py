@@ -11,14 +11,14 @@ import socket
 import struct
 import time
 import uuid
-from collections.abc import Callable
 
 import pulsar
 
 from magnetar.proto import pulsar_api_pb2 as pb
 from magnetar.proto.frames import encode_command, wrap
-from tests.integration.broker.harness import BrokerThread
+from tests.support.brokers import BrokerThread
 from tests.support.official import official_client
+from tests.support.polling import eventually
 
 STORM = 1000
 WAVE = 100
@@ -38,13 +38,6 @@ def _reset(sock: socket.socket) -> None:
     sock.close()
 
 
-def _wait_for(what: str, check: Callable[[], bool], timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, f"{what} did not return to baseline"
-        time.sleep(0.05)
-
-
 def test_a_thousand_dropped_connections_leave_nothing_behind(broker: BrokerThread) -> None:
     topic = f"persistent://public/default/storm-{uuid.uuid4().hex[:8]}"
     server = broker.server
@@ -54,7 +47,7 @@ def test_a_thousand_dropped_connections_leave_nothing_behind(broker: BrokerThrea
         # dispatcher task per subscription belongs to the baseline.
         warm.subscribe(topic, "storm", consumer_type=pulsar.ConsumerType.Shared).close()
         warm.create_producer(topic).send(b"warm")
-    _wait_for("connections", lambda: server.connection_count == 0)
+    eventually("connections back to 0", lambda: server.connection_count == 0)
     gc.collect()
     fds = _open_fds()
     tasks = broker.call(_task_count())
@@ -85,10 +78,10 @@ def test_a_thousand_dropped_connections_leave_nothing_behind(broker: BrokerThrea
         for sock in socks:
             _reset(sock)
 
-    _wait_for("connections", lambda: server.connection_count == 0)
-    _wait_for("tasks", lambda: broker.call(_task_count()) <= tasks)
+    eventually("connections back to 0", lambda: server.connection_count == 0)
+    eventually("tasks back to baseline", lambda: broker.call(_task_count()) <= tasks)
     gc.collect()
-    _wait_for("file descriptors", lambda: _open_fds() <= fds)
+    eventually("file descriptors back to baseline", lambda: _open_fds() <= fds)
 
     with official_client(broker.url) as client:
         consumer = client.subscribe(topic, "after-storm")

@@ -11,8 +11,10 @@ import pytest
 
 from magnetar.broker.connection.cnx import supports_reached_end_of_topic
 from magnetar.proto import pulsar_api_pb2 as pb
-from tests.integration.broker.harness import BrokerThread, RawClient, http_call
+from tests.support.brokers import BrokerThread
+from tests.support.http_calls import http_call
 from tests.support.official import official_client
+from tests.support.raw_client import RawClient
 
 T = pb.BaseCommand
 

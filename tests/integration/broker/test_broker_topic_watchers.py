@@ -15,7 +15,8 @@ import magnetar.client as magnetar_client
 from magnetar.client.aio.errors import PulsarException
 from magnetar.client.aio.net.connection import ClientConnection
 from magnetar.proto import pulsar_api_pb2 as pb
-from tests.integration.broker.harness import BrokerThread, http_call
+from tests.support.brokers import BrokerThread
+from tests.support.http_calls import http_call
 
 
 class Updates:

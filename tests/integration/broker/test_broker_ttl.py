@@ -7,7 +7,8 @@ from __future__ import annotations
 import time
 import uuid
 
-from tests.integration.broker.harness import BrokerFactory, http_call
+from tests.support.brokers import BrokerFactory
+from tests.support.http_calls import http_call
 from tests.support.official import official_client
 
 

@@ -12,7 +12,8 @@ import sys
 import time
 import uuid
 
-from tests.integration.broker.harness import BrokerThread, http_call
+from tests.support.brokers import BrokerThread
+from tests.support.http_calls import http_call
 from tests.support.official import official_client
 
 

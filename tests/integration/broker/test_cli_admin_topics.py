@@ -12,8 +12,9 @@ import uuid
 import pulsar
 import pytest
 
-from tests.integration.broker.harness import BrokerThread, http_call
 from tests.integration.broker.test_cli_admin import _magnetar
+from tests.support.brokers import BrokerThread
+from tests.support.http_calls import http_call
 from tests.support.official import official_client
 
 

@@ -13,7 +13,8 @@ from collections.abc import Callable
 import pytest
 
 import magnetar.client as pulsar
-from tests.integration.broker.harness import BrokerFactory, BrokerThread
+from tests.support.brokers import BrokerFactory, BrokerThread
+from tests.support.draining import stored_payloads
 from tests.support.polling import eventually
 
 
@@ -36,13 +37,11 @@ def _publishers(broker: BrokerThread, topic: str) -> int:
 
 
 def _stored(broker: BrokerThread, topic: str) -> list[bytes]:
-    """Every message the broker holds on ``topic``, read from the earliest."""
-    with pulsar.Client(broker.url) as client:
-        reader = client.create_reader(topic, pulsar.MessageId.earliest)
-        got: list[bytes] = []
-        while reader.has_message_available():
-            got.append(reader.read_next(timeout_millis=5000).data())
-        return got
+    """Every message the broker holds on ``topic``, read from the earliest
+    (with pulsar.Client's own timeouts, as these tests' clients have)."""
+    return stored_payloads(
+        broker.url, topic, operation_timeout_seconds=30, connection_timeout_ms=10000
+    )
 
 
 def test_auto_cluster_failover_moves_to_the_secondary_and_back(

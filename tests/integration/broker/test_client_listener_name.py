@@ -9,14 +9,15 @@ import uuid
 import pytest
 
 import magnetar.client as pulsar
-from tests.integration.broker.harness import BrokerFactory, free_port
+from tests.support.brokers import BrokerFactory
+from tests.support.ports import free_ports
 
 
 @pytest.mark.parametrize("lookup", ["binary", "http"])
 def test_listener_name_picks_the_address_lookups_answer(
     broker_factory: BrokerFactory, lookup: str
 ) -> None:
-    port, dead = free_port(), free_port()  # nothing listens on `dead`
+    port, dead = free_ports(2)  # nothing listens on `dead`
     broker = broker_factory(
         port=port,
         advertised_listeners=f"inside:pulsar://127.0.0.1:{port},gone:pulsar://127.0.0.1:{dead}",

@@ -21,13 +21,13 @@ import pytest
 import structlog
 
 import magnetar.client as pulsar
-from tests.integration.broker.harness import BrokerThread
 from tests.integration.broker.test_broker_security import (
     _token,
     _topic,
     ca,  # noqa: F401 (fixture)
     secured,  # noqa: F401 (fixture)
 )
+from tests.support.brokers import BrokerThread
 from tests.support.polling import eventually
 
 CLIENT_ID, CLIENT_SECRET = "app-1", "s3cret"

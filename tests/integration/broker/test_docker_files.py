@@ -13,7 +13,7 @@ from pathlib import Path
 import yaml
 
 from magnetar.broker.__main__ import build_parser
-from tests.integration.broker.harness import BrokerThread
+from tests.support.brokers import BrokerThread
 from tests.support.official import official_client
 
 DOCKER = Path(__file__).resolve().parents[3] / "docker"

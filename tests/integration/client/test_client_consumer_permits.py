@@ -16,6 +16,7 @@ from magnetar.proto import messages
 from magnetar.proto import pulsar_api_pb2 as pb
 from magnetar.proto.frames import Frame, Payload, encode_payload_command, wrap
 from tests.support.fake_broker import FakeBroker, FakeConnection, Reply
+from tests.support.polling import eventually_async
 
 T = pb.BaseCommand
 TOPIC = "persistent://public/default/permits"
@@ -77,18 +78,11 @@ async def _subscribe(scripted: ScriptedTopic, queue_size: int) -> tuple[Client, 
     return client, consumer
 
 
-async def _until(predicate: object) -> None:
-    assert callable(predicate)
-    async with asyncio.timeout(5):
-        while not predicate():  # noqa: ASYNC110 (the fake broker runs on threads)
-            await asyncio.sleep(0.005)
-
-
 async def test_initial_flow_and_refill_at_half(scripted: ScriptedTopic) -> None:
     """SEM-2.1 / 2.3: receiver_queue_size permits first, then FLOW once half is consumed."""
     client, consumer = await _subscribe(scripted, 10)
     try:
-        await _until(lambda: scripted.flows() == [10])
+        await eventually_async("FLOW permits [10]", lambda: scripted.flows() == [10], timeout=5)
         for i in range(10):
             scripted.push_single(b"m%d" % i)
         for _ in range(4):
@@ -96,10 +90,14 @@ async def test_initial_flow_and_refill_at_half(scripted: ScriptedTopic) -> None:
         await asyncio.sleep(0.05)
         assert scripted.flows() == [10]
         await consumer.receive(2000)
-        await _until(lambda: scripted.flows() == [10, 5])
+        await eventually_async(
+            "FLOW permits [10, 5]", lambda: scripted.flows() == [10, 5], timeout=5
+        )
         for _ in range(5):
             await consumer.receive(2000)
-        await _until(lambda: scripted.flows() == [10, 5, 5])
+        await eventually_async(
+            "FLOW permits [10, 5, 5]", lambda: scripted.flows() == [10, 5, 5], timeout=5
+        )
         with pytest.raises(Timeout):
             await consumer.receive(50)
     finally:
@@ -112,7 +110,7 @@ async def test_batch_counts_its_messages_and_is_acked_when_all_are(
     """SEM-2.2 / 3.3: a batch entry costs one permit per message; acked once fully acked."""
     client, consumer = await _subscribe(scripted, 4)
     try:
-        await _until(lambda: scripted.flows() == [4])
+        await eventually_async("FLOW permits [4]", lambda: scripted.flows() == [4], timeout=5)
         singles = [
             (messages.single_metadata(b"x%d" % i, props={"i": str(i)}), b"x%d" % i)
             for i in range(3)
@@ -127,13 +125,15 @@ async def test_batch_counts_its_messages_and_is_acked_when_all_are(
         assert [m.data() for m in got] == [b"x0", b"x1", b"x2"]
         assert [m.properties() for m in got] == [{"i": "0"}, {"i": "1"}, {"i": "2"}]
         assert [m.message_id() for m in got] == [MessageId(3, 0, -1, i, 3) for i in range(3)]
-        await _until(lambda: scripted.flows() == [4, 2])
+        await eventually_async("FLOW permits [4, 2]", lambda: scripted.flows() == [4, 2], timeout=5)
         await consumer.acknowledge(got[0])
         await consumer.acknowledge(got[2])
         await asyncio.sleep(0.05)
         assert scripted.acks() == []
         await consumer.acknowledge(got[1])
-        await _until(lambda: scripted.acks() == [[(3, 0)]])
+        await eventually_async(
+            "the ack of (3, 0)", lambda: scripted.acks() == [[(3, 0)]], timeout=5
+        )
     finally:
         await client.close()
 
@@ -142,7 +142,7 @@ async def test_chunks_cost_permits_and_ack_together(scripted: ScriptedTopic) -> 
     """SEM-8.2: chunks are reassembled; acking the message acks every chunk."""
     client, consumer = await _subscribe(scripted, 2)
     try:
-        await _until(lambda: scripted.flows() == [2])
+        await eventually_async("FLOW permits [2]", lambda: scripted.flows() == [2], timeout=5)
         body = b"0123456789" * 3
         for chunk_id in range(3):
             scripted.push(
@@ -155,8 +155,10 @@ async def test_chunks_cost_permits_and_ack_together(scripted: ScriptedTopic) -> 
         msg = await consumer.receive(2000)
         assert msg.data() == body
         await consumer.acknowledge(msg)
-        await _until(
-            lambda: sorted(e for ack in scripted.acks() for e in ack) == [(3, 0), (3, 1), (3, 2)]
+        await eventually_async(
+            "the acks of every chunk",
+            lambda: sorted(e for ack in scripted.acks() for e in ack) == [(3, 0), (3, 1), (3, 2)],
+            timeout=5,
         )
         # Two non-final chunks and one message handed out: three permits freed.
         assert sum(scripted.flows()) == 2 + 3
@@ -169,7 +171,7 @@ async def test_undecodable_message_is_acked_with_a_validation_error(
 ) -> None:
     client, consumer = await _subscribe(scripted, 10)
     try:
-        await _until(lambda: scripted.flows() == [10])
+        await eventually_async("FLOW permits [10]", lambda: scripted.flows() == [10], timeout=5)
         scripted.push(
             pb.MessageMetadata(
                 producer_name="p", sequence_id=0, publish_time=1,
@@ -179,7 +181,9 @@ async def test_undecodable_message_is_acked_with_a_validation_error(
         )  # fmt: skip
         scripted.push_single(b"good")
         assert (await consumer.receive(2000)).data() == b"good"
-        await _until(lambda: scripted.acks() == [[(3, 0)]])
+        await eventually_async(
+            "the ack of (3, 0)", lambda: scripted.acks() == [[(3, 0)]], timeout=5
+        )
         ack = scripted.broker.frames_of(T.ACK)[0].command.ack
         assert ack.validation_error == pb.CommandAck.DecompressionError
     finally:
@@ -199,14 +203,16 @@ async def test_undecryptable_message_follows_crypto_failure_action(
         TOPIC, "sub", receiver_queue_size=10, crypto_failure_action=action
     )
     try:
-        await _until(lambda: scripted.flows() == [10])
+        await eventually_async("FLOW permits [10]", lambda: scripted.flows() == [10], timeout=5)
         meta = pb.MessageMetadata(producer_name="p", sequence_id=0, publish_time=1)
         meta.encryption_keys.add(key="k", value=b"secret")
         scripted.push(meta, b"ciphertext")
         scripted.push_single(b"plain")
         if action == ConsumerCryptoFailureAction.DISCARD:
             assert (await consumer.receive(2000)).data() == b"plain"
-            await _until(lambda: [(3, 0)] in scripted.acks())
+            await eventually_async(
+                "an ack of (3, 0)", lambda: [(3, 0)] in scripted.acks(), timeout=5
+            )
         else:
             assert (await consumer.receive(2000)).data() == b"ciphertext"
             assert (await consumer.receive(2000)).data() == b"plain"

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import json
 import signal
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tests.integration.broker.harness import BrokerProcess, http_call
+from tests.support.brokers import BrokerProcess
+from tests.support.http_calls import http_call
 
+# How long a cluster takes to settle (leases, load reports, moves).
 TIMEOUT = 20.0
 
 
@@ -52,14 +52,6 @@ class ClusterBroker(BrokerProcess):
     def signal(self, sig: signal.Signals) -> None:
         assert self.proc is not None
         self.proc.send_signal(sig)
-
-
-def wait_until(check: Callable[[], bool], timeout: float = TIMEOUT, what: str = "") -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out waiting for {what or check}")
-        time.sleep(0.05)
 
 
 def log_lines(path: Path, event: str) -> list[dict[str, Any]]:

@@ -13,10 +13,11 @@ from typing import Any
 import pulsar
 import pytest
 
-from tests.integration.cluster.cluster_support import wait_until
+from tests.integration.cluster.cluster_support import TIMEOUT
 from tests.integration.cluster.conftest import BrokerMaker
 from tests.integration.cluster.test_cluster_moves import keep_everything
 from tests.support.official import official_client
+from tests.support.polling import eventually
 
 pytestmark = [pytest.mark.slow, pytest.mark.official]
 
@@ -58,14 +59,14 @@ def test_a_paused_owner_never_confirms_past_the_fence(cluster_broker: BrokerMake
             # Queued in the paused broker's socket: written after it resumes.
             for n in range(10, 30):
                 old.send_async(f"old-{n}".encode(), record(f"old-{n}"))
-            wait_until(lambda: first.broker_id not in second.brokers(), what="lease expiry")
+            eventually("lease expiry", lambda: first.broker_id not in second.brokers(), TIMEOUT)
             new = new_side.create_producer(topic, batching_enabled=False)
             for n in range(10):
                 new.send_async(f"new-{n}".encode(), record(f"new-{n}"))
             new.flush()
         finally:
             first.signal(signal.SIGCONT)
-        wait_until(lambda: len(receipts) == 40, timeout=60, what="every send confirmed")
+        eventually("every send confirmed", lambda: len(receipts) == 40, timeout=60)
         old.close()
         new.close()
         reader = new_side.create_reader(topic, pulsar.MessageId.earliest)

@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 
 from magnetar.proto import pulsar_api_pb2 as pb
-from tests.integration.broker.harness import RawClient
 from tests.integration.cluster.cluster_support import ClusterBroker
 from tests.support.etcd import (
     EtcdServer,
     etcd,  # noqa: F401  (a fixture: a real etcd server)
 )
+from tests.support.raw_client import RawClient
 
 pytestmark = [pytest.mark.slow]
 

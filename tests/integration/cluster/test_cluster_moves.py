@@ -11,10 +11,11 @@ from typing import Any
 import pulsar
 import pytest
 
-from tests.integration.broker.harness import http_call
-from tests.integration.cluster.cluster_support import ClusterBroker, wait_until
+from tests.integration.cluster.cluster_support import TIMEOUT, ClusterBroker
 from tests.integration.cluster.conftest import BrokerMaker
+from tests.support.http_calls import http_call
 from tests.support.official import official_client
+from tests.support.polling import eventually
 
 pytestmark = [pytest.mark.slow, pytest.mark.official]
 
@@ -95,7 +96,7 @@ def test_unload_moves_a_topic_with_a_consumer_attached(cluster_broker: BrokerMak
             producer.send(payload.encode())
         # The client groups acks: wait until the owner has them all, so
         # that what follows is about the move, not about acks in flight.
-        wait_until(lambda: backlog(before, topic, "sub") == 0, what="acks reached the owner")
+        eventually("acks reached the owner", lambda: backlog(before, topic, "sub") == 0, TIMEOUT)
         _, bundle = http_call(
             "GET", f"{before.http_url}/admin/v2/{topic.replace('://', '/')}/bundle"
         )
@@ -104,9 +105,9 @@ def test_unload_moves_a_topic_with_a_consumer_attached(cluster_broker: BrokerMak
         assert status == 204, body
         for payload in sent[100:]:
             producer.send(payload.encode())
-        wait_until(lambda: len(collector.received) >= len(sent), what="every message consumed")
+        eventually("every message consumed", lambda: len(collector.received) >= len(sent), TIMEOUT)
         after = owner_of(brokers, topic)
-        wait_until(lambda: backlog(after, topic, "sub") == 0, what="every ack stored")
+        eventually("every ack stored", lambda: backlog(after, topic, "sub") == 0, TIMEOUT)
         collector.stop()
         producer.close()
         consumer.close()
@@ -158,10 +159,10 @@ def test_a_lost_broker_topics_come_back_on_the_others(
         for producer in producers.values():
             producer.flush()
         survivors = [b for b in brokers if b is not victim]
-        wait_until(
+        eventually(
+            "consumers caught up",
             lambda: all(len(collectors[t].received) >= len(acked[t]) for t in topics),
             timeout=30,
-            what="consumers caught up",
         )
         for collector in collectors.values():
             collector.stop()

@@ -9,10 +9,11 @@ import urllib.request
 
 import pytest
 
-from tests.integration.broker.harness import http_call
-from tests.integration.cluster.cluster_support import ClusterBroker, wait_until
+from tests.integration.cluster.cluster_support import TIMEOUT, ClusterBroker
 from tests.integration.cluster.conftest import BrokerMaker
+from tests.support.http_calls import http_call
 from tests.support.official import official_client
+from tests.support.polling import eventually
 
 pytestmark = [pytest.mark.slow, pytest.mark.official]
 
@@ -43,7 +44,11 @@ def test_twenty_topics_spread_over_three_brokers(cluster_broker: BrokerMaker) ->
     assert sorted(t for topics in owned.values() for t in topics) == sorted(TOPICS)
     # Each broker's registered load report counts its topics (reported every second).
     for broker in brokers:
-        wait_until(functools.partial(reports_topics, broker, len(owned[broker.broker_id])))
+        eventually(
+            f"{broker.broker_id} reports its topics",
+            functools.partial(reports_topics, broker, len(owned[broker.broker_id])),
+            TIMEOUT,
+        )
     samples = [scrape(b.http_url) for b in brokers]
     assert all(m["magnetar_cluster_owned_bundles"] >= 1 for m in samples), samples
     assert all(m["magnetar_cluster_session_valid"] == 1 for m in samples), samples
@@ -118,7 +123,7 @@ def test_a_policy_set_through_one_broker_applies_where_the_topic_is_loaded(
             producer.send(b"x", sequence_id=n)
             return int(http_call("GET", stats_url)[1]["numberOfEntries"]) == before + 1
 
-        wait_until(repeat_is_dropped, what="deduplication applied on the owner")
+        eventually("deduplication applied on the owner", repeat_is_dropped, TIMEOUT)
         producer.close()
 
 

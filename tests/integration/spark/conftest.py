@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from tests.integration.broker.conftest import broker_factory
-from tests.integration.broker.harness import BrokerFactory, BrokerThread
+from tests.support.broker_fixtures import broker_factory
+from tests.support.brokers import BrokerFactory, BrokerThread
 
 pyspark = pytest.importorskip("pyspark", reason="pip install magnetar[spark]")
 if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):

@@ -14,24 +14,16 @@ from typing import Any
 import pulsar
 import pytest
 
-from tests.integration.broker.harness import BrokerThread, http_call
-from tests.support.official import official_client
+from tests.support.brokers import BrokerThread
+from tests.support.spark_topics import create_partitioned, produce
 
 PARTITIONS = 3
 
 
 def _partitioned(broker: BrokerThread) -> str:
     topic = f"persistent://public/default/sread-{uuid.uuid4().hex[:8]}"
-    url = f"{broker.http_url}/admin/v2/{topic.replace('://', '/')}/partitions"
-    assert http_call("PUT", url, PARTITIONS)[0] == 204
+    create_partitioned(broker, topic, PARTITIONS)
     return topic
-
-
-def _produce(broker: BrokerThread, topic: str, values: list[str]) -> None:
-    with official_client(broker.url) as client:
-        producer = client.create_producer(topic, batching_enabled=False)
-        for value in values:
-            producer.send(value.encode(), partition_key=value, properties={"v": value})
 
 
 def _reader(spark: Any, broker: BrokerThread, topic: str, **options: str) -> Any:
@@ -44,7 +36,7 @@ def _reader(spark: Any, broker: BrokerThread, topic: str, **options: str) -> Any
 def test_batch_read_earliest_latest_and_json(spark: Any, broker: BrokerThread) -> None:
     topic = _partitioned(broker)
     values = [f"v{i}" for i in range(60)]
-    _produce(broker, topic, values)
+    produce(broker, topic, values, with_property=True)
     rows = _reader(spark, broker, topic).collect()
     assert sorted(r.value.decode() for r in rows) == sorted(values)
     row = next(r for r in rows if r.value == b"v7")
@@ -90,14 +82,14 @@ def test_streaming_available_now_limits_batches_and_restarts_once(
     spark: Any, broker: BrokerThread, tmp_path: Path
 ) -> None:
     topic = _partitioned(broker)
-    _produce(broker, topic, [f"a{i}" for i in range(50)])
+    produce(broker, topic, [f"a{i}" for i in range(50)], with_property=True)
     seen: list[list[bytes]] = []
     checkpoint = tmp_path / "checkpoint"
     query = _stream(spark, broker, topic, checkpoint, seen, {"availableNow": True}, 12)
     query.awaitTermination(180)
     assert query.exception() is None
     assert all(len(batch) <= 12 for batch in seen) and len(seen) >= 5
-    _produce(broker, topic, [f"b{i}" for i in range(20)])
+    produce(broker, topic, [f"b{i}" for i in range(20)], with_property=True)
     query = _stream(spark, broker, topic, checkpoint, seen, {"availableNow": True}, 12)
     query.awaitTermination(180)
     values = [v.decode() for batch in seen for v in batch]
@@ -113,7 +105,7 @@ def test_streaming_processing_time_trigger(
         spark, broker, topic, tmp_path / "cp", seen, {"processingTime": "500 milliseconds"}, 10
     )
     try:
-        _produce(broker, topic, [f"p{i}" for i in range(25)])
+        produce(broker, topic, [f"p{i}" for i in range(25)], with_property=True)
         deadline = time.monotonic() + 120
         while sum(len(b) for b in seen) < 25:
             assert time.monotonic() < deadline, f"only {sum(len(b) for b in seen)} of 25"

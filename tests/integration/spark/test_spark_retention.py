@@ -7,12 +7,10 @@ make several ledgers, and deletes consumed ones at once (retention 0)."""
 from __future__ import annotations
 
 import contextlib
-import time
 import uuid
 from pathlib import Path
 from typing import Any
 
-import pulsar
 import pytest
 import structlog
 from pyspark.errors import StreamingQueryException
@@ -21,8 +19,11 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable
 from magnetar.spark_connector.data_loss import DataLossError
 from magnetar.spark_connector.read_options import ReadOptions
 from magnetar.spark_connector.reading import StreamReader
-from tests.integration.broker.harness import BrokerFactory, BrokerThread, http_call
-from tests.support.official import official_client
+from tests.support.brokers import BrokerFactory, BrokerThread
+from tests.support.draining import stored_messages
+from tests.support.http_calls import http_call
+from tests.support.polling import eventually
+from tests.support.spark_topics import create_partitioned, produce
 
 SEGMENT = 1024  # bytes: about six 100-byte messages per ledger
 # Trimming runs after a rollover, when a cursor's mark-delete enters another
@@ -57,26 +58,15 @@ def _ledgers(broker: BrokerThread, topic: str) -> list[int]:
 
 
 def _produce(broker: BrokerThread, topic: str, values: list[str]) -> list[Any]:
-    with official_client(broker.url) as client:
-        producer = client.create_producer(topic, batching_enabled=False)
-        return [producer.send(v.encode().ljust(100, b".")) for v in values]
+    """100-byte messages (see SEGMENT), unkeyed."""
+    return produce(broker, topic, values, keyed=False, pad_to=100)
 
 
 def _wait_trimmed(broker: BrokerThread, topic: str, ledger: int) -> None:
     """Trimming runs in the background (see SWEEP_S)."""
-    deadline = time.monotonic() + 30
-    while ledger in _ledgers(broker, topic):
-        assert time.monotonic() < deadline, f"ledger {ledger} of {topic} was never trimmed"
-        time.sleep(0.05)
-
-
-def _stored(broker: BrokerThread, topic: str) -> list[str]:
-    with official_client(broker.url) as client:
-        reader = client.create_reader(topic, pulsar.MessageId.earliest)
-        values = []
-        while reader.has_message_available():
-            values.append(reader.read_next(10_000).data().rstrip(b".").decode())
-        return values
+    eventually(
+        f"the trim of ledger {ledger} of {topic}", lambda: ledger not in _ledgers(broker, topic), 30
+    )
 
 
 def _position(msg_id: Any) -> list[int]:
@@ -174,7 +164,7 @@ def test_streaming_query_after_retention_deleted_its_next_messages(
     later = _produce(broker, topic, [f"b{i}" for i in range(60)])
     for ledger in sorted({m.ledger_id() for m in first + later[:-1]} - {later[-1].ledger_id()}):
         _wait_trimmed(broker, topic, ledger)
-    stored = _stored(broker, topic)
+    stored = [m.data().rstrip(b".").decode() for m in stored_messages(broker.url, topic)]
     assert stored[0] != "b0" and stored[-1] == "b59"  # b0... were deleted unread
     query = _run_stream(spark, broker, topic, checkpoint, seen)
     assert query.exception() is not None
@@ -193,8 +183,7 @@ def test_subscription_acknowledges_committed_batches(
     micro-batch is acknowledged there, so the subscription's backlog is what
     the query has not read yet."""
     topic = f"persistent://public/default/subs-{uuid.uuid4().hex[:8]}"
-    url = f"{broker.http_url}/admin/v2/{topic.replace('://', '/')}/partitions"
-    assert http_call("PUT", url, 2)[0] == 204
+    create_partitioned(broker, topic, 2)
     _produce(broker, topic, [f"c{i}" for i in range(30)])
     seen: list[str] = []
     checkpoint = tmp_path / "checkpoint"

@@ -14,7 +14,7 @@ import jwt
 import pytest
 
 from magnetar.spark_connector.options import OptionError, client_options
-from tests.integration.broker.harness import BrokerFactory, BrokerThread
+from tests.support.brokers import BrokerFactory, BrokerThread
 from tests.support.certs import CertAuthority
 
 SECRET = b"spark-connector-test-secret-0123456789"

@@ -11,23 +11,11 @@ from typing import Any
 
 import pytest
 
-from tests.integration.broker.harness import BrokerThread, http_call
-from tests.support.official import official_client
+from tests.support.brokers import BrokerThread
+from tests.support.spark_topics import create_partitioned, produce
 
 # Several Spark jobs per test: room beyond the default 120 s on a loaded machine.
 pytestmark = pytest.mark.timeout(300)
-
-
-def _produce(broker: BrokerThread, topic: str, values: list[str]) -> None:
-    with official_client(broker.url) as client:
-        producer = client.create_producer(topic, batching_enabled=False)
-        for value in values:
-            producer.send(value.encode(), partition_key=value)
-
-
-def _partitioned(broker: BrokerThread, topic: str, partitions: int) -> None:
-    url = f"{broker.http_url}/admin/v2/{topic.replace('://', '/')}/partitions"
-    assert http_call("PUT", url, partitions)[0] == 204
 
 
 def _read(spark: Any, broker: BrokerThread, **options: str) -> list[str]:
@@ -46,10 +34,10 @@ def test_topics_pattern_reads_matching_topics_and_a_stream_finds_new_ones(
     runs is read from its first message."""
     tag = uuid.uuid4().hex[:6]
     base = f"persistent://public/default/pat-{tag}"
-    _partitioned(broker, f"{base}-a1", 2)
-    _produce(broker, f"{base}-a1", [f"a1-{i}" for i in range(4)])
-    _produce(broker, f"{base}-a2", [f"a2-{i}" for i in range(3)])
-    _produce(broker, f"{base}-b", [f"b-{i}" for i in range(5)])
+    create_partitioned(broker, f"{base}-a1", 2)
+    produce(broker, f"{base}-a1", [f"a1-{i}" for i in range(4)])
+    produce(broker, f"{base}-a2", [f"a2-{i}" for i in range(3)])
+    produce(broker, f"{base}-b", [f"b-{i}" for i in range(5)])
     first = sorted([f"a1-{i}" for i in range(4)] + [f"a2-{i}" for i in range(3)])
     assert _read(spark, broker, topics_pattern=f"pat-{tag}-a.*") == first  # public/default
 
@@ -74,8 +62,8 @@ def test_topics_pattern_reads_matching_topics_and_a_stream_finds_new_ones(
 
     run()
     assert sorted(seen) == first
-    _produce(broker, f"{base}-a3", ["a3-0", "a3-1"])
-    _produce(broker, f"{base}-b", ["b-late"])
+    produce(broker, f"{base}-a3", ["a3-0", "a3-1"])
+    produce(broker, f"{base}-b", ["b-late"])
     run()
     assert sorted(seen) == sorted([*first, "a3-0", "a3-1"])
 
@@ -91,14 +79,14 @@ def test_starting_time_reads_what_was_published_from_then_on(
     after the time: partition 0 has only older messages (nothing to read),
     partition 1 both, partition 2 only newer ones (from its first entry)."""
     topic = f"persistent://public/default/since-{uuid.uuid4().hex[:8]}"
-    _partitioned(broker, topic, 3)
-    _produce(broker, f"{topic}-partition-0", ["old-0a", "old-0b"])
-    _produce(broker, f"{topic}-partition-1", ["old-1a", "old-1b", "old-1c"])
+    create_partitioned(broker, topic, 3)
+    produce(broker, f"{topic}-partition-0", ["old-0a", "old-0b"])
+    produce(broker, f"{topic}-partition-1", ["old-1a", "old-1b", "old-1c"])
     since = _now_ms() + 1
     while _now_ms() <= since:  # every later message is published after `since`
         time.sleep(0.001)
-    _produce(broker, f"{topic}-partition-1", ["new-1a", "new-1b"])
-    _produce(broker, f"{topic}-partition-2", ["new-2a"])
+    produce(broker, f"{topic}-partition-1", ["new-1a", "new-1b"])
+    produce(broker, f"{topic}-partition-2", ["new-2a"])
     rows = _read(spark, broker, topic=topic, starting_time=str(since))
     assert rows == ["new-1a", "new-1b", "new-2a"]
     passed = {"reader.receiver_queue_size": "2"}  # executors' readers, a keyword of ours

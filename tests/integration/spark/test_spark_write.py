@@ -10,26 +10,16 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import pulsar
 import pytest
 
 from magnetar.spark_connector.options import OptionError, WriteOptions
 from magnetar.spark_connector.writer import write_rows
-from tests.integration.broker.harness import BrokerThread
-from tests.support.official import official_client
+from tests.support.brokers import BrokerThread
+from tests.support.draining import stored_messages
 
 
 def _topic() -> str:
     return f"persistent://public/default/spark-{uuid.uuid4().hex[:8]}"
-
-
-def _stored(url: str, topic: str) -> list[Any]:
-    with official_client(url) as client:
-        reader = client.create_reader(topic, pulsar.MessageId.earliest)
-        found = []
-        while reader.has_message_available():
-            found.append(reader.read_next(timeout_millis=10000))
-        return found
 
 
 def test_batch_write_round_trip_and_a_rerun_stores_nothing_twice(
@@ -48,7 +38,7 @@ def test_batch_write_round_trip_and_a_rerun_stores_nothing_twice(
     )
     writer.save()
     writer.save()  # the same job again: every row is a duplicate
-    stored = _stored(broker.url, topic)
+    stored = stored_messages(broker.url, topic)
     assert sorted(m.data().decode() for m in stored) == sorted(v for v, _, _ in rows)
     by_value = {m.data().decode(): m for m in stored}
     assert by_value["v10"].partition_key() == "k3"
@@ -64,7 +54,7 @@ def test_a_task_that_died_half_way_and_its_retry(broker: BrokerThread) -> None:
     rows = [{"value": b"%d" % i} for i in range(1000)]
     assert write_rows(options, iter(rows[:300]), "query-x-0", 7) == 300
     assert write_rows(options, iter(rows), "query-x-0", 7) == 1000
-    assert [int(m.data()) for m in _stored(broker.url, topic)] == list(range(1000))
+    assert [int(m.data()) for m in stored_messages(broker.url, topic)] == list(range(1000))
 
 
 def test_streaming_write_from_files_restarts_from_its_checkpoint(
@@ -92,7 +82,7 @@ def test_streaming_write_from_files_restarts_from_its_checkpoint(
     run()
     (source / "b.json").write_text("\n".join(json.dumps({"value": f"b{i}"}) for i in range(30)))
     run()  # the same query id from the checkpoint: only the new file is written
-    values = [m.data().decode() for m in _stored(broker.url, topic)]
+    values = [m.data().decode() for m in stored_messages(broker.url, topic)]
     assert sorted(values) == sorted([f"a{i}" for i in range(50)] + [f"b{i}" for i in range(30)])
 
 
@@ -167,7 +157,7 @@ def test_streaming_write_survives_a_failed_task_and_a_killed_query(
     query = start(stream)  # restarted from the checkpoint
     query.awaitTermination(180)
     assert query.exception() is None
-    values = [m.data().decode() for m in _stored(broker.url, topic)]
+    values = [m.data().decode() for m in stored_messages(broker.url, topic)]
     expected = [f"r{i}" for i in range(300)] + [f"s{i}" for i in range(3000)]
     assert len(values) == len(expected)
     assert sorted(values) == sorted(expected)

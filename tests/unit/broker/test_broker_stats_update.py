@@ -5,7 +5,7 @@ injected clock says has passed; nothing waits for real time."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -21,6 +21,7 @@ from magnetar.broker.topics.persistent import PersistentTopic
 from magnetar.proto import pulsar_api_pb2 as pb
 from magnetar.proto.frames import Payload
 from magnetar.proto.naming import TopicName
+from tests.support.polling import eventually_async
 from tests.unit.broker.recording import RecordingConnection
 
 
@@ -119,14 +120,6 @@ async def persistent(tmp_path: Path) -> AsyncIterator[PersistentTopic]:
         await factory.close()
 
 
-async def _until(check: Callable[[], bool], what: str) -> None:
-    for _ in range(500):
-        if check():
-            return
-        await asyncio.sleep(0.005)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 async def test_redelivered_messages_make_the_redeliver_rate(persistent: PersistentTopic) -> None:
     """SEM-3.7: entries handed back are dispatched again; they count in
     msgRateRedeliver and in msgRateOut a second time."""
@@ -137,9 +130,9 @@ async def test_redelivered_messages_make_the_redeliver_rate(persistent: Persiste
     for _ in range(4):
         await persistent.append(_entry(), 1)
     sub.consumer_flow(consumer, 100)
-    await _until(lambda: len(cnx.messages()) == 4, "first delivery")
+    await eventually_async("first delivery", lambda: len(cnx.messages()) == 4, timeout=5)
     sub.redeliver(consumer, None)
-    await _until(lambda: len(cnx.messages()) == 8, "redelivery")
+    await eventually_async("redelivery", lambda: len(cnx.messages()) == 8, timeout=5)
     clock.now += 2.0
     updater.update()
     assert sub.redelivered.msg_rate == 2.0  # 4 messages again over 2 s

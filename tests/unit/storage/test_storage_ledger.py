@@ -28,6 +28,7 @@ from magnetar.broker.storage.segment import (
     SYNCFS_MIN_FILES,
     syncfs_available,
 )
+from tests.support.polling import eventually_async
 
 NAME = "public/default/persistent/t"
 
@@ -383,14 +384,6 @@ async def test_groups_are_bounded_and_files_stay_under_the_segment_size(
     assert len(await ml.read_entries(positions[0], 1000, 1 << 30)) == 100
 
 
-async def _until(condition: Any) -> None:
-    for _ in range(1000):
-        if condition():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError("condition not reached")
-
-
 async def test_zeros_are_written_ahead_of_the_journal_while_it_is_idle(tmp_path: Path) -> None:
     """Under fsync the journal preallocates between rounds, when nothing waits:
     zeros are there before an append needs them, a little before the first
@@ -400,9 +393,13 @@ async def test_zeros_are_written_ahead_of_the_journal_while_it_is_idle(tmp_path:
     try:
         ml = await f.open_impl(NAME)
         path = f.journal.current_path
-        await _until(lambda: _file_size(path) == FIRST_PREALLOCATION_STEP)
+        await eventually_async(
+            "the first preallocation", lambda: _file_size(path) == FIRST_PREALLOCATION_STEP
+        )
         first = await ml.add_entry(b"first")
-        await _until(lambda: _file_size(path) >= IDLE_PREALLOCATION_STEP)
+        await eventually_async(
+            "an idle preallocation", lambda: _file_size(path) >= IDLE_PREALLOCATION_STEP
+        )
         big = b"x" * (PREALLOCATION_STEP + IDLE_PREALLOCATION_STEP)
         second = await ml.add_entry(big)  # runs past the zeros: a step after it
         assert _file_size(path) >= len(big) + PREALLOCATION_STEP
