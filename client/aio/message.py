@@ -174,7 +174,7 @@ class Message:
     SingleMessageMetadata, a whole entry from the entry's metadata).
     """
 
-    __slots__ = ("_data", "_entry", "_id", "_index", "_single")
+    __slots__ = ("_data", "_id", "_single", "batch_index", "entry")
 
     def __init__(
         self,
@@ -185,9 +185,10 @@ class Message:
     ) -> None:
         # Kept to plain stores: one of these is built per received message.
         self._data = data
-        self._entry = entry
-        # Batch index, -1 for a message that is a whole entry.
-        self._index = index
+        # The received entry this message is (part of), and its index in the
+        # entry's batch (-1 for a whole entry): read by the ack paths.
+        self.entry = entry
+        self.batch_index = index
         # A batch message's SingleMessageMetadata, or where in the entry's body
         # it starts (parsed on first use); None for a whole entry.
         self._single = single
@@ -198,7 +199,7 @@ class Message:
         """`msg` as an instance of this class (a subclass's view of a message)."""
         if msg.__class__ is cls:
             return msg
-        out = cls(msg._data, msg._entry, msg._index, msg._single)
+        out = cls(msg._data, msg.entry, msg.batch_index, msg._single)
         out._id = msg._id
         return out
 
@@ -206,26 +207,16 @@ class Message:
     def _meta(self) -> pb.MessageMetadata | pb.SingleMessageMetadata:
         single = self._single
         if single is None:
-            return self._entry.metadata
+            return self.entry.metadata
         if isinstance(single, int):
-            single = self._single = self._entry.single_at(single)
+            single = self._single = self.entry.single_at(single)
         return single
 
     @property
     def ack_ids(self) -> tuple[MessageId, ...]:
         """The ids to acknowledge for this message: its chunks', or its own."""
-        chunks = self._entry.chunk_ids
+        chunks = self.entry.chunk_ids
         return chunks if chunks is not None else (self.proto_message_id(),)
-
-    @property
-    def entry(self) -> Entry:
-        """The received entry this message is (part of)."""
-        return self._entry
-
-    @property
-    def batch_index(self) -> int:
-        """Its index in its batch; -1 for a message that is a whole entry."""
-        return self._index
 
     def data(self) -> bytes:
         return self._data
@@ -246,7 +237,7 @@ class Message:
         return ordering_key(self._meta)
 
     def publish_timestamp(self) -> int:
-        return self._entry.metadata.publish_time
+        return self.entry.metadata.publish_time
 
     def event_timestamp(self) -> int:
         return self._meta.event_time
@@ -260,34 +251,38 @@ class Message:
         from message_id()."""
         msg_id = self._id
         if msg_id is None:
-            entry = self._entry
-            if self._index < 0:
+            entry = self.entry
+            if self.batch_index < 0:
                 msg_id = MessageId(entry.ledger_id, entry.entry_id, entry.partition)
             else:
                 msg_id = MessageId(
-                    entry.ledger_id, entry.entry_id, entry.partition, self._index, entry.batch_size
+                    entry.ledger_id,
+                    entry.entry_id,
+                    entry.partition,
+                    self.batch_index,
+                    entry.batch_size,
                 )
             self._id = msg_id
         return msg_id
 
     def topic_name(self) -> str:
-        return self._entry.topic
+        return self.entry.topic
 
     def redelivery_count(self) -> int:
-        return self._entry.redelivery_count
+        return self.entry.redelivery_count
 
     def schema_version(self) -> bytes:
-        return self._entry.metadata.schema_version
+        return self.entry.metadata.schema_version
 
     def producer_name(self) -> str:
-        return self._entry.metadata.producer_name
+        return self.entry.metadata.producer_name
 
     def has_null_value(self) -> bool:
         return self._meta.null_value
 
     def encryption_context(self) -> EncryptionContext | None:
         """How the message was encrypted end to end; None if it was not."""
-        entry = self._entry
+        entry = self.entry
         if not entry.metadata.encryption_keys:
             return None
         return EncryptionContext(entry.metadata, entry.decryption_failed)
