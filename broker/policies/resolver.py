@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from magnetar.broker.features.keywindow import POLICY_KEY as KEY_WINDOW_POLICY
 from magnetar.broker.features.keywindow import KeyWindowPolicy
@@ -40,6 +40,9 @@ SCHEMA_STRATEGY_TOPIC = "schemaCompatibilityStrategy"
 # Namespace-only here (Magnetar has no topic-level retention, TTL or quota).
 RETENTION_POLICY = "retention_policies"
 TTL_POLICY = "message_ttl_in_seconds"
+
+
+T = TypeVar("T")
 
 
 def retention_of(policies: Mapping[str, Any]) -> tuple[float, int] | None:
@@ -99,13 +102,20 @@ class TopicPolicies:
     def _namespace(self) -> Mapping[str, Any]:
         return {} if self.namespace is None else self.namespace
 
+    def _first_of(self, kind: type[T], topic_key: str, namespace_key: str, default: T) -> T:
+        """The topic's value, else the namespace's, else `default`; a stored
+        value of another type counts as unset."""
+        for level, key in ((self.topic, topic_key), (self._namespace, namespace_key)):
+            value = level.get(key)
+            if isinstance(value, kind):
+                return value
+        return default
+
     @property
     def deduplication_enabled(self) -> bool:
-        own = self.topic.get(DEDUPLICATION_POLICY)
-        if isinstance(own, bool):
-            return own
-        ns = self._namespace.get(DEDUPLICATION_POLICY)
-        return ns if isinstance(ns, bool) else self.defaults.deduplication_enabled
+        return self._first_of(
+            bool, DEDUPLICATION_POLICY, DEDUPLICATION_POLICY, self.defaults.deduplication_enabled
+        )
 
     @property
     def key_window(self) -> KeyWindowPolicy | None:
@@ -125,11 +135,12 @@ class TopicPolicies:
     @property
     def compaction_threshold(self) -> int:
         """Bytes published before compaction starts by itself."""
-        own = self.topic.get(COMPACTION_THRESHOLD_TOPIC)
-        if isinstance(own, int):
-            return own
-        ns = self._namespace.get(COMPACTION_THRESHOLD_NAMESPACE)
-        return ns if isinstance(ns, int) else self.defaults.compaction_threshold
+        return self._first_of(
+            int,
+            COMPACTION_THRESHOLD_TOPIC,
+            COMPACTION_THRESHOLD_NAMESPACE,
+            self.defaults.compaction_threshold,
+        )
 
     @property
     def namespace_retention(self) -> tuple[float, int] | None:
