@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 # setuptools' editable import hook).
 TYPECHECK := build/typecheck
 
-.PHONY: run cluster test lint proto proto-check bench clean venv conformance fuzz chaos
+.PHONY: run cluster test lint proto proto-check bench clean venv conformance conformance-cpp fuzz chaos
 
 venv: $(STAMP)
 
@@ -61,6 +61,23 @@ conformance: $(STAMP)
 	@test -n "$(SUITE)" || { echo "usage: make conformance SUITE=<apache/pulsar-client-python tests folder> [CLIENT=magnetar] [CONFORMANCE_ARGS=...]"; exit 2; }
 	$(BIN)/pip install --quiet requests fastavro
 	$(BIN)/python -m tests.conformance.run $(SUITE) --client $(or $(CLIENT),official) $(CONFORMANCE_ARGS)
+
+# The official C++ client's suite (apache/pulsar-client-cpp checkout) against
+# two brokers; not part of `make test`. Installs the Debian packages its build
+# needs (apt-get, as root or through sudo), builds once in CPP_BUILD.
+CPP_PACKAGES := cmake g++ make libssl-dev libcurl4-openssl-dev libprotobuf-dev protobuf-compiler \
+	libboost-dev libgtest-dev libgmock-dev libzstd-dev libsnappy-dev zlib1g-dev
+CPP_BUILD ?= $(HOME)/.cache/magnetar/cpp-build
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+conformance-cpp: $(STAMP)
+	@test -n "$(SUITE)" || { echo "usage: make conformance-cpp SUITE=<apache/pulsar-client-cpp checkout> [CONFORMANCE_ARGS=...]"; exit 2; }
+	@missing=$$(for p in $(CPP_PACKAGES); do dpkg -s $$p > /dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		echo "installing with apt-get:" $$missing; \
+		$(SUDO) apt-get update -y && \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $$missing; \
+	fi
+	$(BIN)/python -m tests.conformance.cpp $(SUITE) --build-dir $(CPP_BUILD) $(CONFORMANCE_ARGS)
 
 # Coverage-guided fuzzing of the codec and the command handlers (atheris);
 # not part of `make test`. The corpus grows in build/fuzz-corpus.

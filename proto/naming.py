@@ -73,7 +73,13 @@ class TopicName:
                 raise InvalidTopicName(
                     f"{label} name of {len(value)} characters: at most {MAX_NAME_PART} are allowed"
                 )
-            if not _NAME_PART.match(value) or value in (".", ".."):
+            if label == "topic":
+                # Pulsar checks only the tenant and namespace by pattern; a
+                # local name may hold any printable character but "/"
+                # (storage and metadata paths percent-encode it).
+                if any(ord(c) < 0x20 or ord(c) == 0x7F for c in value) or value in (".", ".."):
+                    raise InvalidTopicName(f"{name!r}: topic {value!r} is not allowed")
+            elif not _NAME_PART.match(value) or value in (".", ".."):
                 raise InvalidTopicName(f"{name!r}: {label} {value!r} has characters not allowed")
         return cls(domain, tenant, namespace, local)
 

@@ -14,8 +14,6 @@ import asyncio
 import contextlib
 import dataclasses
 import itertools
-import os
-import time
 from collections.abc import Callable
 
 import structlog
@@ -125,8 +123,9 @@ class BrokerService:
         self._listeners = config.listeners()
         self.service_url = ""
         self.service_url_tls = ""
-        # Broker-assigned producer names: unique per process start and counter.
-        self._name_prefix = f"standalone-{os.getpid() % 1000}-{int(time.time()) % 100000}"
+        # Broker-assigned producer names, Pulsar's shape: cluster, a number
+        # no earlier start had (set in start()), a counter.
+        self._name_prefix = config.cluster_name
         self._name_counter = itertools.count()
         self.is_closed = False
         # Set in cluster mode: bundle ownership decides LOOKUP and loading.
@@ -167,6 +166,7 @@ class BrokerService:
         await self.resources.ensure_defaults(
             f"pulsar://{host}:{config.port}", f"http://{host}:{config.http_port}"
         )
+        self._name_prefix = f"{config.cluster_name}-{await self.resources.next_instance_id()}"
         self.expiry.start()
         self.stats_updater.start()
 

@@ -28,6 +28,8 @@ PARTITIONED_TOPICS = "/admin/partitioned-topics"
 TOPIC_POLICIES = "/admin/topic-policies"
 # Magnetar's own: where each terminated topic (or partition) stopped.
 TERMINATED = "/magnetar/terminated"
+# Magnetar's own: how many times a broker of this store has started.
+INSTANCE_COUNTER = "/magnetar/broker-starts"
 
 Json = dict[str, Any]
 
@@ -130,6 +132,22 @@ class PulsarResources:
             await self.store.put(path, json.dumps(value).encode(), expected_version=-1)
         except BadVersion as exc:
             raise ResourceExists(f"{what} already exists") from exc
+
+    async def next_instance_id(self) -> int:
+        """A number no earlier start of a broker on this metadata store got
+        (Pulsar's distributed id for producer names): 0 on the first start."""
+        while True:
+            got = await self.store.get(INSTANCE_COUNTER)
+            current = -1 if got is None else int(got.value)
+            try:
+                await self.store.put(
+                    INSTANCE_COUNTER,
+                    str(current + 1).encode(),
+                    expected_version=-1 if got is None else got.stat.version,
+                )
+            except BadVersion:
+                continue  # another broker of the cluster started at the same time
+            return current + 1
 
     # -------------------------------------------------------------- clusters
 

@@ -21,16 +21,15 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
+
+from tests.conformance import service
 
 FILES = (
     "pulsar_test.py",
@@ -52,9 +51,8 @@ NEVER_RUN = {
     "test_auto_cluster_failover_client": "dials 192.0.2.1; only loopback traffic is allowed here",
     "test_service_info_provider_client": "dials 192.0.2.1; only loopback traffic is allowed here",
 }
-BINARY_PORT, HTTP_PORT, TLS_PORT, HTTPS_PORT = 6650, 8080, 6651, 8443
 CONFIG = Path(__file__).with_name("standalone-ssl.toml")
-ADMIN = f"http://localhost:{HTTP_PORT}/admin/v2"
+PORTS = service.Ports()
 
 
 @dataclass
@@ -65,41 +63,6 @@ class Result:
     detail: str = ""
 
 
-# ------------------------------------------------------------------ set-up
-
-
-def _call(method: str, path: str, body: object, token: str) -> int | str:
-    request = urllib.request.Request(
-        f"{ADMIN}/{path}", data=json.dumps(body).encode(), method=method
-    )
-    request.add_header("Content-Type", "application/json")
-    request.add_header("Authorization", f"Bearer {token}")
-    try:
-        with urllib.request.urlopen(request, timeout=10) as response:
-            return int(response.status)
-    except urllib.error.HTTPError as exc:
-        return int(exc.code)
-    except OSError as exc:
-        return f"failed: {exc}"
-
-
-def _put(path: str, body: dict[str, object], token: str) -> str:
-    """PUT as the suite's script does; where the broker made it already at
-    start (tenant public, namespace public/default), update it instead, so
-    the result is what the script means."""
-    status = _call("PUT", path, body, token)
-    if status == 409 and path.startswith("tenants/"):
-        status = _call("POST", path, body, token)
-    elif status == 409 and path.startswith("namespaces/"):
-        for role, actions in body["auth_policies"]["namespace_auth"].items():  # type: ignore[index]
-            status = _call("POST", f"{path}/permissions/{role}", actions, token)
-    return f"HTTP {status}"
-
-
-def _auth(roles: dict[str, list[str]]) -> dict[str, object]:
-    return {"auth_policies": {"namespace_auth": roles}, "replication_clusters": ["standalone"]}
-
-
 ANONYMOUS = {"anonymous": ["produce", "consume"]}
 TOKEN_PRINCIPAL = {"token-principal": ["produce", "consume"]}
 
@@ -107,121 +70,56 @@ TOKEN_PRINCIPAL = {"token-principal": ["produce", "consume"]}
 SETUP: list[tuple[str, Callable[[str], str]]] = [
     (
         "cluster standalone",
-        lambda t: _put(
-            "clusters/standalone",
-            {
-                "serviceUrl": "http://localhost:8080/",
-                "serviceUrlTls": "https://localhost:8443/",
-                "brokerServiceUrl": "pulsar://localhost:6650/",
-                "brokerServiceUrlTls": "pulsar+ssl://localhost:6651/",
-            },
+        lambda t: service.put(PORTS, "clusters/standalone", service.cluster_body(PORTS), t),
+    ),
+    (
+        "tenant public",
+        lambda t: service.put(
+            PORTS,
+            "tenants/public",
+            {"adminRoles": ["anonymous"], "allowedClusters": ["standalone"]},
             t,
         ),
     ),
     (
-        "tenant public",
-        lambda t: _put(
-            "tenants/public", {"adminRoles": ["anonymous"], "allowedClusters": ["standalone"]}, t
+        "namespace public/default",
+        lambda t: service.put(
+            PORTS, "namespaces/public/default", service.namespace_auth(ANONYMOUS), t
         ),
     ),
-    ("namespace public/default", lambda t: _put("namespaces/public/default", _auth(ANONYMOUS), t)),
     (
         "namespace public/default-2",
-        lambda t: _put("namespaces/public/default-2", _auth(ANONYMOUS), t),
+        lambda t: service.put(
+            PORTS, "namespaces/public/default-2", service.namespace_auth(ANONYMOUS), t
+        ),
     ),
     (
         "tenant private",
-        lambda t: _put("tenants/private", {"adminRoles": [], "allowedClusters": ["standalone"]}, t),
+        lambda t: service.put(
+            PORTS, "tenants/private", {"adminRoles": [], "allowedClusters": ["standalone"]}, t
+        ),
     ),
     (
         "namespace private/auth",
-        lambda t: _put("namespaces/private/auth", _auth(TOKEN_PRINCIPAL), t),
+        lambda t: service.put(
+            PORTS, "namespaces/private/auth", service.namespace_auth(TOKEN_PRINCIPAL), t
+        ),
     ),
 ]
-
-
-def _token(secret_key: Path, subject: str) -> str:
-    out = subprocess.run(
-        [sys.executable, "-m", "magnetar.broker", "token", "create", "--subject", subject,
-         "--secret-key", str(secret_key)],
-        capture_output=True, text=True, check=True,
-    )  # fmt: skip
-    return out.stdout.strip()
-
-
-# ------------------------------------------------------------------ broker
-
-
-def _port_free(port: int) -> bool:
-    with contextlib.closing(socket.socket()) as sock:
-        # As the broker binds: connections of an earlier run in TIME_WAIT
-        # do not make the port busy.
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-        return True
 
 
 @contextlib.contextmanager
 def broker(workdir: Path, suite: Path) -> Iterator[tuple[Path, str]]:
     """The broker as the suite's CI runs Pulsar (standalone-ssl.toml, started
     in the suite's folder), and a superuser token for the set-up."""
-    for port in (BINARY_PORT, HTTP_PORT, TLS_PORT, HTTPS_PORT):
-        if not _port_free(port):
-            raise SystemExit(f"port {port} is in use: stop whatever listens there first")
     secret_key = workdir / "secret.key"
-    subprocess.run(
-        [sys.executable, "-m", "magnetar.broker", "token", "create-secret-key",
-         "--output", str(secret_key)],
-        check=True,
-    )  # fmt: skip
+    service.create_secret_key(secret_key)
     # What the suite's script writes for its token tests.
-    (suite / ".test-token.txt").write_text(_token(secret_key, "token-principal") + "\n")
-    log_path = workdir / "broker.log"
-    command = [
-        sys.executable,
-        "-m",
-        "magnetar.broker",
-        "standalone",
-        "--config",
-        str(CONFIG),
-        "--port",
-        str(BINARY_PORT),
-        "--http-port",
-        str(HTTP_PORT),
-        "--data-dir",
-        str(workdir / "data"),
-    ]
-    env = {
-        **os.environ,
-        "MAGNETAR_LOG_LEVEL": "info",
-        "MAGNETAR_TOKEN_SECRET_KEY": str(secret_key),
-    }
-    with log_path.open("wb") as log:
-        proc = subprocess.Popen(command, stdout=log, stderr=log, env=env, cwd=suite)
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            if proc.poll() is not None:
-                raise SystemExit(f"the broker exited with {proc.returncode}; see {log_path}")
-            try:
-                with urllib.request.urlopen(f"{ADMIN}/brokers/health", timeout=1):
-                    break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise SystemExit(f"the broker did not start; see {log_path}") from None
-                time.sleep(0.1)
-        yield log_path, _token(secret_key, "superUser")
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+    (suite / ".test-token.txt").write_text(service.token(secret_key, "token-principal") + "\n")
+    with service.broker(
+        name="broker", workdir=workdir, cwd=suite, config=CONFIG, ports=PORTS, secret_key=secret_key
+    ) as log_path:
+        yield log_path, service.token(secret_key, "superUser")
 
 
 # ------------------------------------------------------------------- tests

@@ -150,3 +150,27 @@ def test_state_survives_restart(broker: BrokerThread) -> None:
         assert producer.last_sequence_id() == 4
         producer.send(b"again", sequence_id=3)
     assert stored_payloads(broker.url, topic) == [b"k%d" % i for i in range(5)]
+
+
+def test_generated_producer_names_are_never_reused_after_restart(broker: BrokerThread) -> None:
+    """SEMANTICS 7: deduplication keys on the producer name, so a name the
+    broker makes up must differ from every name an earlier start made up.
+    The shape is Pulsar's, `<cluster>-<start number>-<counter>` (its C++
+    client's size checks count on the metadata of a short name)."""
+    ns = _namespace_with_dedup(broker)
+    topic = _topic(ns)
+    with official_client(broker.url) as client:
+        client.subscribe(topic, "keep").close()
+        first = client.create_producer(topic, batching_enabled=False)
+        first.send(b"before")
+        before = first.producer_name()
+    broker.restart()
+    with official_client(broker.url) as client:
+        second = client.create_producer(topic, batching_enabled=False)
+        after = second.producer_name()
+        # The new name is not the old one, so sequence id 0 is not a duplicate.
+        second.send(b"after")
+    cluster, start, _ = before.rsplit("-", 2)
+    assert cluster == "standalone" and start.isdigit()
+    assert after.rsplit("-", 2)[:2] == [cluster, str(int(start) + 1)]
+    assert stored_payloads(broker.url, topic) == [b"before", b"after"]

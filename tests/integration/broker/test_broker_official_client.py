@@ -251,6 +251,24 @@ def test_restart_between_produce_and_consume(broker: BrokerThread) -> None:
         assert [m.data() for m in got] == [f"m{i}".encode() for i in range(20)]
 
 
+@pytest.mark.parametrize(
+    "local", ["topic@%*)(&!%$#@#$><?", "::,::bf11"], ids=["punctuation", "colons-commas"]
+)
+def test_any_printable_local_name(broker: BrokerThread, local: str) -> None:
+    """Pulsar's naming (SEMANTICS has no rule on it; the C++ suite's
+    testIamSoFancyCharactersInTopicName): Pulsar checks only the tenant and namespace by
+    pattern; a local name with punctuation works end to end and survives a
+    restart (its ledger and cursor paths are encoded)."""
+    topic = f"persistent://public/default/{local}{uuid.uuid4().hex[:6]}"
+    with official_client(broker.url) as client:
+        client.subscribe(topic, "weird-@%*)(&!%$#@#$><?)", initial_position=Earliest).close()
+        client.create_producer(topic, batching_enabled=False).send(b"odd name")
+    broker.restart()
+    with official_client(broker.url) as client:
+        consumer = client.subscribe(topic, "weird-@%*)(&!%$#@#$><?)")
+        assert consumer.receive(timeout_millis=5000).data() == b"odd name"
+
+
 def test_restart_between_ack_and_reconnect(broker: BrokerThread) -> None:
     """SEM-3.9: acked messages are never delivered again after a broker restart;
     unacked ones are."""

@@ -1,0 +1,165 @@
+"""The broker an official suite runs against, started the way that suite's
+CI starts Pulsar: a standalone broker from this checkout on fixed ports
+(the suites hard-code them), in the suite's folder so its `test-conf/`
+paths resolve, with a fresh data directory and a token secret key made per
+run; and the admin calls the suite's set-up script makes, as the superuser.
+
+Shared by `run.py` (apache/pulsar-client-python) and `cpp.py`
+(apache/pulsar-client-cpp).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Ports:
+    binary: int = 6650
+    http: int = 8080
+    tls: int = 6651
+    https: int = 8443
+
+    @property
+    def admin(self) -> str:
+        return f"http://localhost:{self.http}/admin/v2"
+
+
+def call(ports: Ports, method: str, path: str, body: object, token: str) -> int | str:
+    """One admin REST call; the HTTP status, or why there was none."""
+    request = urllib.request.Request(
+        f"{ports.admin}/{path}", data=json.dumps(body).encode(), method=method
+    )
+    request.add_header("Content-Type", "application/json")
+    request.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as exc:
+        return int(exc.code)
+    except OSError as exc:
+        return f"failed: {exc}"
+
+
+def put(ports: Ports, path: str, body: dict[str, object], token: str) -> str:
+    """PUT as the suites' scripts do; where the broker made it already at
+    start (tenant public, namespace public/default), update it instead, so
+    the result is what the script means."""
+    status = call(ports, "PUT", path, body, token)
+    if status == 409 and path.startswith("tenants/"):
+        status = call(ports, "POST", path, body, token)
+    elif status == 409 and path.startswith("namespaces/"):
+        for role, actions in body["auth_policies"]["namespace_auth"].items():  # type: ignore[index]
+            status = call(ports, "POST", f"{path}/permissions/{role}", actions, token)
+    return f"HTTP {status}"
+
+
+def namespace_auth(roles: dict[str, list[str]], **extra: object) -> dict[str, object]:
+    """A namespace body as the scripts write it: roles and their actions."""
+    return {
+        "auth_policies": {"namespace_auth": roles},
+        "replication_clusters": ["standalone"],
+        **extra,
+    }
+
+
+def cluster_body(ports: Ports) -> dict[str, object]:
+    return {
+        "serviceUrl": f"http://localhost:{ports.http}/",
+        "serviceUrlTls": f"https://localhost:{ports.https}/",
+        "brokerServiceUrl": f"pulsar://localhost:{ports.binary}/",
+        "brokerServiceUrlTls": f"pulsar+ssl://localhost:{ports.tls}/",
+    }
+
+
+def _magnetar(*args: str) -> list[str]:
+    return [sys.executable, "-m", "magnetar.broker", *args]
+
+
+def create_secret_key(path: Path) -> None:
+    subprocess.run(_magnetar("token", "create-secret-key", "--output", str(path)), check=True)
+
+
+def token(secret_key: Path, subject: str) -> str:
+    out = subprocess.run(
+        _magnetar("token", "create", "--subject", subject, "--secret-key", str(secret_key)),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return out.stdout.strip()
+
+
+def port_free(port: int) -> bool:
+    with contextlib.closing(socket.socket()) as sock:
+        # As the broker binds: connections of an earlier run in TIME_WAIT
+        # do not make the port busy.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+@contextlib.contextmanager
+def broker(
+    *, name: str, workdir: Path, cwd: Path, config: Path, ports: Ports, secret_key: Path
+) -> Iterator[Path]:
+    """A standalone broker configured by `config`, started in `cwd`; yields
+    its log file once its admin API answers, and stops it on exit."""
+    for port in (ports.binary, ports.http, ports.tls, ports.https):
+        if not port_free(port):
+            raise SystemExit(f"port {port} is in use: stop whatever listens there first")
+    log_path = workdir / f"{name}.log"
+    command = _magnetar(
+        "standalone",
+        "--config",
+        str(config),
+        "--port",
+        str(ports.binary),
+        "--http-port",
+        str(ports.http),
+        "--data-dir",
+        str(workdir / f"{name}-data"),
+    )
+    env = {
+        **os.environ,
+        "MAGNETAR_LOG_LEVEL": "info",
+        "MAGNETAR_TOKEN_SECRET_KEY": str(secret_key),
+    }
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(command, stdout=log, stderr=log, env=env, cwd=cwd)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            if proc.poll() is not None:
+                raise SystemExit(f"the broker exited with {proc.returncode}; see {log_path}")
+            try:
+                with urllib.request.urlopen(f"{ports.admin}/brokers/health", timeout=1):
+                    break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise SystemExit(f"the broker did not start; see {log_path}") from None
+                time.sleep(0.1)
+        yield log_path
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
