@@ -1,5 +1,7 @@
-"""HTTP authentication (401) and authorization (403) for the admin API and
-the HTTP lookup, with the same providers and rules as the binary protocol.
+"""HTTP authentication and authorization for the admin API and the HTTP
+lookup, with the same providers and rules as the binary protocol. Both
+refusals are 401, as Pulsar's web resources answer them (its C++ client's
+tests check for it).
 /metrics and the health endpoints stay open (Prometheus, load balancers)."""
 
 from __future__ import annotations
@@ -73,7 +75,7 @@ def security_middleware(
             authorization, role, request.method, request.path
         ):
             return error_response(
-                403, f"role {role!r} is not authorized to {request.method} {request.path}"
+                401, f"role {role!r} is not authorized to {request.method} {request.path}"
             )
         return await handler(request)
 

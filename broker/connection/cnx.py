@@ -541,9 +541,10 @@ class ServerCnx(asyncio.Protocol):
     def _handle_ping(self, frame: Frame) -> None:
         self.write(commands.pong())
 
-    async def authorize(self, action: str, topic: str) -> None:
+    async def authorize(self, action: str, topic: str, denied: str = "") -> None:
         """AuthorizationError unless this client's role may produce / consume
-        (action "lookup": either) on the topic; nothing without authorization."""
+        (action "lookup": either) on the topic; nothing without authorization.
+        `denied` is the refusal's text where clients match Pulsar's own."""
         authorization = self.service.authorization
         if authorization is None:
             return
@@ -558,6 +559,8 @@ class ServerCnx(asyncio.Protocol):
             "lookup": authorization.can_lookup,
         }[action]
         if not await check(role, name):
+            log.info("not authorized", role=role, action=action, topic=str(name))
             raise BrokerServiceError(
-                ServerError.AuthorizationError, f"role {role!r} may not {action} on {name}"
+                ServerError.AuthorizationError,
+                denied or f"role {role!r} may not {action} on {name}",
             )

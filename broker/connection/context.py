@@ -43,7 +43,7 @@ class CommandContext(ClientConnection, Protocol):
         ERROR frame for `request_id`."""
         ...
 
-    async def authorize(self, action: str, topic: str) -> None:
+    async def authorize(self, action: str, topic: str, denied: str = "") -> None:
         """AuthorizationError unless the client's role may `action`
         ("produce", "consume", "lookup") on the topic."""
         ...

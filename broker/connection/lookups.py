@@ -30,7 +30,7 @@ class LookupCommands:
         self, topic: str, request_id: int, listener_name: str, authoritative: bool = False
     ) -> None:
         try:
-            await self.cnx.authorize("lookup", topic)
+            await self.cnx.authorize("lookup", topic, "Client is not authorized to Perform Lookup")
             url, url_tls, redirect = await self.cnx.service.lookup(
                 topic, listener_name, authoritative
             )
@@ -52,7 +52,9 @@ class LookupCommands:
 
     async def _partitioned_metadata(self, topic: str, request_id: int) -> None:
         try:
-            await self.cnx.authorize("lookup", topic)
+            await self.cnx.authorize(
+                "lookup", topic, "Client is not authorized to Get Partition Metadata"
+            )
             partitions = await self.cnx.service.partitioned_metadata(topic)
         except BrokerServiceError as exc:
             self.cnx.write(commands.partitioned_metadata_failed(request_id, exc.code, exc.message))

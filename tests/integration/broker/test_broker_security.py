@@ -229,11 +229,13 @@ def test_basic_auth_bcrypt_and_apr1(secured: BrokerThread) -> None:
 
 
 def test_admin_api_refuses_non_admins(secured: BrokerThread) -> None:
-    assert _admin(secured, "PUT", "tenants/acme", {"adminRoles": ["alice"]}, "alice") == 403
+    """Pulsar answers an authenticated role without the permission with 401
+    (its web resources' RestException(UNAUTHORIZED)), as a missing login."""
+    assert _admin(secured, "PUT", "tenants/acme", {"adminRoles": ["alice"]}, "alice") == 401
     assert _admin(secured, "PUT", "tenants/acme", {"adminRoles": ["alice"]}, "root") == 204
     # alice administers her tenant now, and only it.
     assert _admin(secured, "PUT", "namespaces/acme/ns", None, "alice") == 204
-    assert _admin(secured, "PUT", "namespaces/public/other", None, "alice") == 403
+    assert _admin(secured, "PUT", "namespaces/public/other", None, "alice") == 401
     status, body = http_call("GET", f"{secured.http_url}/admin/v2/tenants")
     assert status == 401 and "authentication" in body["reason"]
     # Metrics and health stay open for scrapers and load balancers.
@@ -410,3 +412,29 @@ def test_get_schema_needs_a_grant_on_the_namespace(secured: BrokerThread) -> Non
     refused = get_schema("eve")
     assert refused.error_code == pb.ServerError.AuthorizationError
     assert not refused.HasField("schema")
+
+
+def test_lookup_refusals_say_what_pulsar_says(secured: BrokerThread) -> None:
+    """A role without a grant is refused LOOKUP and PARTITIONED_METADATA with
+    AuthorizationError and Pulsar's own texts (the C++ client's suite,
+    AuthPluginToken.testNoAuth, matches the partitioned-metadata one)."""
+    topic = _topic()
+    with RawClient.for_broker(secured) as raw:
+        raw.send(
+            pb.CommandConnect(
+                client_version="raw-test",
+                protocol_version=20,
+                auth_method_name="token",
+                auth_data=_token("eve").encode(),
+            )
+        )
+        raw.expect(pb.BaseCommand.CONNECTED)
+        raw.send(pb.CommandPartitionedTopicMetadata(topic=topic, request_id=1))
+        meta = raw.expect(pb.BaseCommand.PARTITIONED_METADATA_RESPONSE).command
+        refused = meta.partitionMetadataResponse
+        assert refused.error == pb.ServerError.AuthorizationError
+        assert refused.message == "Client is not authorized to Get Partition Metadata"
+        raw.send(pb.CommandLookupTopic(topic=topic, request_id=2))
+        lookup = raw.expect(pb.BaseCommand.LOOKUP_RESPONSE).command.lookupTopicResponse
+        assert lookup.error == pb.ServerError.AuthorizationError
+        assert lookup.message == "Client is not authorized to Perform Lookup"
