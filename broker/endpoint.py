@@ -16,6 +16,11 @@ class ClientConnection(Protocol):
         ...
 
     @property
+    def client_version(self) -> str:
+        """What the client said it is in CONNECT, for stats."""
+        ...
+
+    @property
     def is_writable(self) -> bool:
         """False while the socket's write buffer is above its high-water mark."""
         ...

@@ -54,6 +54,7 @@ def _subscription_stats(sub: StoredSubscription) -> dict[str, Any]:
             "msgOutCounter": c.dispatched.messages,
             "bytesOutCounter": c.dispatched.bytes,
             "address": str(c.address),
+            "clientVersion": c.cnx.client_version,
         }
         for c in sub.consumers
     ]
@@ -79,7 +80,13 @@ async def topic_stats(topic: StoredTopic) -> dict[str, Any]:
         n: _subscription_stats(await topic.get_subscription(n)) for n in topic.subscription_names()
     }
     publishers = [
-        {"producerName": p.name, "producerId": p.producer_id, "accessMode": p.access_mode}
+        {
+            "producerName": p.name,
+            "producerId": p.producer_id,
+            "accessMode": p.access_mode,
+            "address": p.cnx.address,
+            "clientVersion": p.cnx.client_version,
+        }
         for p in topic.producers.values()
     ]
     published, dispatched = topic.published, topic.dispatched

@@ -347,6 +347,10 @@ class PersistentSubscription:
 
     async def last_message_id(self) -> LastMessageId:
         last, batch_index = await last_entry_id(self.ledger)
+        if last.entry_id < 0:
+            # No entry in the current ledger: Pulsar answers (-1, -1), not
+            # the ledger's id with entry -1.
+            last = Position(-1, -1)
         view = self._compacted_view() if self._compacted_view is not None else None
         if view is not None and last <= view.horizon:
             # Compacted away up to the end: the last message this reader can get.

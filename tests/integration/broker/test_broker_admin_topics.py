@@ -41,6 +41,8 @@ def test_create_topic_stats_and_last_message_id(broker: BrokerThread) -> None:
         status, stats = http_call("GET", f"{url}/stats")
         assert status == 200
         assert [p["producerName"] for p in stats["publishers"]] == [producer.producer_name()]
+        # What the client said it is (the C++ suite's ClientTest.testClientVersion).
+        assert stats["publishers"][0]["clientVersion"].startswith("Pulsar-CPP-v")
         assert stats["subscriptions"]["sub"]["msgBacklog"] == 5
         status, last = http_call("GET", f"{url}/lastMessageId")
         assert status == 200
@@ -57,6 +59,7 @@ def test_create_topic_stats_and_last_message_id(broker: BrokerThread) -> None:
         assert consumer.receive(timeout_millis=10_000).data() == b"m2"
         sub_stats = http_call("GET", f"{url}/stats")[1]["subscriptions"]["sub"]
         assert sub_stats["consumers"] and sub_stats["type"] == "Shared"
+        assert sub_stats["consumers"][0]["clientVersion"].startswith("Pulsar-CPP-v")
         # A subscription with a consumer cannot be deleted (412).
         status, body = http_call("DELETE", f"{url}/subscription/sub")
         assert status == 412 and "consumer" in body["reason"]

@@ -351,6 +351,12 @@ def test_last_message_id_and_reader(broker: BrokerThread) -> None:
     """WIRE 10: GET_LAST_MESSAGE_ID lets a reader find the end of the topic."""
     topic = _topic()
     with official_client(broker.url) as client:
+        # An empty topic's last message id is (-1, -1), as Pulsar answers it
+        # (the C++ suite's ConsumerTest.testGetLastMessageId).
+        empty = client.subscribe(topic, "first").get_last_message_id()
+        assert (empty.ledger_id(), empty.entry_id()) == (-1, -1)
+        reader_on_empty = client.create_reader(topic, pulsar.MessageId.earliest)
+        assert not reader_on_empty.has_message_available()
         producer = client.create_producer(topic, batching_enabled=False)
         ids = [producer.send(f"m{i}".encode()) for i in range(3)]
         reader = client.create_reader(topic, pulsar.MessageId.earliest)

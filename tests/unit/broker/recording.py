@@ -18,6 +18,10 @@ class RecordingConnection:
         return "test:0"
 
     @property
+    def client_version(self) -> str:
+        return "recording"
+
+    @property
     def is_writable(self) -> bool:
         return self.writable
 
