@@ -63,12 +63,14 @@ log = structlog.get_logger(__name__)
 
 
 def check_name(validate: Callable[[str], None], value: str) -> None:
-    """Run a proto.naming validator; its refusal becomes InvalidTopicName, the
-    code Pulsar's broker answers naming errors with."""
+    """Run a proto.naming validator; its refusal becomes ProducerBusy, the
+    code Pulsar's broker answers a NamingException with (on SUBSCRIBE too:
+    its clients turn that into InvalidConfiguration, "SubscriptionName cannot
+    be empty", and do not retry)."""
     try:
         validate(value)
     except InvalidName as exc:
-        raise BrokerServiceError(ServerError.InvalidTopicName, str(exc)) from exc
+        raise BrokerServiceError(ServerError.ProducerBusy, str(exc)) from exc
 
 
 def parse_topic(name: str) -> TopicName:

@@ -123,8 +123,9 @@ def test_bad_subscription_and_consumer_names(
     value: str,
     words: str,
 ) -> None:
-    """Issue 19.2: refused with InvalidTopicName (Pulsar's answer to a naming
-    error) before anything touches storage."""
+    """Issue 19.2: refused with ProducerBusy (Pulsar's answer to a naming
+    error, which its clients report as InvalidConfiguration on subscribe)
+    before anything touches storage."""
     with RawClient.for_broker(broker) as client:
         client.connect()
         values = {"subscription": "s", "consumer_name": "c", field: value}
@@ -138,7 +139,7 @@ def test_bad_subscription_and_consumer_names(
             )
         )
         error = client.expect(T.ERROR).command.error
-        assert error.error == pb.ServerError.InvalidTopicName
+        assert error.error == pb.ServerError.ProducerBusy
         assert words in error.message
     _assert_no_traceback(broker_log)
     assert_serves(broker.url, _topic())
@@ -155,7 +156,7 @@ def test_producer_name_too_long(
             )
         )
         error = client.expect(T.ERROR).command.error
-        assert error.error == pb.ServerError.InvalidTopicName
+        assert error.error == pb.ServerError.ProducerBusy
     _assert_no_traceback(broker_log)
 
 

@@ -269,6 +269,15 @@ def test_any_printable_local_name(broker: BrokerThread, local: str) -> None:
         assert consumer.receive(timeout_millis=5000).data() == b"odd name"
 
 
+def test_empty_subscription_name_is_invalid_configuration(broker: BrokerThread) -> None:
+    """Pulsar answers a naming error with ProducerBusy, which the official
+    client reports on subscribe as InvalidConfiguration at once, not as a
+    retryable error after its operation timeout (the C++ suite's
+    ConsumerTest.testNotSetSubscriptionName)."""
+    with official_client(broker.url) as client, pytest.raises(pulsar.InvalidConfiguration):
+        client.subscribe(_topic(), "")  # retrying would end in Timeout instead
+
+
 def test_restart_between_ack_and_reconnect(broker: BrokerThread) -> None:
     """SEM-3.9: acked messages are never delivered again after a broker restart;
     unacked ones are."""
