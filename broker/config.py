@@ -97,6 +97,10 @@ class BrokerConfig:
     # does for a non-partitioned topic (SEM-4.2; Pulsar's
     # activeConsumerFailoverConsistentHashing).
     active_consumer_failover_consistent_hashing: bool = False
+    # A producer without a schema is refused on a topic that has one
+    # (Pulsar's isSchemaValidationEnforced; a namespace's
+    # schema_validation_enforced policy turns it on too).
+    is_schema_validation_enforced: bool = False
     # Above this many bytes queued on a socket, dispatch to it pauses.
     connection_write_high_water_mark: int = 1024 * 1024
     sync_policy: SyncPolicy = "fsync"

@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 from magnetar.broker import commands
 from magnetar.broker.connection.context import CommandContext
 from magnetar.broker.connection.limits import check_producer_limit
-from magnetar.broker.errors import ProducerIdInUse
+from magnetar.broker.errors import BrokerServiceError, ProducerIdInUse
 from magnetar.broker.features.keywindow import idempotency_key
 from magnetar.broker.schemas.types import from_wire, version_bytes
 from magnetar.broker.service.broker_service import check_name, parse_topic
@@ -106,9 +106,24 @@ class ProducerCommands:
         """Register or find the producer's schema; bytes producers (no schema)
         are accepted as Pulsar accepts them, without a version."""
         schema = from_wire(cmd.schema) if cmd.HasField("schema") else None
+        service = self.cnx.service
         if schema is None:
+            if await self._schema_enforced(topic) and await service.schemas.get(topic.topic_name):
+                raise BrokerServiceError(
+                    ServerError.IncompatibleSchema,
+                    "a producer without a schema cannot connect to a topic with a schema"
+                    " while schema validation is enforced",
+                )
             return None
-        return version_bytes(await self.cnx.service.schemas.add(topic.topic_name, schema))
+        return version_bytes(await service.schemas.add(topic.topic_name, schema))
+
+    async def _schema_enforced(self, topic: Topic) -> bool:
+        service = self.cnx.service
+        if service.config.is_schema_validation_enforced:
+            return True
+        name = topic.topic_name
+        policies = await service.resources.get_policies(name.tenant, name.namespace)
+        return bool(policies.get("schema_validation_enforced", False))
 
     def _producer_queued(self, request_id: int, name: str, topic: str) -> None:
         self.cnx.log.info("producer waits for exclusive access", topic=topic, producer=name)

@@ -155,6 +155,8 @@ def file_of(test: str, files: dict[str, str]) -> str:
 def run_one(binary: Path, test: str, timeout: float, logs: Path) -> Result:
     if test in NEVER_RUN:
         return Result(test, "SKIP", 0.0, NEVER_RUN[test])
+    if any(part.startswith("DISABLED_") for part in re.split(r"[./]", test)):
+        return Result(test, "SKIP", 0.0, "disabled in the suite (DISABLED_)")
     log_file = logs / (re.sub(r"[^A-Za-z0-9_.-]", "_", test) + ".log")
     started = time.monotonic()
     with log_file.open("wb") as log:

@@ -25,7 +25,7 @@ from pulsar.schema import (
 )
 
 from magnetar.proto import pulsar_api_pb2 as pb
-from tests.support.brokers import BrokerThread
+from tests.support.brokers import BrokerFactory, BrokerThread
 from tests.support.http_calls import http_call
 from tests.support.official import official_client
 from tests.support.raw_client import RawClient
@@ -108,6 +108,21 @@ def test_string_schema_and_bytes_producers_share_a_topic(broker: BrokerThread) -
         client.create_producer(topic).send(b"raw")
         assert consumer.receive(timeout_millis=10000).value() == "hello"
         assert consumer.receive(timeout_millis=10000).value() == "raw"
+
+
+def test_schema_validation_enforced_refuses_bytes_producers(
+    broker_factory: BrokerFactory,
+) -> None:
+    """Pulsar's isSchemaValidationEnforced: a producer without a schema is
+    refused with IncompatibleSchema on a topic that has one, and still
+    welcome on a topic that has none (the C++ suite's SchemaTest.testSchema)."""
+    broker = broker_factory(is_schema_validation_enforced=True)
+    typed, untyped = _topic(), _topic()
+    with official_client(broker.url) as client:
+        client.create_producer(typed, schema=StringSchema()).send("typed")
+        with pytest.raises(pulsar.IncompatibleSchema):
+            client.create_producer(typed)
+        client.create_producer(untyped).send(b"raw")
 
 
 def test_forward_evolution_becomes_version_1_and_get_schema_returns_it(
