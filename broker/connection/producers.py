@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 
 from magnetar.broker import commands
 from magnetar.broker.connection.context import CommandContext
-from magnetar.broker.connection.limits import check_producer_limit
+from magnetar.broker.connection.limits import check_producer_limit, policy_limit
 from magnetar.broker.errors import BrokerServiceError, ProducerIdInUse
 from magnetar.broker.features.keywindow import idempotency_key
 from magnetar.broker.schemas.types import from_wire, version_bytes
@@ -77,7 +77,14 @@ class ProducerCommands:
                 await topic.wait_for_exclusive_access(
                     partial(self._producer_queued, cmd.request_id, name, topic.name)
                 )
-            check_producer_limit(topic, cnx.service.config.max_producers_per_topic)
+            name_of = topic.topic_name
+            policies = await cnx.service.resources.get_policies(name_of.tenant, name_of.namespace)
+            check_producer_limit(
+                topic,
+                policy_limit(
+                    policies, "max_producers_per_topic", cnx.service.config.max_producers_per_topic
+                ),
+            )
             producer = topic.add_producer(
                 cnx,
                 pid,

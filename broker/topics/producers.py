@@ -111,8 +111,10 @@ class TopicProducers(ABC):
     def _check_access_mode(self, mode: int) -> None:
         exclusive = [p for p in self.producers.values() if p.access_mode != AccessMode.Shared]
         if mode == AccessMode.Shared:
+            # Pulsar: ProducerBusy for a shared producer, ProducerFenced
+            # only for an exclusive one that cannot have the topic.
             if exclusive:
-                raise ProducerFencedError(
+                raise ProducerBusyError(
                     f"topic {self.name} has an exclusive producer {exclusive[0].name!r}"
                 )
         elif mode in (AccessMode.Exclusive, AccessMode.WaitForExclusive):

@@ -88,6 +88,27 @@ def test_consumers_and_subscriptions_per_topic(broker_factory: BrokerFactory) ->
         assert again.receive(timeout_millis=5000).data() == b"x"
 
 
+def test_namespace_policy_limits_override_the_broker(broker: BrokerThread) -> None:
+    """A namespace created with max_producers_per_topic and
+    max_consumers_per_topic in its policies (Pulsar's Policies fields, as the
+    C++ suite's ProducerTest.testCloseSubProducerWhenFail sets them) limits
+    its topics; the broker's own setting (none here) applies elsewhere."""
+    ns = f"limits-{uuid.uuid4().hex[:6]}"
+    body = {"max_producers_per_topic": 1, "max_consumers_per_topic": 1}
+    assert http_call("PUT", f"{broker.http_url}/admin/v2/namespaces/public/{ns}", body)[0] == 204
+    topic = f"persistent://public/{ns}/t"
+    with official_client(broker.url) as client:
+        client.create_producer(topic)
+        with pytest.raises(pulsar.ProducerBusy):
+            client.create_producer(topic)
+        client.subscribe(topic, "a")
+        with pytest.raises(pulsar.ConsumerBusy):
+            client.subscribe(topic, "b")
+        elsewhere = _topic()
+        client.create_producer(elsewhere)
+        client.create_producer(elsewhere)
+
+
 def test_pending_publish_bytes_per_connection(broker_factory: BrokerFactory) -> None:
     """A connection with more unanswered publish bytes than the limit stops
     being read until receipts drain it; nothing is refused or lost."""
