@@ -394,13 +394,15 @@ class BrokerService:
     async def _may_create(self, name: TopicName, create: bool) -> bool:
         if not create:
             return False
-        if self.config.allow_auto_topic_creation:
-            return True
-        # A partition of a declared partitioned topic may always be created.
         index = name.partition_index
-        if index < 0:
-            return False
-        return index < await self.resources.get_partitions(name.partitioned_base)
+        if index >= 0:
+            # A partition of a declared partitioned topic may always be
+            # created, one past its count never (as in Pulsar: a client that
+            # thinks the topic has more partitions gets TopicNotFound).
+            partitions = await self.resources.get_partitions(name.partitioned_base)
+            if partitions:
+                return index < partitions
+        return self.config.allow_auto_topic_creation
 
     async def topics_of_namespace(self, namespace: str, domains: tuple[str, ...]) -> list[str]:
         """The topics of `tenant/ns` in the given domains, as Pulsar lists them:

@@ -9,6 +9,9 @@ from __future__ import annotations
 import time
 import uuid
 
+import pulsar
+import pytest
+
 from tests.support.brokers import BrokerThread
 from tests.support.http_calls import http_call
 from tests.support.official import official_client
@@ -74,3 +77,19 @@ def test_unknown_admin_routes_answer_json(broker: BrokerThread) -> None:
         "GET", f"{broker.http_url}/admin/v2/persistent/public/default/nope/stats"
     )
     assert status == 404 and "creation" not in body["reason"]
+
+
+def test_a_partition_past_the_count_is_not_created(broker: BrokerThread) -> None:
+    """With automatic topic creation on, a partition index at or past the
+    partitioned topic's count is TopicNotFound, as in Pulsar (the C++ suite's
+    ProducerTest.testFailedToCreateNewPartitionProducer); once the count is
+    raised, the partition is created on first use."""
+    topic = f"persistent://public/default/past-{uuid.uuid4().hex[:6]}"
+    url = f"{broker.http_url}/admin/v2/{topic.replace('://', '/')}"
+    assert http_call("PUT", f"{url}/partitions", 2) == (204, None)
+    with official_client(broker.url, operation_timeout_seconds=3) as client:
+        client.create_producer(f"{topic}-partition-1").send(b"in range")
+        with pytest.raises(pulsar.TopicNotFound):
+            client.create_producer(f"{topic}-partition-2")
+        assert http_call("POST", f"{url}/partitions", 3) == (204, None)
+        client.create_producer(f"{topic}-partition-2").send(b"after the update")
