@@ -19,13 +19,14 @@ from magnetar.broker.errors import BrokerServiceError, ProducerIdInUse
 from magnetar.broker.features.keywindow import idempotency_key
 from magnetar.broker.schemas.types import from_wire, version_bytes
 from magnetar.broker.service.broker_service import check_name, parse_topic
-from magnetar.broker.topics.base import Topic
+from magnetar.broker.storage.api import EARLIEST
+from magnetar.broker.topics.base import Topic, is_persistent
 from magnetar.broker.topics.producer import AccessMode, Producer
 from magnetar.proto import pulsar_api_pb2 as pb
 from magnetar.proto.batch_check import send_problem
 from magnetar.proto.errors import ProtocolError, ServerError
 from magnetar.proto.frames import Frame
-from magnetar.proto.naming import validate_producer_name
+from magnetar.proto.naming import validate_producer_name, validate_subscription_name
 
 
 class AttachedProducer(NamedTuple):
@@ -72,6 +73,8 @@ class ProducerCommands:
             await cnx.authorize("produce", cmd.topic)
             topic = await cnx.service.get_topic(cmd.topic)
             schema_version = await self._register_schema(cmd, topic)
+            if cmd.initial_subscription_name:
+                await self._create_initial_subscription(topic, cmd.initial_subscription_name)
             name = cmd.producer_name or cnx.service.generate_producer_name()
             if cmd.producer_access_mode == AccessMode.WaitForExclusive:
                 await topic.wait_for_exclusive_access(
@@ -123,6 +126,16 @@ class ProducerCommands:
                 )
             return None
         return version_bytes(await service.schemas.add(topic.topic_name, schema))
+
+    async def _create_initial_subscription(self, topic: Topic, name: str) -> None:
+        """CommandProducer's initial_subscription_name (a dead letter
+        producer's): the subscription is made from the earliest message if
+        the topic has none of that name, so nothing sent before a consumer
+        of it arrives is lost."""
+        check_name(validate_subscription_name, name)
+        if is_persistent(topic) and name not in topic.subscription_names():
+            await topic.create_subscription(name, EARLIEST)
+            self.cnx.log.info("initial subscription created", topic=topic.name, subscription=name)
 
     async def _schema_enforced(self, topic: Topic) -> bool:
         service = self.cnx.service

@@ -594,3 +594,31 @@ def test_wait_for_exclusive_is_queued_until_the_holder_leaves(broker: BrokerThre
             b"still mine",
             b"second",
         ]
+
+
+def test_dead_letter_initial_subscription_keeps_early_messages(broker: BrokerThread) -> None:
+    """CommandProducer's initial_subscription_name: the official client's dead
+    letter producer asks for it, and the broker makes that subscription when
+    the producer opens, so a consumer that subscribes later (at Latest) still
+    gets what was dead-lettered before (the C++ suite's
+    DeadLetterQueueTest.testInitSubscription)."""
+    topic = _topic()
+    dlq = f"{topic}-DLQ"
+    policy = pulsar.ConsumerDeadLetterPolicy(
+        max_redeliver_count=1, dead_letter_topic=dlq, initial_subscription_name="init"
+    )
+    with official_client(broker.url) as client:
+        consumer = client.subscribe(
+            topic,
+            "s",
+            consumer_type=pulsar.ConsumerType.Shared,
+            dead_letter_policy=policy,
+            negative_ack_redelivery_delay_ms=100,
+        )
+        client.create_producer(topic, batching_enabled=False).send(b"doomed")
+        for _ in range(2):  # the first delivery and the one redelivery
+            consumer.negative_acknowledge(consumer.receive(timeout_millis=RECEIVE_MS))
+        dead = client.subscribe(dlq, "watch", initial_position=Earliest)
+        assert dead.receive(timeout_millis=RECEIVE_MS).data() == b"doomed"
+        late = client.subscribe(dlq, "init")  # Latest, but the subscription exists
+        assert late.receive(timeout_millis=RECEIVE_MS).data() == b"doomed"
