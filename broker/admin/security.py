@@ -41,7 +41,10 @@ async def permitted(authz: AuthorizationService, role: str, method: str, path: s
         if read and len(parts) >= 6 and parts[5] == "topics":
             return await authz.allowed(role, "", parts[3], parts[4])
         return await authz.is_tenant_admin(role, parts[3])
-    if kind in ("persistent", "non-persistent") and len(parts) >= 5:
+    if kind == "schemas" and len(parts) >= 5 and read:
+        # GET_SCHEMA is a topic operation a producer or consumer may do.
+        return await authz.allowed(role, "", parts[3], parts[4])
+    if kind in ("persistent", "non-persistent", "schemas") and len(parts) >= 5:
         if read:  # topic lists, partitioned metadata, stats
             return await authz.allowed(role, "", parts[3], parts[4])
         return await authz.is_tenant_admin(role, parts[3])

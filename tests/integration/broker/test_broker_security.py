@@ -438,3 +438,18 @@ def test_lookup_refusals_say_what_pulsar_says(secured: BrokerThread) -> None:
         lookup = raw.expect(pb.BaseCommand.LOOKUP_RESPONSE).command.lookupTopicResponse
         assert lookup.error == pb.ServerError.AuthorizationError
         assert lookup.message == "Client is not authorized to Perform Lookup"
+
+
+def test_http_schema_read_needs_a_grant(secured: BrokerThread) -> None:
+    """GET of a topic's schema over HTTP (what the official client does when
+    its service URL is http://) is a topic operation like a lookup: a role
+    with a grant reads it, one without is refused with 401, as Pulsar answers
+    (the C++ suite's LookupServiceTest.testGetSchema over HTTP)."""
+    topic = _topic()
+    with _as(secured, _token("alice")) as client:
+        client.create_producer(topic, schema=pulsar.schema.StringSchema()).send("typed")
+    path = "schemas/" + topic.split("://", 1)[1] + "/schema"
+    status, body = http_call("GET", f"{secured.http_url}/admin/v2/{path}", token=_token("bob"))
+    assert status == 200 and body["type"] == "STRING"
+    assert _admin(secured, "GET", path, None, "eve") == 401
+    assert _admin(secured, "DELETE", path, None, "bob") == 401  # not a tenant admin
