@@ -238,6 +238,9 @@ class NonPersistentTopic(TopicProducers):
         self, cnx: ClientConnection, options: SubscribeOptions
     ) -> tuple[Consumer, Subscription]:
         self._check_open()
+        if options.read_compacted:
+            # Pulsar's answer: nothing is kept, so there is nothing compacted.
+            raise NotAllowedError("readCompacted only valid on persistent topics")
         sub = self.subscriptions.get(options.subscription)
         if sub is None:
             settings = DispatcherSettings(

@@ -84,3 +84,29 @@ async def _dropped(broker: BrokerThread, topic: str) -> int:
     assert broker.server is not None and broker.server.service is not None
     loaded = broker.server.service.topics[topic]
     return sum(s.stats().msg_dropped for s in loaded.subscriptions.values())
+
+
+def test_read_compacted_is_not_allowed(broker: BrokerThread) -> None:
+    """Pulsar refuses readCompacted on a non-persistent topic (nothing is kept
+    to compact) with NotAllowed; the official client's table view, which
+    reads compacted, fails on one at once (the C++ suite's
+    TableViewTest.testNotSupportNonPersistentTopic)."""
+    topic = _topic()
+    with RawClient.for_broker(broker) as raw:
+        raw.connect()
+        raw.send(
+            pb.CommandSubscribe(
+                topic=topic,
+                subscription="s",
+                subType=pb.CommandSubscribe.Exclusive,
+                consumer_id=1,
+                request_id=1,
+                read_compacted=True,
+            )
+        )
+        error = raw.expect(T.ERROR).command.error
+        assert error.error == pb.ServerError.NotAllowedError
+    with official_client(broker.url) as client:
+        with pytest.raises(pulsar.PulsarException, match="NotAllowed"):
+            client.create_table_view(topic)
+        client.subscribe(topic, "plain").close()
