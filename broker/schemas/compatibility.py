@@ -3,8 +3,9 @@
 Avro and JSON (Avro-defined) schemas are checked with fastavro: sample data
 is generated from the writer schema, encoded with it and decoded with the
 reader schema, so fastavro's own schema resolution decides readability.
-Other schema types are compatible with schemas of the same type, as in
-Pulsar; a different type is never compatible.
+ProtobufNative schemas are compatible while their root message type stays
+the same. Other schema types are compatible with schemas of the same type,
+as in Pulsar; a different type is never compatible.
 """
 
 from __future__ import annotations
@@ -100,10 +101,23 @@ def _is_avro_based(schema: SchemaData) -> bool:
     return False
 
 
+def _protobuf_root(schema: SchemaData) -> object:
+    """A ProtobufNative schema's root message type: Pulsar's check refuses a
+    change of it ("Protobuf root message isn't allow change") and nothing
+    else."""
+    try:
+        definition = json.loads(schema.data)
+    except ValueError:
+        return None
+    return definition.get("rootMessageTypeName") if isinstance(definition, dict) else None
+
+
 def can_read(reader: SchemaData, writer: SchemaData) -> bool:
     """Whether data written with `writer` can be read with `reader`."""
     if reader.type is not writer.type:
         return False
+    if reader.type is SchemaType.PROTOBUF_NATIVE:
+        return _protobuf_root(reader) == _protobuf_root(writer)
     if not (_is_avro_based(reader) and _is_avro_based(writer)):
         return True
     reader_def = _avro_definition(reader)

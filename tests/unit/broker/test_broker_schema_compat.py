@@ -119,3 +119,23 @@ def test_strategy_names() -> None:
     assert Strategy.parse("UNDEFINED") is None
     with pytest.raises(ValueError):
         Strategy.parse("SIDEWAYS")
+
+
+def _protobuf_native(root: str, file_set: str = "AAAA") -> SchemaData:
+    definition = {
+        "fileDescriptorSet": file_set,
+        "rootMessageTypeName": root,
+        "rootFileDescriptorName": "Test.proto",
+    }
+    return SchemaData(SchemaType.PROTOBUF_NATIVE, json.dumps(definition).encode())
+
+
+def test_protobuf_native_root_message_may_not_change() -> None:
+    """Pulsar's ProtobufNative check: another root message type is
+    incompatible under any checking strategy; the same root with another
+    descriptor set (a new field) is not refused."""
+    first = _protobuf_native("proto.TestMessage")
+    with pytest.raises(IncompatibleSchemaError, match="cannot read"):
+        check(_protobuf_native("proto.external.ExternalMessage"), [first], Strategy.FULL)
+    check(_protobuf_native("proto.TestMessage", "BBBB"), [first], Strategy.FULL)
+    check(_protobuf_native("proto.other.Other"), [first], Strategy.ALWAYS_COMPATIBLE)
