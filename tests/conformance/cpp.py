@@ -122,6 +122,12 @@ def list_tests(binary: Path) -> list[str]:
     out = subprocess.run(
         [str(binary), "--gtest_list_tests"], capture_output=True, text=True, check=True
     ).stdout
+    return parse_test_list(out)
+
+
+def parse_test_list(out: str) -> list[str]:
+    """--gtest_list_tests' output: a suite line ("Prefix/Suite.  # TypeParam
+    = ...") then its tests indented ("  test/0  # GetParam() = ...")."""
     names: list[str] = []
     suite = ""
     for line in out.splitlines():
