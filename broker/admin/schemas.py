@@ -3,6 +3,7 @@ the schema compatibility strategy policy, per namespace and per topic."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from aiohttp import web
@@ -26,13 +27,42 @@ def _topic(request: web.Request) -> TopicName:
 def _schema_json(stored: SchemaVersion) -> dict[str, Any]:
     schema = stored.schema
     assert schema is not None
+    data = schema.data.decode(errors="replace")
+    if schema.type is SchemaType.KEY_VALUE:
+        data = _key_value_text(schema.data)
     return {
         "version": stored.version,
         "type": schema.type.name,
         "timestamp": stored.timestamp_ms,
-        "data": schema.data.decode(errors="replace"),
+        "data": data,
         "properties": schema.properties,
     }
+
+
+def _key_value_text(data: bytes) -> str:
+    """A KeyValue schema's stored form (key length, key schema, value length,
+    value schema; 4-byte big-endian lengths) as Pulsar's REST API shows it:
+    {"key": ..., "value": ...}, each part as JSON where it is JSON."""
+
+    def part(raw: bytes) -> object:
+        text = raw.decode(errors="replace")
+        try:
+            return json.loads(text)
+        except ValueError:
+            return text
+
+    parts: list[bytes] = []
+    offset = 0
+    for _ in range(2):
+        if len(data) < offset + 4:
+            return data.decode(errors="replace")
+        size = int.from_bytes(data[offset : offset + 4], "big", signed=True)
+        start = offset + 4
+        if size < 0:
+            size = 0
+        parts.append(data[start : start + size])
+        offset = start + size
+    return json.dumps({"key": part(parts[0]), "value": part(parts[1])})
 
 
 def _payload(body: object) -> SchemaData:

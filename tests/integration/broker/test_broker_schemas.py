@@ -231,3 +231,29 @@ def test_schemas_survive_a_restart(broker: BrokerThread) -> None:
         consumer = client.subscribe(topic, "s", schema=AvroSchema(User1))
         producer.send(User1(name="x", age=3))
         assert consumer.receive(timeout_millis=10000).schema_version().encode() == V0
+
+
+def test_key_value_schema_reads_back_as_key_and_value_json(broker: BrokerThread) -> None:
+    """A KeyValue schema is stored in its wire form (two length-prefixed
+    schemas); the REST API shows its data as Pulsar does, a JSON text with
+    "key" and "value" (the official C++ client parses it so when its service
+    URL is http://; its suite's LookupServiceTest.testGetKeyValueSchema)."""
+    record = {"type": "record", "name": "cpx", "fields": [{"name": "re", "type": "double"}]}
+    part = json.dumps(record).encode()
+    wire = len(part).to_bytes(4, "big") + part + len(part).to_bytes(4, "big") + part
+    topic = _topic()
+    with RawClient.for_broker(broker) as raw:
+        raw.connect()
+        raw.send(
+            pb.CommandProducer(
+                topic=topic,
+                producer_id=1,
+                request_id=1,
+                schema=pb.Schema(name="kv", type=pb.Schema.KeyValue, schema_data=wire),
+            )
+        )
+        raw.expect(pb.BaseCommand.PRODUCER_SUCCESS)
+    path = topic.split("://", 1)[1]
+    status, body = http_call("GET", f"{broker.http_url}/admin/v2/schemas/{path}/schema")
+    assert status == 200 and body["type"] == "KEY_VALUE"
+    assert json.loads(body["data"]) == {"key": record, "value": record}
