@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 from magnetar.broker import commands
 from magnetar.broker.connection.context import CommandContext
-from magnetar.broker.connection.limits import check_consumer_limits, policy_limit
+from magnetar.broker.connection.limits import check_consumer_limits
 from magnetar.broker.errors import BrokerServiceError, ConsumerBusyError
 from magnetar.broker.schemas.types import from_wire
 from magnetar.broker.service.broker_service import check_name, parse_topic
@@ -103,16 +103,9 @@ class ConsumerCommands:
             key_shared=key_shared,
             read_compacted=cmd.read_compacted,
         )
-        config = self.cnx.service.config
-        name = topic.topic_name
-        policies = await self.cnx.service.resources.get_policies(name.tenant, name.namespace)
+        policies = await self.cnx.service.policies.resolve(topic.topic_name)
         check_consumer_limits(
-            topic,
-            cmd.subscription,
-            policy_limit(policies, "max_consumers_per_topic", config.max_consumers_per_topic),
-            policy_limit(
-                policies, "max_subscriptions_per_topic", config.max_subscriptions_per_topic
-            ),
+            topic, cmd.subscription, policies.max_consumers, policies.max_subscriptions
         )
         consumer, subscription = await topic.subscribe(self.cnx, options)
         if self.cnx.is_closed:

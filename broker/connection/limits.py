@@ -5,19 +5,10 @@ over a limit gets a clear error; everyone else is unaffected."""
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
 
 from magnetar.broker.errors import BrokerServiceError, ConsumerBusyError, ProducerBusyError
 from magnetar.broker.topics.base import Topic
 from magnetar.proto.errors import ServerError
-
-
-def policy_limit(policies: dict[str, Any], key: str, broker_default: int) -> int:
-    """A namespace policy's limit (Pulsar's max_producers_per_topic,
-    max_consumers_per_topic, max_subscriptions_per_topic) where it is set,
-    else the broker's; 0 means no limit."""
-    value = policies.get(key)
-    return value if isinstance(value, int) and not isinstance(value, bool) else broker_default
 
 
 class ConnectionLimiter:

@@ -14,9 +14,10 @@ from typing import Any, NamedTuple
 
 from magnetar.broker import commands
 from magnetar.broker.connection.context import CommandContext
-from magnetar.broker.connection.limits import check_producer_limit, policy_limit
+from magnetar.broker.connection.limits import check_producer_limit
 from magnetar.broker.errors import BrokerServiceError, ProducerIdInUse
 from magnetar.broker.features.keywindow import idempotency_key
+from magnetar.broker.policies.resolver import TopicPolicies
 from magnetar.broker.schemas.types import from_wire, version_bytes
 from magnetar.broker.service.broker_service import check_name, parse_topic
 from magnetar.broker.storage.api import EARLIEST
@@ -72,7 +73,8 @@ class ProducerCommands:
         try:
             await cnx.authorize("produce", cmd.topic)
             topic = await cnx.service.get_topic(cmd.topic)
-            schema_version = await self._register_schema(cmd, topic)
+            policies = await cnx.service.policies.resolve(topic.topic_name)
+            schema_version = await self._register_schema(cmd, topic, policies)
             if cmd.initial_subscription_name:
                 await self._create_initial_subscription(topic, cmd.initial_subscription_name)
             name = cmd.producer_name or cnx.service.generate_producer_name()
@@ -80,14 +82,7 @@ class ProducerCommands:
                 await topic.wait_for_exclusive_access(
                     partial(self._producer_queued, cmd.request_id, name, topic.name)
                 )
-            name_of = topic.topic_name
-            policies = await cnx.service.resources.get_policies(name_of.tenant, name_of.namespace)
-            check_producer_limit(
-                topic,
-                policy_limit(
-                    policies, "max_producers_per_topic", cnx.service.config.max_producers_per_topic
-                ),
-            )
+            check_producer_limit(topic, policies.max_producers)
             producer = topic.add_producer(
                 cnx,
                 pid,
@@ -112,13 +107,16 @@ class ProducerCommands:
             )
         )
 
-    async def _register_schema(self, cmd: pb.CommandProducer, topic: Topic) -> bytes | None:
+    async def _register_schema(
+        self, cmd: pb.CommandProducer, topic: Topic, policies: TopicPolicies
+    ) -> bytes | None:
         """Register or find the producer's schema; bytes producers (no schema)
-        are accepted as Pulsar accepts them, without a version."""
+        are accepted as Pulsar accepts them, without a version, unless schema
+        validation is enforced and the topic has a schema."""
         schema = from_wire(cmd.schema) if cmd.HasField("schema") else None
         service = self.cnx.service
         if schema is None:
-            if await self._schema_enforced(topic) and await service.schemas.get(topic.topic_name):
+            if policies.schema_validation_enforced and await service.schemas.get(topic.topic_name):
                 raise BrokerServiceError(
                     ServerError.IncompatibleSchema,
                     "a producer without a schema cannot connect to a topic with a schema"
@@ -136,14 +134,6 @@ class ProducerCommands:
         if is_persistent(topic) and name not in topic.subscription_names():
             await topic.create_subscription(name, EARLIEST)
             self.cnx.log.info("initial subscription created", topic=topic.name, subscription=name)
-
-    async def _schema_enforced(self, topic: Topic) -> bool:
-        service = self.cnx.service
-        if service.config.is_schema_validation_enforced:
-            return True
-        name = topic.topic_name
-        policies = await service.resources.get_policies(name.tenant, name.namespace)
-        return bool(policies.get("schema_validation_enforced", False))
 
     def _producer_queued(self, request_id: int, name: str, topic: str) -> None:
         self.cnx.log.info("producer waits for exclusive access", topic=topic, producer=name)

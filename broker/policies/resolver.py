@@ -37,6 +37,14 @@ COMPACTION_THRESHOLD_NAMESPACE = "compaction_threshold"
 COMPACTION_THRESHOLD_TOPIC = "compactionThreshold"
 SCHEMA_STRATEGY_NAMESPACE = "schema_compatibility_strategy"
 SCHEMA_STRATEGY_TOPIC = "schemaCompatibilityStrategy"
+# Limits per topic (0: none) and schema validation: Pulsar's namespace
+# Policies fields and topic-policy names.
+MAX_PRODUCERS_NAMESPACE, MAX_PRODUCERS_TOPIC = "max_producers_per_topic", "maxProducerPerTopic"
+MAX_CONSUMERS_NAMESPACE, MAX_CONSUMERS_TOPIC = "max_consumers_per_topic", "maxConsumerPerTopic"
+MAX_SUBSCRIPTIONS_NAMESPACE = "max_subscriptions_per_topic"
+MAX_SUBSCRIPTIONS_TOPIC = "maxSubscriptionsPerTopic"
+SCHEMA_VALIDATION_NAMESPACE = "schema_validation_enforced"
+SCHEMA_VALIDATION_TOPIC = "schemaValidationEnforced"
 # Namespace-only here (Magnetar has no topic-level retention, TTL or quota).
 RETENTION_POLICY = "retention_policies"
 TTL_POLICY = "message_ttl_in_seconds"
@@ -79,6 +87,10 @@ class PolicyDefaults:
     schema_compatibility: Strategy = DEFAULT_STRATEGY
     # Pulsar's default: no automatic compaction.
     compaction_threshold: int = 0
+    max_producers: int = 0
+    max_consumers: int = 0
+    max_subscriptions: int = 0
+    schema_validation_enforced: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +152,36 @@ class TopicPolicies:
             COMPACTION_THRESHOLD_TOPIC,
             COMPACTION_THRESHOLD_NAMESPACE,
             self.defaults.compaction_threshold,
+        )
+
+    @property
+    def max_producers(self) -> int:
+        return self._first_of(
+            int, MAX_PRODUCERS_TOPIC, MAX_PRODUCERS_NAMESPACE, self.defaults.max_producers
+        )
+
+    @property
+    def max_consumers(self) -> int:
+        return self._first_of(
+            int, MAX_CONSUMERS_TOPIC, MAX_CONSUMERS_NAMESPACE, self.defaults.max_consumers
+        )
+
+    @property
+    def max_subscriptions(self) -> int:
+        return self._first_of(
+            int,
+            MAX_SUBSCRIPTIONS_TOPIC,
+            MAX_SUBSCRIPTIONS_NAMESPACE,
+            self.defaults.max_subscriptions,
+        )
+
+    @property
+    def schema_validation_enforced(self) -> bool:
+        return self._first_of(
+            bool,
+            SCHEMA_VALIDATION_TOPIC,
+            SCHEMA_VALIDATION_NAMESPACE,
+            self.defaults.schema_validation_enforced,
         )
 
     @property

@@ -118,6 +118,10 @@ class BrokerService:
             PolicyDefaults(
                 deduplication_enabled=config.broker_deduplication_enabled,
                 retention=(base.retention_time_s, base.retention_size_bytes),
+                max_producers=config.max_producers_per_topic,
+                max_consumers=config.max_consumers_per_topic,
+                max_subscriptions=config.max_subscriptions_per_topic,
+                schema_validation_enforced=config.is_schema_validation_enforced,
             ),
         )
         self.policies.listen(self._policies_changed)

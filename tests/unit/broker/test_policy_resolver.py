@@ -249,3 +249,25 @@ async def test_a_change_while_a_topic_loads_reaches_it(service: BrokerService) -
             "public", "default", "message_ttl_in_seconds", ttl
         )
         assert persistent(await load).message_ttl_s == ttl
+
+
+async def test_limits_and_schema_validation_levels(resources: PulsarResources) -> None:
+    """Limits per topic and schema validation follow the same rule: the
+    topic's, else the namespace's (Pulsar's Policies fields), else the
+    broker's settings."""
+    broker = PolicyDefaults(max_producers=5, schema_validation_enforced=True)
+    resolver = PolicyResolver(resources, broker)
+    policies = await resolver.resolve(TOPIC)
+    assert (policies.max_producers, policies.max_consumers) == (5, 0)
+    assert policies.schema_validation_enforced is True
+    await resolver.set_namespace_policy("public", "default", "max_producers_per_topic", 2)
+    await resolver.set_namespace_policy("public", "default", "max_consumers_per_topic", 3)
+    await resolver.set_namespace_policy("public", "default", "max_subscriptions_per_topic", 4)
+    await resolver.set_namespace_policy("public", "default", "schema_validation_enforced", False)
+    policies = await resolver.resolve(TOPIC)
+    assert (policies.max_producers, policies.max_consumers, policies.max_subscriptions) == (2, 3, 4)
+    assert policies.schema_validation_enforced is False
+    await resolver.set_topic_policy(TOPIC, "maxProducerPerTopic", 1)
+    await resolver.set_topic_policy(TOPIC, "schemaValidationEnforced", True)
+    policies = await resolver.resolve(TOPIC.partition(0))
+    assert policies.max_producers == 1 and policies.schema_validation_enforced is True
