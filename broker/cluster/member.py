@@ -113,12 +113,6 @@ class ClusterMember:
             listeners=self.config.listeners(),
         )
         await self._register()
-        if self.service is not None:
-            # An etcd lease id is never handed out twice in a cluster, so the
-            # names this broker makes up differ from every other broker's.
-            self.service.set_producer_name_prefix(
-                f"{self.config.cluster_name}-{self.session.lease_id:x}"
-            )
         if self._report_task is None:
             self._report_task = asyncio.get_running_loop().create_task(
                 self._report_loop(), name="cluster-load-report"

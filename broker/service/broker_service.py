@@ -130,7 +130,9 @@ class BrokerService:
         self.service_url = ""
         self.service_url_tls = ""
         # Broker-assigned producer names, Pulsar's shape: cluster, a number
-        # no earlier start had (set in start()), a counter.
+        # no earlier start of a broker on this metadata store had (set in
+        # start(); in cluster mode the store is shared, so no other broker
+        # of the cluster has it either), a counter.
         self._name_prefix = config.cluster_name
         self._name_counter = itertools.count()
         self.is_closed = False
@@ -178,10 +180,6 @@ class BrokerService:
 
     def generate_producer_name(self) -> str:
         return f"{self._name_prefix}-{next(self._name_counter)}"
-
-    def set_producer_name_prefix(self, prefix: str) -> None:
-        """Cluster mode: a prefix no other broker of the cluster uses."""
-        self._name_prefix = prefix
 
     # --------------------------------------------------------------- lookup
 

@@ -32,7 +32,7 @@ def test_twenty_topics_spread_over_three_brokers(cluster_broker: BrokerMaker) ->
         assert len(set(names)) == len(names)
         prefixes = {name.rsplit("-", 1)[0] for name in names}
         assert len(prefixes) == len(brokers), names
-        # The cluster's name and the broker's etcd lease id, unique in the cluster.
+        # The cluster's name and the broker's start number, unique in the cluster.
         assert all(re.fullmatch(r"standalone-[0-9a-f]+", p) for p in prefixes), prefixes
         for i, producer in enumerate(producers):
             for n in range(5):
