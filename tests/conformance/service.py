@@ -12,17 +12,17 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import signal
 import socket
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+from tests.support.brokers import BrokerProcess
 
 
 @dataclass(frozen=True)
@@ -114,52 +114,38 @@ def port_free(port: int) -> bool:
         return True
 
 
+class SuiteBroker(BrokerProcess):
+    """The test harness's broker process, started with a configuration file
+    in the suite's folder on the suite's fixed ports."""
+
+    def __init__(self, config: Path, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.config = config
+
+    def _extra_args(self) -> list[str]:
+        return ["--config", str(self.config)]
+
+
 @contextlib.contextmanager
 def broker(
     *, name: str, workdir: Path, cwd: Path, config: Path, ports: Ports, secret_key: Path
 ) -> Iterator[Path]:
     """A standalone broker configured by `config`, started in `cwd`; yields
-    its log file once its admin API answers, and stops it on exit."""
+    its log file once it serves, and stops it on exit."""
     for port in (ports.binary, ports.http, ports.tls, ports.https):
         if not port_free(port):
             raise SystemExit(f"port {port} is in use: stop whatever listens there first")
-    log_path = workdir / f"{name}.log"
-    command = _magnetar(
-        "standalone",
-        "--config",
-        str(config),
-        "--port",
-        str(ports.binary),
-        "--http-port",
-        str(ports.http),
-        "--data-dir",
-        str(workdir / f"{name}-data"),
+    process = SuiteBroker(
+        config,
+        data_dir=workdir / f"{name}-data",
+        log_path=workdir / f"{name}.log",
+        ports=(ports.binary, ports.http),
+        cwd=cwd,
+        log_level="info",
+        token_secret_key=str(secret_key),
     )
-    env = {
-        **os.environ,
-        "MAGNETAR_LOG_LEVEL": "info",
-        "MAGNETAR_TOKEN_SECRET_KEY": str(secret_key),
-    }
-    with log_path.open("wb") as log:
-        proc = subprocess.Popen(command, stdout=log, stderr=log, env=env, cwd=cwd)
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            if proc.poll() is not None:
-                raise SystemExit(f"the broker exited with {proc.returncode}; see {log_path}")
-            try:
-                with urllib.request.urlopen(f"{ports.admin}/brokers/health", timeout=1):
-                    break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise SystemExit(f"the broker did not start; see {log_path}") from None
-                time.sleep(0.1)
-        yield log_path
+        process.start()
+        yield process.log_path
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        process.stop()

@@ -151,12 +151,21 @@ class BrokerProcess:
     """The daemon in a subprocess on fixed ports, so it can be SIGKILLed and
     started again on the same address and data directory."""
 
-    def __init__(self, data_dir: Path, log_path: Path, **settings: object) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        log_path: Path,
+        *,
+        ports: tuple[int, int] | None = None,
+        cwd: Path | None = None,
+        **settings: object,
+    ) -> None:
         self.data_dir = data_dir
         self.log_path = log_path
         # Distinct: with one port given twice the broker's HTTP bind fails,
         # and the start-up probe of that port reaches its binary listener.
-        self.port, self.http_port = free_ports(2)
+        self.port, self.http_port = ports or free_ports(2)
+        self.cwd = cwd
         self.env = {
             **os.environ,
             **{f"MAGNETAR_{key.upper()}": str(value) for key, value in settings.items()},
@@ -192,7 +201,7 @@ class BrokerProcess:
         command += ["--data-dir", str(self.data_dir)]
         with self.log_path.open("ab") as log:
             self.proc = subprocess.Popen(
-                command, stdout=log, stderr=log, env=self.env, preexec_fn=preexec
+                command, stdout=log, stderr=log, env=self.env, preexec_fn=preexec, cwd=self.cwd
             )
         deadline = time.monotonic() + TIMEOUT
         while time.monotonic() < deadline:
