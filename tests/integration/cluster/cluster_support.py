@@ -20,7 +20,8 @@ class ClusterBroker(BrokerProcess):
 
     mode = "cluster"
 
-    def __init__(self, etcd_url: str, data_dir: Path, log_path: Path, **settings: object) -> None:
+    def __init__(self, etcd_url: str, data_dir: Path, log_path: Path, **settings: Any) -> None:
+        # Any, not object: broker settings only, never the `ports`/`cwd` keywords.
         super().__init__(data_dir, log_path, **settings)
         self.etcd_url = etcd_url
 
