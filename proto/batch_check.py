@@ -14,7 +14,11 @@ some clients. So on publish:
 
 The walk runs for every batch published, so it reads the official clients'
 common metadata shape (payload_size, then sequence_id, nothing else) straight
-from the bytes and parses any other shape in full.
+from the bytes and parses any other shape in full. In their batches that
+shape repeats at a fixed stride (equal payloads, sequence ids of one varint
+length), so after each message of that shape the run of messages framed
+like it is checked a byte position at a time over strided slices: a few
+slices per run instead of a loop turn per message.
 """
 
 from __future__ import annotations
@@ -59,7 +63,10 @@ def batch_framing_problem(payload: bytes, count: int, offset: int = 0) -> str | 
     """Whether payload[offset:] is exactly `count` well-formed batch messages."""
     end = len(payload)
     unpack = _U32.unpack_from
-    for index in range(count):
+    index = 0
+    window = _RUN_WINDOW
+    skip = 0
+    while index < count:
         if end - offset < 4:
             return f"batch truncated: message {index} of {count} has no size field"
         meta_size = unpack(payload, offset)[0]
@@ -81,18 +88,74 @@ def batch_framing_problem(payload: bytes, count: int, offset: int = 0) -> str | 
                 )
             ):
                 size = -1
-        if size < 0:
+        common = size >= 0
+        if not common:
             size = _common_shape_size(payload, start, meta_end)
-        if size < 0:
+            common = size >= 0
+        if not common:
             size = _parsed_payload_size(payload[start:meta_end])
             if size < 0:
                 return f"batch message {index}: undecodable metadata or no payload_size"
+        first = offset
         offset = meta_end + size
         if offset > end:
             return f"batch message {index}: payload size {size} runs past the payload"
+        index += 1
+        if skip:
+            skip -= 1
+        elif common:
+            stride = offset - first
+            limit = min(count - index, (end - offset) // stride, window)
+            if limit >= _MIN_RUN:
+                run = _same_frame_run(payload, first, stride, meta_end, limit)
+                index += run
+                offset += run * stride
+                # A short run: the shape varies here, so walk on one by one
+                # for a while (each try costs slices of `window` elements).
+                window = window * 4 if run == limit else _RUN_WINDOW
+                skip = _SKIP_AFTER_SHORT_RUN if run < _MIN_RUN else 0
     if offset != end:
         return f"batch of {count} messages has {end - offset} trailing bytes"
     return None
+
+
+def _same_frame_run(data: bytes, first: int, stride: int, meta_end: int, limit: int) -> int:
+    """How many of the `limit` messages after the one at `first` (known good,
+    common shape) are framed exactly like it: the same size field, tags and
+    payload_size, a sequence_id varint of the same length."""
+    # The bytes before the sequence_id varint: size field, payload_size tag
+    # and varint, sequence_id tag (when there is one).
+    pos = first + 5
+    while data[pos] >= 0x80:
+        pos += 1
+    fixed_end = pos + 2 if pos + 1 < meta_end else pos + 1
+    # The size field's low byte first: it differs first when the shape does.
+    positions = [first + 3, first + 2, first + 1, first, *range(first + 4, meta_end)]
+    run = limit
+    for pos in positions:
+        # Byte `pos` of each of the next `run` messages.
+        column = data[pos + stride : pos + stride * run + 1 : stride]
+        if pos < fixed_end:
+            rest = column.lstrip(_SINGLE[data[pos]])
+        else:
+            table = _CONTINUES if pos < meta_end - 1 else _ENDS
+            rest = column.translate(table).lstrip(b"\x01")
+        run -= len(rest)
+        if not run:
+            break
+    return run
+
+
+_SINGLE = [bytes([b]) for b in range(256)]
+# Varint bytes mapped to 1 where they fit: inside (continuation bit set) or last.
+_CONTINUES = bytes(1 if b >= 0x80 else 0 for b in range(256))
+_ENDS = bytes(1 if b < 0x80 else 0 for b in range(256))
+# Runs are tried over at most this many messages at first, four times more
+# after each whole run; after a run shorter than _MIN_RUN the next
+# _SKIP_AFTER_SHORT_RUN messages are walked one by one.
+_RUN_WINDOW = 256
+_MIN_RUN = 8
+_SKIP_AFTER_SHORT_RUN = 32
 
 
 def _common_shape_size(data: bytes, pos: int, end: int) -> int:

@@ -90,3 +90,80 @@ def test_send_count_is_bounded_by_the_metadata() -> None:
     assert send_problem(_meta(None), b"plain", 0, 1) is None
     assert send_problem(_meta(None), b"plain", 0, 2) is not None
     assert send_problem(_meta(None, num_chunks_from_msg=3, chunk_id=0), b"chunk", 0, 1) is None
+
+
+def _reference_problem(body: bytes, count: int) -> bool:
+    """Whether `body` is not exactly `count` messages, by parsing every
+    message's metadata in full (slow and plain: what the walk must agree with)."""
+    offset = 0
+    for _ in range(count):
+        if len(body) - offset < 4:
+            return True
+        size = int.from_bytes(body[offset : offset + 4], "big")
+        if offset + 4 + size > len(body):
+            return True
+        try:
+            meta = pb.SingleMessageMetadata.FromString(body[offset + 4 : offset + 4 + size])
+        except Exception:
+            return True
+        if not meta.HasField("payload_size"):
+            return True
+        offset += 4 + size + meta.payload_size
+        if offset > len(body):
+            return True
+    return offset != len(body)
+
+
+def _header_spans(body: bytes, count: int) -> list[tuple[int, int]]:
+    spans = []
+    offset = 0
+    for _ in range(count):
+        size = int.from_bytes(body[offset : offset + 4], "big")
+        spans.append((offset, offset + 4 + size))
+        meta = pb.SingleMessageMetadata.FromString(body[offset + 4 : offset + 4 + size])
+        offset += 4 + size + meta.payload_size
+    return spans
+
+
+def _random_batch(rng: random.Random) -> tuple[bytes, int]:
+    """A batch as the official clients write one (consecutive sequence ids,
+    often across a varint length boundary, equal payloads), with now and then
+    another shape or payload size in the middle."""
+    count = rng.choice([1, 2, 9, 40, 300, 1000, 1500])
+    start = rng.choice([0, 100, 16_300, 2_097_100, 1 << 40]) + rng.randrange(60)
+    size = rng.choice([0, 1, 100, 127, 128, 300])
+    messages = []
+    for i in range(count):
+        fields: dict[str, object] = {"payload_size": size, "sequence_id": start + i}
+        odd = rng.random()
+        if odd < 0.01:
+            fields["partition_key"] = "k"
+        elif odd < 0.02:
+            fields["payload_size"] = size + 1
+        elif odd < 0.03:
+            del fields["sequence_id"]
+        payload = bytes([i % 251]) * int(fields["payload_size"])  # type: ignore[call-overload]
+        messages.append((pb.SingleMessageMetadata(**fields), payload))  # type: ignore[arg-type]
+    return build_batch(messages), count
+
+
+def test_the_walk_agrees_with_a_full_parse() -> None:
+    """SEM-28.2 in issue 28: the run-by-run walk accepts exactly what parsing
+    every message accepts, on well-formed batches and on ones with a byte
+    changed, cut short, or miscounted."""
+    rng = random.Random(2028)
+    for _ in range(400):
+        body, count = _random_batch(rng)
+        assert batch_framing_problem(body, count) is None
+        variants = [(body, count + 1), (body, count - 1), (body[:-1], count)]
+        heads = _header_spans(body, count)
+        for _ in range(6):
+            broken = bytearray(body)
+            start, stop = rng.choice(heads)  # a message's size field or metadata
+            broken[rng.randrange(start, stop)] = rng.randrange(256)
+            variants.append((bytes(broken), count))
+        for data, n in variants:
+            if n < 1:
+                continue
+            expected = _reference_problem(data, n)
+            assert (batch_framing_problem(data, n) is not None) == expected, (n, len(data))
