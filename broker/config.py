@@ -89,12 +89,6 @@ class BrokerConfig:
     advertised_listeners: str = ""
     # Entries read from the cursor for one dispatch round (SEM-2.5).
     dispatcher_max_read_batch_size: int = 100
-    # Exclusive and Failover (SEM-2.2): off, as Pulsar's default, a read is
-    # sized by the permits counted as entries and goes out whole while the
-    # consumer's permits are positive (batches in flight back to back); on,
-    # each entry waits until the permits are positive before it (Pulsar's
-    # preciseDispatcherFlowControl).
-    precise_dispatcher_flow_control: bool = False
     # Key_Shared AUTO_SPLIT consumers share the hash space by consistent
     # hashing instead of splitting ranges (SEM-4.4.2; Pulsar's
     # subscriptionKeySharedUseConsistentHashing).

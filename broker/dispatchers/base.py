@@ -58,9 +58,6 @@ class DispatcherSettings:
     # Failover elects on the hash ring for partitions too (the broker option
     # active_consumer_failover_consistent_hashing).
     failover_consistent_hashing: bool = False
-    # Exclusive and Failover: each entry waits for positive permits instead of
-    # a read going out whole (the broker option precise_dispatcher_flow_control).
-    precise_flow_control: bool = False
     on_dispatch: DispatchListener | None = None
     on_active_change: ActiveChangeListener | None = None
     # SEMANTICS 8.1: hold entries until their deliver_at_time (dispatchers

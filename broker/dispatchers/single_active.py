@@ -37,7 +37,6 @@ class SingleActiveDispatcher(PersistentDispatcher):
         self.consistent_hashing = settings.failover_consistent_hashing
         self.active_change_listener = settings.on_active_change
         self.active: Consumer | None = None
-        self.precise_flow_control = settings.precise_flow_control
 
     def add_consumer(self, consumer: Consumer) -> None:
         if self.exclusive and self.consumers:
@@ -103,13 +102,6 @@ class SingleActiveDispatcher(PersistentDispatcher):
             return 0
         permits = active.permits
         chosen: list[Entry] = []
-        if permits > 0 and not self.precise_flow_control:
-            # Pulsar's default: the read was sized by the permits counted as
-            # entries and goes out whole; later FLOWs pay the deficit
-            # (SEM-2.2). Batches then arrive back to back instead of one per
-            # FLOW round trip.
-            chosen.extend(entries)
-            entries.clear()
         while entries and entries[0].num_messages <= permits:
             entry = entries.popleft()
             permits -= entry.num_messages

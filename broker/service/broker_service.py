@@ -20,7 +20,6 @@ import structlog
 
 from magnetar.broker.auth.authorization import AuthorizationService
 from magnetar.broker.config import BrokerConfig
-from magnetar.broker.dispatchers.base import DispatcherSettings
 from magnetar.broker.errors import (
     BrokerServiceError,
     NotAllowedError,
@@ -97,12 +96,9 @@ class BrokerService:
         self._loading: dict[str, asyncio.Task[Topic]] = {}
         self._topic_settings = TopicSettings(
             ledger_config=ledger_config(config),
-            dispatch=DispatcherSettings(
-                max_read_batch_size=config.dispatcher_max_read_batch_size,
-                key_shared_consistent_hashing=config.subscription_key_shared_use_consistent_hashing,
-                failover_consistent_hashing=config.active_consumer_failover_consistent_hashing,
-                precise_flow_control=config.precise_dispatcher_flow_control,
-            ),
+            max_read_batch_size=config.dispatcher_max_read_batch_size,
+            key_shared_consistent_hashing=config.subscription_key_shared_use_consistent_hashing,
+            failover_consistent_hashing=config.active_consumer_failover_consistent_hashing,
             allow_auto_subscription_creation=config.allow_auto_subscription_creation,
             dedup_snapshot_interval=config.dedup_snapshot_interval_entries,
             dedup_inactivity_seconds=config.dedup_producer_inactivity_seconds,

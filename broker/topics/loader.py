@@ -3,11 +3,10 @@ domain); the service never names a topic class."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from magnetar.broker.compaction.state import remove_compaction_files, view_path
-from magnetar.broker.dispatchers.base import DispatcherSettings
 from magnetar.broker.errors import BrokerServiceError
 from magnetar.broker.storage.api import ManagedLedgerConfig, ManagedLedgerFactory, StorageError
 from magnetar.broker.topics.base import Topic
@@ -20,8 +19,9 @@ from magnetar.proto.naming import TopicName
 @dataclass(frozen=True, slots=True)
 class TopicSettings:
     ledger_config: ManagedLedgerConfig
-    # The broker-wide part of every subscription's dispatcher settings.
-    dispatch: DispatcherSettings = field(default_factory=DispatcherSettings)
+    max_read_batch_size: int = 100
+    key_shared_consistent_hashing: bool = False
+    failover_consistent_hashing: bool = False
     allow_auto_subscription_creation: bool = True
     dedup_snapshot_interval: int = 1000
     dedup_inactivity_seconds: float = 6 * 3600.0
@@ -60,7 +60,7 @@ async def open_topic(
 ) -> Topic:
     if not name.persistent:
         return NonPersistentTopic(
-            name, failover_consistent_hashing=settings.dispatch.failover_consistent_hashing
+            name, failover_consistent_hashing=settings.failover_consistent_hashing
         )
     try:
         ledger = await factory.open(ledger_name(name), settings.ledger_config)
@@ -71,7 +71,9 @@ async def open_topic(
     return PersistentTopic(
         name,
         ledger,
-        dispatch=settings.dispatch,
+        max_read_batch_size=settings.max_read_batch_size,
+        key_shared_consistent_hashing=settings.key_shared_consistent_hashing,
+        failover_consistent_hashing=settings.failover_consistent_hashing,
         allow_auto_subscription_creation=settings.allow_auto_subscription_creation,
         dedup_snapshot_interval=settings.dedup_snapshot_interval,
         dedup_inactivity_seconds=settings.dedup_inactivity_seconds,

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 from functools import partial
 from pathlib import Path
 
@@ -65,7 +64,9 @@ class PersistentTopic(TopicProducers):
         name: TopicName,
         ledger: ManagedLedger,
         *,
-        dispatch: DispatcherSettings | None = None,
+        max_read_batch_size: int = 100,
+        key_shared_consistent_hashing: bool = False,
+        failover_consistent_hashing: bool = False,
         allow_auto_subscription_creation: bool = True,
         dedup_snapshot_interval: int = 1000,
         dedup_inactivity_seconds: float = 6 * 3600.0,
@@ -77,8 +78,9 @@ class PersistentTopic(TopicProducers):
         self.subscriptions: dict[str, PersistentSubscription] = {}
         # The dispatchRate quota its subscriptions share; changed in place.
         self.dispatch_rate = DispatchRateLimiter()
-        # Broker-wide dispatcher settings; each subscription adds its own.
-        self._dispatch = dispatch or DispatcherSettings()
+        self._max_read_batch_size = max_read_batch_size
+        self._key_shared_consistent_hashing = key_shared_consistent_hashing
+        self._failover_consistent_hashing = failover_consistent_hashing
         self._allow_auto_subscription_creation = allow_auto_subscription_creation
         self._subscribe_lock = asyncio.Lock()
         self._non_durable_counter = 0
@@ -330,12 +332,14 @@ class PersistentTopic(TopicProducers):
         def on_active_change(consumer: Consumer, is_active: bool) -> None:
             consumer.cnx.active_consumer_changed(consumer.consumer_id, is_active)
 
-        settings = dataclasses.replace(
-            self._dispatch,
+        settings = DispatcherSettings(
             name=f"{self.name}/{name}",
             dispatch_rate=self.dispatch_rate,
+            max_read_batch_size=self._max_read_batch_size,
+            key_shared_consistent_hashing=self._key_shared_consistent_hashing,
             partition_index=self.partition_index,
             topic_name=self.name,
+            failover_consistent_hashing=self._failover_consistent_hashing,
             on_dispatch=on_dispatch,
             on_active_change=on_active_change,
         )

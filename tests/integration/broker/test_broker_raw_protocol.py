@@ -230,59 +230,6 @@ def test_permits_count_batch_messages(broker: BrokerThread) -> None:
         assert client.expect(T.MESSAGE).command.message.message_id.entryId == 8
 
 
-def _backlog_of_batches_then_flow(client: RawClient, topic: str, permits: int) -> list[int]:
-    """Three batches of 5 and one single stored before any FLOW; then FLOW
-    `permits`: the entry ids that come out before the broker goes quiet."""
-    client.connect()
-    client.subscribe(topic, "s", 1, pb.CommandSubscribe.Exclusive)
-    client.create_producer(topic, producer_id=1)
-    five = build_batch([(pb.SingleMessageMetadata(payload_size=1), b"b")] * 5)
-    for seq in range(3):
-        client.send_message(1, seq, five, num_messages_in_batch=5)
-        client.expect(T.SEND_RECEIPT)
-    client.publish(1, 3, b"single")
-    client.send(pb.CommandFlow(consumer_id=1, messagePermits=permits))
-    return _entries_until_quiet(client)
-
-
-def _entries_until_quiet(client: RawClient) -> list[int]:
-    entries: list[int] = []
-    while True:
-        try:
-            frame = client.expect(T.MESSAGE, timeout=0.3)
-        except TimeoutError:
-            return entries
-        entries.append(frame.command.message.message_id.entryId)
-
-
-def test_whole_read_goes_out_while_permits_are_positive(broker: BrokerThread) -> None:
-    """SEM-2.2, 2.5 (Pulsar's default dispatcher, precise flow control off): a
-    FLOW of 3 reads 3 entries and sends them all, 15 messages, though each
-    batch costs 5; at -12 nothing more goes out until FLOW lifts the permits
-    above zero."""
-    with RawClient.for_broker(broker) as client:
-        assert _backlog_of_batches_then_flow(client, _topic(), 3) == [0, 1, 2]
-        client.send(pb.CommandFlow(consumer_id=1, messagePermits=12))
-        assert _entries_until_quiet(client) == []  # back to 0
-        client.send(pb.CommandFlow(consumer_id=1, messagePermits=1))
-        assert _entries_until_quiet(client) == [3]
-
-
-def test_precise_flow_control_sends_entry_by_entry(broker_factory: BrokerFactory) -> None:
-    """SEM-2.2 with precise_dispatcher_flow_control: each entry waits for
-    positive permits, so a FLOW of 3 gets one batch of 5 (-2), and every
-    later batch needs the permits above zero again."""
-    broker = broker_factory(precise_dispatcher_flow_control=True)
-    with RawClient.for_broker(broker) as client:
-        assert _backlog_of_batches_then_flow(client, _topic(), 3) == [0]
-        client.send(pb.CommandFlow(consumer_id=1, messagePermits=2))
-        assert _entries_until_quiet(client) == []  # at 0
-        client.send(pb.CommandFlow(consumer_id=1, messagePermits=1))
-        assert _entries_until_quiet(client) == [1]  # 1 - 5 = -4
-        client.send(pb.CommandFlow(consumer_id=1, messagePermits=10))
-        assert _entries_until_quiet(client) == [2, 3]  # 6: a batch of 5, then the single
-
-
 def test_receipts_in_order_and_stored_bytes_forwarded(broker: BrokerThread) -> None:
     """WIRE 5, DESIGN hot path: receipts in SEND order; MESSAGE carries the exact bytes."""
     topic = _topic()
