@@ -21,6 +21,7 @@ BENCHMARKS = {
     "compaction": "bench.compaction",
     "cluster": "bench.cluster",
     "scale": "bench.scale",
+    "prefetch": "bench.prefetch",
 }
 
 
