@@ -5,6 +5,7 @@ has_message_available at every step; seek back to an id."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pulsar
@@ -54,6 +55,28 @@ def test_reader_start_positions(broker: BrokerUnderTest, api: Any) -> None:
         assert not latest.has_message_available()
         with pytest.raises(api.Timeout):
             latest.read_next(timeout_millis=200)
+    finally:
+        client.close()
+
+
+def test_reader_after_the_last_message_has_nothing_even_once_delivered(
+    broker: BrokerUnderTest, api: Any
+) -> None:
+    """SEM-5.6: a reader starting just after the last message has nothing
+    available, also once the broker has delivered the start entry itself
+    (which the reader drops, unread): what waits in its queue is no answer."""
+    topic = broker.topic("reader-after-last")
+    client = _client(api, broker.url)
+    try:
+        ids = _fill(client, topic)
+        reader = client.create_reader(topic, ids[-1])
+        time.sleep(0.3)  # the start entry reaches the reader's queue
+        assert not reader.has_message_available()
+        with pytest.raises(api.Timeout):
+            reader.read_next(timeout_millis=200)
+        client.create_producer(topic, batching_enabled=False).send(b"next")
+        assert reader.has_message_available()
+        assert reader.read_next(timeout_millis=5000).data() == b"next"
     finally:
         client.close()
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from magnetar.client.aio.errors import PulsarException, Timeout
 from magnetar.client.aio.message import Message
@@ -29,6 +29,10 @@ class IncomingQueue:
 
     def __len__(self) -> int:
         return len(self._items)
+
+    def __iter__(self) -> Iterator[Message]:
+        """The queued messages, oldest first, left in place."""
+        return iter(self._items)
 
     @property
     def size_bytes(self) -> int:

@@ -102,10 +102,14 @@ class Reader:
     async def has_message_available(self) -> bool:
         """Whether read_next would return a message now or soon: compares the
         topic's last message with the last one read (or the start)."""
-        if self._stash is not None or len(self.consumer.queue):
+        if self._stash is not None:
             return True
         if self._seek_time_ms is not None:
             return await self._any_after_seek_time()
+        # Queued messages answer only if one is to be read: the start entry
+        # itself, or what a resubscription repeats, waits there to be dropped.
+        if any(self._wanted(m.proto_message_id()) for m in self.consumer.queue):
+            return True
         last = await self.consumer.get_last_message_id()
         if last.entry_id < 0:
             return False  # nothing stored
