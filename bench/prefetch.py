@@ -41,7 +41,9 @@ def held_before_receiving(kind: str, workdir: Path, count: int) -> int:
             for _ in range(count):
                 producer.send_async(PAYLOAD_100B, None)
             producer.flush()
-            time.sleep(1.0)  # what the broker is going to send, it has sent
+            # Neither broker signals that it has stopped sending (and the
+            # official client shows no queue length): a second of quiet.
+            time.sleep(1.0)
             broker.proc.send_signal(signal.SIGSTOP)
             try:
                 held = 0
