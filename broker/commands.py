@@ -7,8 +7,7 @@ writes their bytes directly instead of building a protobuf object.
 from __future__ import annotations
 
 from magnetar.broker.storage.api import Position
-from magnetar.proto import fastpath
-from magnetar.proto import pulsar_api_pb2 as pb
+from magnetar.proto import fastpath, pulsar_api_pb2 as pb
 from magnetar.proto.errors import ServerError
 from magnetar.proto.frames import encode_command
 from magnetar.proto.ids import to_unsigned64

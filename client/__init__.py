@@ -35,9 +35,11 @@ from magnetar.client.aio.net.auth import (
 )
 from magnetar.client.aio.net.failover import AutoClusterFailover, ServiceInfo, ServiceInfoProvider
 from magnetar.client.aio.net.oauth2 import AuthenticationOauth2
-from magnetar.client.aio.policies import BatchReceivePolicy as ConsumerBatchReceivePolicy
-from magnetar.client.aio.policies import DeadLetterPolicy as ConsumerDeadLetterPolicy
-from magnetar.client.aio.policies import KeySharedPolicy as ConsumerKeySharedPolicy
+from magnetar.client.aio.policies import (
+    BatchReceivePolicy as ConsumerBatchReceivePolicy,
+    DeadLetterPolicy as ConsumerDeadLetterPolicy,
+    KeySharedPolicy as ConsumerKeySharedPolicy,
+)
 from magnetar.client.sync.client import Client
 from magnetar.client.sync.consumer import Consumer
 from magnetar.client.sync.loggers import ConsoleLogger, FileLogger, LoggerLevel

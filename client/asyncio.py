@@ -24,8 +24,7 @@ from collections.abc import Callable, Mapping
 from datetime import timedelta
 from typing import Any, TypeAlias
 
-from magnetar.client.aio import client as _aio_client
-from magnetar.client.aio import message as _aio_message
+from magnetar.client.aio import client as _aio_client, message as _aio_message
 from magnetar.client.aio.consumer.consumer import Consumer as _AioConsumer
 from magnetar.client.aio.consumer.multi_topic import MultiTopicsConsumer as _AioMultiConsumer
 from magnetar.client.aio.enums import (

@@ -19,8 +19,7 @@ import urllib.request
 from pyspark.sql import SparkSession
 from pyspark.sql.functions import col, upper
 
-from magnetar import client as pulsar
-from magnetar import spark_connector
+from magnetar import client as pulsar, spark_connector
 
 SERVICE_URL = os.environ.get("MAGNETAR_URL", "pulsar://127.0.0.1:6650")
 ADMIN_URL = os.environ.get("MAGNETAR_ADMIN", "http://127.0.0.1:8080")

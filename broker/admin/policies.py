@@ -11,8 +11,11 @@ from typing import Any
 from aiohttp import web
 
 from magnetar.broker.admin.base import HttpError, json_body, no_content, topic_from_path
-from magnetar.broker.features.keywindow import POLICY_KEY as KEY_WINDOW_POLICY
-from magnetar.broker.features.keywindow import InvalidPolicy, KeyWindowPolicy
+from magnetar.broker.features.keywindow import (
+    POLICY_KEY as KEY_WINDOW_POLICY,
+    InvalidPolicy,
+    KeyWindowPolicy,
+)
 from magnetar.broker.policies.rates import (
     DISPATCH_RATE_POLICY,
     PUBLISH_RATE_POLICY,

@@ -17,8 +17,7 @@ from abc import ABC, abstractmethod
 
 from magnetar.broker.dispatchers.base import ActiveChangeListener, DispatcherSettings
 from magnetar.broker.dispatchers.failover import choose_active
-from magnetar.broker.dispatchers.selectors import ConsumerSelector as KeySelector
-from magnetar.broker.dispatchers.selectors import new_selector
+from magnetar.broker.dispatchers.selectors import ConsumerSelector as KeySelector, new_selector
 from magnetar.broker.dispatchers.shared import ConsumerSelector
 from magnetar.broker.errors import ConsumerBusyError
 from magnetar.broker.storage.api import Entry, Position

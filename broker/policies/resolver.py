@@ -17,8 +17,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from magnetar.broker.features.keywindow import POLICY_KEY as KEY_WINDOW_POLICY
-from magnetar.broker.features.keywindow import KeyWindowPolicy
+from magnetar.broker.features.keywindow import POLICY_KEY as KEY_WINDOW_POLICY, KeyWindowPolicy
 from magnetar.broker.policies.backlog_quota import BacklogQuotas
 from magnetar.broker.policies.rates import (
     DISPATCH_RATE_POLICY,

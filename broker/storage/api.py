@@ -37,59 +37,25 @@ from typing import NamedTuple
 
 from magnetar.broker.storage.errors import (
     BadVersion as BadVersion,
-)
-from magnetar.broker.storage.errors import (
     ConcurrentReadError as ConcurrentReadError,
-)
-from magnetar.broker.storage.errors import (
     CursorAlreadyExists as CursorAlreadyExists,
-)
-from magnetar.broker.storage.errors import (
     CursorClosed as CursorClosed,
-)
-from magnetar.broker.storage.errors import (
     InvalidPosition as InvalidPosition,
-)
-from magnetar.broker.storage.errors import (
     ManagedLedgerClosed as ManagedLedgerClosed,
-)
-from magnetar.broker.storage.errors import (
     ManagedLedgerFenced as ManagedLedgerFenced,
-)
-from magnetar.broker.storage.errors import (
     MetadataError as MetadataError,
-)
-from magnetar.broker.storage.errors import (
     MetadataStoreClosed as MetadataStoreClosed,
-)
-from magnetar.broker.storage.errors import (
     NotEmpty as NotEmpty,
-)
-from magnetar.broker.storage.errors import (
     NotFound as NotFound,
-)
-from magnetar.broker.storage.errors import (
     StorageError as StorageError,
 )
 from magnetar.broker.storage.metadata_api import (
     GetResult as GetResult,
-)
-from magnetar.broker.storage.metadata_api import (
     MetadataStore as MetadataStore,
-)
-from magnetar.broker.storage.metadata_api import (
     Notification as Notification,
-)
-from magnetar.broker.storage.metadata_api import (
     NotificationListener as NotificationListener,
-)
-from magnetar.broker.storage.metadata_api import (
     NotificationType as NotificationType,
-)
-from magnetar.broker.storage.metadata_api import (
     Stat as Stat,
-)
-from magnetar.broker.storage.metadata_api import (
     validate_path as validate_path,
 )
 

@@ -25,10 +25,12 @@ from magnetar.broker.errors import (
     SubscriptionNotFoundError,
     TopicTerminatedError,
 )
-from magnetar.broker.features.dedup import CURSOR_NAME as DEDUP_CURSOR
-from magnetar.broker.features.dedup import MessageDeduplication
-from magnetar.broker.features.keywindow import CURSOR_NAME as KEY_WINDOW_CURSOR
-from magnetar.broker.features.keywindow import KeyWindowIndex, KeyWindowPolicy
+from magnetar.broker.features.dedup import CURSOR_NAME as DEDUP_CURSOR, MessageDeduplication
+from magnetar.broker.features.keywindow import (
+    CURSOR_NAME as KEY_WINDOW_CURSOR,
+    KeyWindowIndex,
+    KeyWindowPolicy,
+)
 from magnetar.broker.observability.counters import RateCounter
 from magnetar.broker.policies.backlog_quota import QuotaState, backlog_bytes
 from magnetar.broker.policies.rates import DispatchRate, DispatchRateLimiter

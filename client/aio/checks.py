@@ -8,8 +8,7 @@ from typing import Any
 
 from magnetar.client.aio.crypto import CryptoKeyReader
 from magnetar.client.aio.errors import InvalidTopicName
-from magnetar.proto.naming import InvalidTopicName as _BadName
-from magnetar.proto.naming import TopicName
+from magnetar.proto.naming import InvalidTopicName as _BadName, TopicName
 
 
 def check_type(expected: type | tuple[type, ...], value: Any, name: str) -> None:

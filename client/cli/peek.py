@@ -8,8 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from magnetar.client.aio.compression import decompress
-from magnetar.proto import messages
-from magnetar.proto import pulsar_api_pb2 as pb
+from magnetar.proto import messages, pulsar_api_pb2 as pb
 
 
 def peeked_messages(headers: Mapping[str, str], payload: bytes) -> list[dict[str, Any]]:

@@ -29,9 +29,14 @@ from .definition import (
     Record,
     String,
 )
-from .schema import BytesSchema, JsonSchema, Schema, StringSchema
-from .schema import SchemaInfo as SchemaInfo
-from .schema import SchemaType as SchemaType
+from .schema import (
+    BytesSchema,
+    JsonSchema,
+    Schema,
+    SchemaInfo as SchemaInfo,
+    SchemaType as SchemaType,
+    StringSchema,
+)
 from .schema_avro import AvroSchema
 from .schema_protobuf import ProtobufNativeSchema
 

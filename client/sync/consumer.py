@@ -13,8 +13,7 @@ import time
 from typing import Any
 
 from magnetar.client.aio import message as _aio_message
-from magnetar.client.aio.consumer import consumer as _aio_consumer
-from magnetar.client.aio.consumer import multi_topic as _aio_multi
+from magnetar.client.aio.consumer import consumer as _aio_consumer, multi_topic as _aio_multi
 from magnetar.client.aio.errors import AlreadyClosed, InvalidConfiguration, Timeout
 from magnetar.client.sync.accessors import ConsumerAccessors
 from magnetar.client.sync.loop import AppEvents, ClientLoop, ThreadQueue

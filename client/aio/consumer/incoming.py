@@ -22,8 +22,7 @@ from magnetar.client.aio.consumer.chunking import ChunkAssembler
 from magnetar.client.aio.crypto import ConsumerCrypto
 from magnetar.client.aio.errors import PulsarException
 from magnetar.client.aio.message import Entry, Message
-from magnetar.proto import messages as batches
-from magnetar.proto import pulsar_api_pb2 as pb
+from magnetar.proto import messages as batches, pulsar_api_pb2 as pb
 from magnetar.proto.errors import ProtocolError
 from magnetar.proto.frames import Frame
 from magnetar.proto.ids import MessageId, to_signed64

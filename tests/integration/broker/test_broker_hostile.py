@@ -15,8 +15,7 @@ from typing import Any
 
 import pytest
 import structlog
-from hypothesis import HealthCheck, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, rule, run_state_machine_as_test
 
 from magnetar.proto import pulsar_api_pb2 as pb

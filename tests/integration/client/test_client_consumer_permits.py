@@ -12,8 +12,7 @@ from magnetar.client.aio import Client, Consumer, MessageId
 from magnetar.client.aio.compression import compress
 from magnetar.client.aio.enums import CompressionType, ConsumerCryptoFailureAction
 from magnetar.client.aio.errors import Timeout
-from magnetar.proto import messages
-from magnetar.proto import pulsar_api_pb2 as pb
+from magnetar.proto import messages, pulsar_api_pb2 as pb
 from magnetar.proto.frames import Frame, Payload, encode_payload_command, wrap
 from tests.support.fake_broker import FakeBroker, FakeConnection, Reply
 from tests.support.polling import eventually_async

@@ -13,8 +13,7 @@ import lz4.block
 import pulsar
 import pytest
 
-from magnetar.proto import messages
-from magnetar.proto import pulsar_api_pb2 as pb
+from magnetar.proto import messages, pulsar_api_pb2 as pb
 from magnetar.proto.frames import Frame
 from tests.support.fake_broker import FakeBroker, RecordedSend
 from tests.support.official import official_client

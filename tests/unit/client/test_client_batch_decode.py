@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from magnetar.client.aio.consumer.chunking import ChunkAssembler
 from magnetar.client.aio.consumer.incoming import Decoded, MessageDecoder
-from magnetar.proto import messages
-from magnetar.proto import pulsar_api_pb2 as pb
+from magnetar.proto import messages, pulsar_api_pb2 as pb
 from magnetar.proto.frames import Frame, Payload, wrap
 from magnetar.proto.ids import MessageId
 

@@ -6,11 +6,9 @@ import base64
 import struct
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
-from magnetar.proto import messages
-from magnetar.proto import pulsar_api_pb2 as pb
+from magnetar.proto import messages, pulsar_api_pb2 as pb
 from magnetar.proto.errors import ProtocolError
 from tests.support.proto_strategies import messages as messages_of
 

@@ -3,11 +3,9 @@ protobuf serializes for the same values, and decode back to them."""
 
 from __future__ import annotations
 
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
-from magnetar.proto import fastpath
-from magnetar.proto import pulsar_api_pb2 as pb
+from magnetar.proto import fastpath, pulsar_api_pb2 as pb
 from magnetar.proto.frames import FrameDecoder, encode_command, encode_payload_command, wrap
 
 U64 = st.integers(0, 2**64 - 1)

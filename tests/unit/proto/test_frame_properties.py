@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from magnetar.proto import pulsar_api_pb2 as pb
 from magnetar.proto.errors import ChecksumMismatch, ProtocolError

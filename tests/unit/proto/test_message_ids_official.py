@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pulsar
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from magnetar.proto.ids import INT64_MAX, MessageId
 

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, generate_latest
 
-from magnetar.broker.storage import FileManagedLedgerFactory
-from magnetar.broker.storage import metrics as storage_metrics
+from magnetar.broker.storage import FileManagedLedgerFactory, metrics as storage_metrics
 
 
 async def test_metrics_are_exposed_through_a_registry(factory: FileManagedLedgerFactory) -> None:

@@ -14,8 +14,7 @@ import tempfile
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-from hypothesis import HealthCheck, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from magnetar.broker.storage import (

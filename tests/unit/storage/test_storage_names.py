@@ -7,8 +7,7 @@ from __future__ import annotations
 import asyncio
 import tempfile
 
-from hypothesis import HealthCheck, example, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 from magnetar.broker.storage import FileManagedLedgerFactory
 from magnetar.broker.storage.api import ManagedLedgerConfig, SyncPolicy
