@@ -56,6 +56,11 @@ class BrokerMetrics:
             "1 while appends succeed, 0 after a failed one until one succeeds again",
             registry=r,
         )
+        self.cache_used = Gauge(
+            "magnetar_storage_cache_used_bytes",
+            "Entry bytes in the entry cache (cached while a consumer reads their topic)",
+            registry=r,
+        )
         # Storage's process-wide counters (write errors, group commits, ...).
         storage_metrics.register(r)
         # process_* (CPU, memory, file descriptors), python_info, python_gc_*.

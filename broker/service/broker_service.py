@@ -152,6 +152,7 @@ class BrokerService:
         )
         # Computed when scraped, so they never drift from the registry.
         metrics.storage_writable.set_function(lambda: 0 if factory.write_error else 1)
+        metrics.cache_used.set_function(lambda: factory.cache_used_bytes)
         metrics.registry.register(
             TopicMetricsCollector(
                 lambda: self.topics.values(),

@@ -209,6 +209,22 @@ class ManagedCursor(ABC):
 
     @property
     @abstractmethod
+    def is_active(self) -> bool:
+        """A consumer reads through this cursor now (see :meth:`set_active`)."""
+
+    @abstractmethod
+    def set_active(self) -> None:
+        """A consumer is attached. The ledger caches the entries it writes only
+        while some cursor is active (Pulsar's ManagedCursor.setActive): with
+        nobody reading, keeping them would only cost memory."""
+
+    @abstractmethod
+    def set_inactive(self) -> None:
+        """The last consumer left (also implied by close). When no cursor of
+        the ledger stays active, its cached entries are dropped."""
+
+    @property
+    @abstractmethod
     def read_position(self) -> Position:
         """The next position a read will consider (it may not exist yet)."""
 
@@ -495,6 +511,11 @@ class ManagedLedgerFactory(ABC):
     def write_error(self) -> str | None:
         """While appends keep failing (disk full, I/O error): the last failure;
         None once an append succeeded again, or if none ever failed."""
+
+    @property
+    @abstractmethod
+    def cache_used_bytes(self) -> int:
+        """Entry bytes the cache holds now (only ledgers with an active cursor add to it)."""
 
     @abstractmethod
     async def open(self, name: str, config: ManagedLedgerConfig | None = None) -> ManagedLedger:

@@ -64,6 +64,7 @@ class ManagedCursorImpl(ManagedCursor):
         self._ack_sets: dict[Position, int] = {}
         self._props: dict[str, int] = dict(properties or {})
         self._closed = False
+        self._active = False
         self._reading = False
         self._seek_gen = 0
         self._waiters: list[asyncio.Future[None]] = []
@@ -144,6 +145,20 @@ class ManagedCursorImpl(ManagedCursor):
     @property
     def is_durable(self) -> bool:
         return self._durable
+
+    @property
+    def is_active(self) -> bool:
+        return self._active
+
+    def set_active(self) -> None:
+        if not self._active and not self._closed:
+            self._active = True
+            self._ml.cursor_activity(self, True)
+
+    def set_inactive(self) -> None:
+        if self._active:
+            self._active = False
+            self._ml.cursor_activity(self, False)
 
     @property
     def read_position(self) -> Position:
@@ -494,6 +509,7 @@ class ManagedCursorImpl(ManagedCursor):
 
     def _stop(self) -> None:
         self._closed = True
+        self.set_inactive()
         if self._persist_handle is not None:
             self._persist_handle.cancel()
             self._persist_handle = None

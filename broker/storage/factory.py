@@ -219,6 +219,10 @@ class FileManagedLedgerFactory(ManagedLedgerFactory):
         return health.last_error if health.failing else None
 
     @property
+    def cache_used_bytes(self) -> int:
+        return self.cache.size
+
+    @property
     def open_ledgers(self) -> dict[str, ManagedLedgerImpl]:
         return dict(self._ledgers)
 

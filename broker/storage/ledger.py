@@ -103,6 +103,9 @@ class ManagedLedgerImpl(ManagedLedger):
         self._trim_task: asyncio.Task[Any] | None = None
         self._trim_again = False
         self.cursors_by_name: dict[str, ManagedCursorImpl] = {}
+        # Cursors a consumer reads through now; written entries are cached
+        # only while there is one (as Pulsar's ManagedLedgerImpl does).
+        self._active_cursors: set[object] = set()
         # Persisted mark-delete of every durable cursor, open or not: trimming
         # follows what survives a crash, never what is only in memory.
         self.durable_mark_deletes: dict[str, Position] = {}
@@ -199,6 +202,21 @@ class ManagedLedgerImpl(ManagedLedger):
         if type(data) is not bytes:
             data = bytes(data)
         return self._writer.add(data, num_messages)
+
+    @property
+    def has_active_cursors(self) -> bool:
+        return bool(self._active_cursors)
+
+    def cursor_activity(self, cursor: object, active: bool) -> None:
+        """A cursor became active or inactive (ManagedCursor.set_active)."""
+        if active:
+            self._active_cursors.add(cursor)
+            return
+        self._active_cursors.discard(cursor)
+        if not self._active_cursors:
+            # Nobody reads: what the cache holds would only be read from disk.
+            for info in self.layout.infos():
+                info.cache.clear()
 
     def entries_added(self, last: Position) -> None:
         """The writer stored entries up to ``last``: publish them."""

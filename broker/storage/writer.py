@@ -220,11 +220,12 @@ class LedgerWriter:
                 zip(repeat(info.ledger_id, n), range(first_id, first_id + n), strict=True),
             )
         )
-        entries: list[Entry] = list(
-            map(_new_tuple, repeat(Entry, n), zip(positions, datas, nmsgs, strict=True))
-        )
         nbytes = group.nbytes
-        info.cache.append(entries, nbytes)
+        if ml.has_active_cursors:
+            entries: list[Entry] = list(
+                map(_new_tuple, repeat(Entry, n), zip(positions, datas, nmsgs, strict=True))
+            )
+            info.cache.append(entries, nbytes)
         stats = ml.stats
         stats.groups_written += 1
         stats.entries_written += n

@@ -115,6 +115,7 @@ class PersistentSubscription:
         elif dispatcher is None or consumer.sub_type != self.sub_type:
             dispatcher = await self._replace_dispatcher(consumer.sub_type)
         dispatcher.add_consumer(consumer)
+        self.cursor.set_active()
 
     async def _replace_dispatcher(self, sub_type: int) -> PersistentDispatcher:
         # Built complete: what this subscription reads and whether its topic
@@ -145,6 +146,8 @@ class PersistentSubscription:
         consumer.is_closed = True
         if self._dispatcher is not None:
             self._dispatcher.remove_consumer(consumer)
+        if not self.consumers:
+            self.cursor.set_inactive()
         if (
             not self.consumers
             and not self.is_durable

@@ -132,3 +132,30 @@ def test_admin_stats_show_rates_after_a_workload(broker_factory: BrokerFactory) 
         assert _rates_seen(stats), stats
     assert stats["msgInCounter"] >= 20 and stats["bytesInCounter"] > 0
     assert stats["subscriptions"]["s"]["msgOutCounter"] >= 40  # sent twice
+
+
+def test_entry_cache_holds_entries_only_while_a_consumer_reads(broker: BrokerThread) -> None:
+    """SEM-5.5 as Pulsar keeps it: the broker caches what it writes for the
+    consumers reading a topic; a topic nobody reads adds nothing to the cache
+    (magnetar_storage_cache_used_bytes), and the last consumer leaving drops
+    what its topic held."""
+    used = ("magnetar_storage_cache_used_bytes", frozenset[tuple[str, str]]())
+    written = "persistent://public/default/cache-write-only"
+    read = "persistent://public/default/cache-read"
+    payload = b"c" * 1000
+    with official_client(broker.url) as client:
+        client.subscribe(written, "nobody-connected").close()
+        producer = client.create_producer(written, batching_enabled=False)
+        for _ in range(20):
+            producer.send(payload)
+        assert _scrape(broker)[used] == 0
+
+        consumer = client.subscribe(read, "reading")
+        producer = client.create_producer(read, batching_enabled=False)
+        for _ in range(20):
+            producer.send(payload)
+        assert _scrape(broker)[used] >= 20 * len(payload)
+        for _ in range(20):
+            consumer.acknowledge(consumer.receive(timeout_millis=10_000))
+        consumer.close()
+        assert _scrape(broker)[used] == 0

@@ -118,8 +118,9 @@ async def test_recent_entries_come_from_the_cache_and_old_ones_from_disk(
     )
     try:
         ml = await f.open_impl(NAME)
+        (await ml.open_cursor("reader")).set_active()
         positions = [await ml.add_entry(bytes([i % 256]) * 1000) for i in range(50)]
-        assert f.cache.size <= 10 * 1000
+        assert 0 < f.cache.size <= 10 * 1000
         tail = await ml.read_entries(positions[45], 5)
         assert ml.stats.cache_reads == 1 and ml.stats.disk_reads == 0
         head = await ml.read_entries(positions[0], 5)
@@ -137,10 +138,48 @@ async def test_cache_budget_is_shared_by_ledgers(tmp_path: Path) -> None:
     try:
         a = await f.open("a/b/c/one")
         b = await f.open("a/b/c/two")
+        (await a.open_cursor("s")).set_active()
+        (await b.open_cursor("s")).set_active()
         for _ in range(10):
             await a.add_entry(b"x" * 1000)
             await b.add_entry(b"y" * 1000)
-        assert f.cache.size <= 5000
+        assert 4000 <= f.cache.size <= 5000
+    finally:
+        await f.close()
+
+
+async def test_entries_are_cached_only_while_a_cursor_is_active(tmp_path: Path) -> None:
+    """SEM-5.5 as Pulsar keeps it: a ledger caches what it writes while a
+    consumer reads it (an active cursor); with nobody reading, nothing is held,
+    and the last cursor going inactive drops what was cached."""
+    f = await FileManagedLedgerFactory.create(str(tmp_path), ManagedLedgerConfig())
+    try:
+        ml = await f.open_impl(NAME)
+        cursor = await ml.open_cursor("sub")
+        other = ml.new_non_durable_cursor(EARLIEST)
+        first = [await ml.add_entry(b"a%d" % i) for i in range(5)]
+        assert f.cache.size == 0 and f.cache_used_bytes == 0
+        assert [e.data for e in await ml.read_entries(first[0], 5)] == [
+            b"a%d" % i for i in range(5)
+        ]
+        assert ml.stats.disk_reads == 1 and ml.stats.cache_reads == 0
+
+        cursor.set_active()
+        other.set_active()
+        later = [await ml.add_entry(b"b%d" % i) for i in range(5)]
+        assert f.cache_used_bytes == sum(len(b"b%d" % i) for i in range(5))
+        assert [e.data for e in await ml.read_entries(later[0], 5)] == [
+            b"b%d" % i for i in range(5)
+        ]
+        assert ml.stats.cache_reads == 1 and ml.stats.disk_reads == 1
+
+        cursor.set_inactive()  # one reader left: the cache stays
+        assert f.cache_used_bytes > 0
+        await ml.delete_cursor(other.name)  # closing a cursor makes it inactive
+        assert not other.is_active and not ml.has_active_cursors
+        assert f.cache_used_bytes == 0
+        await ml.add_entry(b"c")
+        assert f.cache_used_bytes == 0
     finally:
         await f.close()
 

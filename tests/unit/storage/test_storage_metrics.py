@@ -20,6 +20,7 @@ async def test_metrics_are_exposed_through_a_registry(factory: FileManagedLedger
     groups = value("magnetar_storage_write_groups_total")
     cache_reads = value("magnetar_storage_cache_reads_total")
     ml = await factory.open("t/n/persistent/metrics")
+    (await ml.open_cursor("reading")).set_active()  # entries are cached while one reads
     first = await ml.add_entry(b"abc")
     await ml.add_entry(b"def")
     await ml.read_entries(first, 10)
