@@ -28,10 +28,11 @@ the object. Blocking work (file I/O, fsync, SQLite) runs on worker threads.
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -359,7 +360,7 @@ class ManagedLedger(ABC):
     def is_closed(self) -> bool: ...
 
     @abstractmethod
-    def add_entry(self, data: bytes, num_messages: int = 1) -> Awaitable[Position]:
+    def add_entry(self, data: bytes, num_messages: int = 1) -> asyncio.Future[Position]:
         """Append one entry; await the result for its position once it is durable
         per the sync policy.
 
@@ -372,6 +373,12 @@ class ManagedLedger(ABC):
         unrecoverable write error; a failed write fails the awaitable with
         StorageError.
         """
+
+    @abstractmethod
+    def set_entries_listener(self, listener: Callable[[int, int], None] | None) -> None:
+        """``listener(entries, bytes)`` is called once per group commit, as soon as
+        its entries are readable and before their awaitables complete (the
+        topic wakes its dispatchers so, without a callback per entry)."""
 
     @abstractmethod
     async def read_entries(

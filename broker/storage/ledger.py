@@ -106,6 +106,7 @@ class ManagedLedgerImpl(ManagedLedger):
         # Cursors a consumer reads through now; written entries are cached
         # only while there is one (as Pulsar's ManagedLedgerImpl does).
         self._active_cursors: set[object] = set()
+        self._entries_listener: Callable[[int, int], None] | None = None
         # Persisted mark-delete of every durable cursor, open or not: trimming
         # follows what survives a crash, never what is only in memory.
         self.durable_mark_deletes: dict[str, Position] = {}
@@ -218,9 +219,14 @@ class ManagedLedgerImpl(ManagedLedger):
             for info in self.layout.infos():
                 info.cache.clear()
 
-    def entries_added(self, last: Position) -> None:
-        """The writer stored entries up to ``last``: publish them."""
+    def set_entries_listener(self, listener: Callable[[int, int], None] | None) -> None:
+        self._entries_listener = listener
+
+    def entries_added(self, last: Position, count: int, nbytes: int) -> None:
+        """The writer stored ``count`` entries up to ``last``: publish them."""
         self._lac = last
+        if self._entries_listener is not None:
+            self._entries_listener(count, nbytes)
         if self._entry_waiters:
             waiters, self._entry_waiters = self._entry_waiters, []
             for w in waiters:

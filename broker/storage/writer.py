@@ -234,7 +234,7 @@ class LedgerWriter:
         metrics.GROUPS_WRITTEN.inc()
         metrics.ENTRIES_WRITTEN.inc(n)
         metrics.BYTES_WRITTEN.inc(nbytes)
-        ml.entries_added(positions[-1])
+        ml.entries_added(positions[-1], n, nbytes)
         try:
             list(map(_set_result, futs, positions))
         except asyncio.InvalidStateError:  # a caller cancelled its await

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from functools import partial
 from pathlib import Path
 
 import structlog
@@ -105,6 +104,7 @@ class PersistentTopic(TopicProducers):
         # Entries (as `messages`) and bytes storage wrote, followed by the stats
         # update from the ledger's own counters (pulsar_storage_write_rate).
         self.storage_writes = RateCounter()
+        ledger.set_entries_listener(self._appended)
 
     def __repr__(self) -> str:
         return f"PersistentTopic({self.name!r})"
@@ -131,21 +131,18 @@ class PersistentTopic(TopicProducers):
         published.messages += num_messages
         published.bytes += len(data)
         try:
-            future = asyncio.ensure_future(self.ledger.add_entry(data, num_messages))
+            return self.ledger.add_entry(data, num_messages)
         except StorageError as exc:
             failed: asyncio.Future[Position] = asyncio.get_running_loop().create_future()
             failed.set_exception(exc)
             return failed
-        future.add_done_callback(partial(self._appended, len(data)))
-        return future
 
-    def _appended(self, size: int, future: asyncio.Future[Position]) -> None:
-        if future.cancelled() or future.exception() is not None:
-            return
+    def _appended(self, entries: int, nbytes: int) -> None:
+        """The ledger stored a group of entries (its listener)."""
         for subscription in self.subscriptions.values():
             subscription.on_new_entries()
         if self.compaction.threshold_bytes:
-            self.compaction.note_published(size)
+            self.compaction.note_published(nbytes)
 
     async def set_deduplication(self, enabled: bool) -> None:
         """Switch deduplication; connected producers see it from their next SEND."""

@@ -78,6 +78,32 @@ async def test_concurrent_appends_are_group_committed_in_order(
     assert [e.data for e in entries] == [b"%d" % i for i in range(300)]
 
 
+async def test_the_entries_listener_hears_each_group_once_before_its_awaits(
+    factory: FileManagedLedgerFactory,
+) -> None:
+    """The topic's wake-up of its dispatchers: one call per group commit with
+    its entry count and bytes, made when the entries are readable and before
+    any append's awaitable completes."""
+    ml = await _open(factory)
+    heard: list[tuple[int, int, bool, Position]] = []
+    futures: list[asyncio.Future[Position]] = []
+
+    def listener(count: int, nbytes: int) -> None:
+        heard.append((count, nbytes, any(f.done() for f in futures), ml.last_confirmed_position))
+
+    ml.set_entries_listener(listener)
+    futures.extend(ml.add_entry(b"x" * (i + 1)) for i in range(200))
+    positions = await asyncio.gather(*futures)
+    assert sum(count for count, *_ in heard) == 200
+    assert sum(nbytes for _, nbytes, *_ in heard) == sum(range(1, 201))
+    assert len(heard) == ml.stats.groups_written < 200
+    assert not heard[0][2]  # nothing was answered before the first group was heard
+    assert heard[-1][3] == positions[-1]
+    ml.set_entries_listener(None)
+    await ml.add_entry(b"after")
+    assert sum(count for count, *_ in heard) == 200
+
+
 @pytest.mark.parametrize("policy", list(SyncPolicy))
 async def test_every_sync_policy_stores_and_recovers(tmp_path: Path, policy: SyncPolicy) -> None:
     config = ManagedLedgerConfig(sync_policy=policy, sync_interval_ms=5)
