@@ -7,6 +7,9 @@ crash of the process), then the same buffers, behind a header per group, to
 the journal file with one gathering write and, when any ledger of the round
 asks for ``fsync``, one fdatasync. Group commit thus spans every topic: a
 thousand topics with one message each cost one fdatasync, not a thousand.
+Once synced, the journal's pages are dropped from the page cache: nothing
+reads them while the broker runs, and the memory they free is what the
+next preallocation reuses (``LedgerFile.uncache``).
 
 The ledger files catch up lazily: when the journal file passes its size
 limit a new one starts, and a checkpoint fsyncs every ledger file written
@@ -260,10 +263,17 @@ class Journal:
             await asyncio.sleep(interval_s)
             if self._unsynced:
                 self._unsynced = False
+                file = self._file
                 try:
-                    await self._run_blocking(self._file.sync)
+                    await self._run_blocking(_sync_and_uncache, file, file.write_end)
                 except OSError:
                     log.exception("journal fsync failed", journal=self._file.path)
+
+
+def _sync_and_uncache(journal: LedgerFile, end: int) -> None:
+    """fdatasync, then drop what it made durable from the cache. *Blocking*."""
+    journal.sync()
+    journal.uncache(end)
 
 
 def _take(writer: GroupOwner) -> PendingGroup | None:
@@ -291,7 +301,7 @@ def _write_round(journal: LedgerFile, groups: list[PendingGroup], sync: bool) ->
     if not journaled:
         return True
     try:
-        journal.append_raw(parts, nbytes, sync)
+        end = journal.append_raw(parts, nbytes, sync)
     except WriteFailed as exc:
         for g in journaled:
             try:
@@ -302,6 +312,8 @@ def _write_round(journal: LedgerFile, groups: list[PendingGroup], sync: bool) ->
                 continue
             g.error = WriteFailed(f"journal write failed: {exc}", True)
         return exc.recovered
+    if sync:
+        journal.uncache(end)
     return True
 
 

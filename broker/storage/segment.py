@@ -79,6 +79,7 @@ class LedgerFile:
         "_closed",
         "_fd",
         "_prealloc_failed",
+        "_uncached_end",
         "_write_end",
         "cum_messages",
         "ledger_id",
@@ -98,6 +99,8 @@ class LedgerFile:
         # The file's size: zeros may follow the last record (preallocation).
         self._alloc_end = scan_result.valid_end
         self._prealloc_failed = False
+        # Bytes before this have been dropped from the page cache (journals).
+        self._uncached_end = 0
         # Reads in flight on a worker thread; the fd is closed only at zero.
         self.refs = 0
 
@@ -266,6 +269,30 @@ class LedgerFile:
         if fd >= 0:
             os.fdatasync(fd)
 
+    def uncache(self, end: int) -> None:
+        """Drop the whole pages before ``end`` from the page cache, once
+        synced. *Blocking*; for journal files: nothing reads one while its
+        broker runs (replay reads it from disk at the next start), so its
+        cached pages only take memory, and once dropped the next
+        preallocation reuses them instead of taking fresh pages (on this
+        kind of virtual machine a page the process never had costs several
+        times its copy). The last partial page stays: the next append fills
+        it without reading it back. Dirty pages are never dropped (the kernel
+        skips them), so a page not yet synced is safe. Best effort.
+
+        The kernel drops a large folio (one preallocation's zeros may make
+        4 MiB ones) only when the range covers all of it, so each call goes
+        back over the last preallocation step's worth: a folio passed over
+        while the data ended inside it is dropped once the data is past it."""
+        end -= end % _PAGE
+        if end - self._uncached_end < UNCACHE_STEP:
+            return
+        start = max(0, self._uncached_end - PREALLOCATION_STEP)
+        if self._fd >= 0:
+            with contextlib.suppress(OSError):
+                os.posix_fadvise(self._fd, start, end - start, os.POSIX_FADV_DONTNEED)
+            self._uncached_end = end
+
     def sync_by_path(self) -> None:
         """fdatasync through a descriptor of its own (the shared one may be
         closed by the open-file limit meanwhile); a file deleted since needs
@@ -349,6 +376,10 @@ IDLE_PREALLOCATION_STEP = 1024 * 1024
 # topic that is only read, say) keeps only this much.
 FIRST_PREALLOCATION_STEP = 64 * 1024
 _ZEROS = bytes(PREALLOCATION_STEP)
+# A journal's synced pages are dropped from the cache this much at a time
+# (small appends would otherwise make a syscall each for a page or two).
+UNCACHE_STEP = 256 * 1024
+_PAGE = os.sysconf("SC_PAGE_SIZE")
 _PLUS_HEADER = HEADER_SIZE.__add__
 
 
