@@ -22,6 +22,7 @@ BENCHMARKS = {
     "cluster": "bench.cluster",
     "scale": "bench.scale",
     "prefetch": "bench.prefetch",
+    "floor": "bench.floor",
 }
 
 

@@ -1,0 +1,144 @@
+"""What batched produce costs before any broker logic (`python -m bench floor`).
+
+Two floors under `bench compare`'s "broker CPU: produce batched" row (one
+SEND of 1,000 x 100 B, about 112 KB with the headers), each on this machine:
+
+- storage: the syscalls Magnetar's journal makes for such a group under
+  sync policy fsync, in a bare loop: the group appended to a ledger file
+  (new page-cache pages), the same bytes to a preallocated journal file, one
+  fdatasync, the synced journal pages dropped from the cache;
+- event loop: a uvloop server that reads 112 KB frames from a loopback
+  socket and answers each with a 40-byte reply, parsing nothing (five
+  frames in flight, as the official client's batching producer keeps them).
+
+CPU time of the thread doing the work (user + system), per message. The sum
+is what any broker built this way spends before decoding a single frame;
+pulsar-lite's whole broker, which does not fsync, is measured beside
+Magnetar in `bench compare`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import socket
+import tempfile
+import threading
+from time import thread_time as _thread_cpu
+from typing import cast
+
+import uvloop
+
+GROUP_BYTES = 112_000
+MESSAGES_PER_GROUP = 1000
+REPLY = b"r" * 40
+IN_FLIGHT = 5
+
+
+def storage_floor(groups: int, directory: str) -> float:
+    """CPU seconds per group of the journal's syscalls under fsync."""
+    data = os.urandom(GROUP_BYTES)
+    ledger = os.open(os.path.join(directory, "ledger"), os.O_RDWR | os.O_CREAT, 0o644)
+    journal = os.open(os.path.join(directory, "journal"), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        os.pwrite(journal, bytes(4 << 20), 0)
+        os.fdatasync(journal)
+        allocated = 4 << 20
+        dropped = 0
+        start = _thread_cpu()
+        for i in range(groups):
+            offset = i * GROUP_BYTES
+            os.pwrite(ledger, data, offset)
+            if offset + GROUP_BYTES > allocated:
+                os.pwrite(journal, bytes(4 << 20), allocated)
+                allocated += 4 << 20
+            os.pwrite(journal, data, offset)
+            os.fdatasync(journal)
+            end = (offset + GROUP_BYTES) & ~4095
+            if end - dropped >= 256 * 1024:
+                back = max(0, dropped - (4 << 20))
+                os.posix_fadvise(journal, back, end - back, os.POSIX_FADV_DONTNEED)
+                dropped = end
+        return (_thread_cpu() - start) / groups
+    finally:
+        os.close(ledger)
+        os.close(journal)
+
+
+def loop_floor(frames: int) -> float:
+    """CPU seconds per frame of a uvloop thread that only reads and replies."""
+    ready = threading.Event()
+    finished = threading.Event()
+    port: list[int] = []
+    cpu: list[float] = []
+
+    class Receiver(asyncio.Protocol):
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            self.transport = cast(asyncio.WriteTransport, transport)
+            self.pending = 0
+            self.seen = 0
+            self.started = _thread_cpu()
+
+        def data_received(self, data: bytes) -> None:
+            self.pending += len(data)
+            while self.pending >= GROUP_BYTES:
+                self.pending -= GROUP_BYTES
+                self.seen += 1
+                self.transport.write(REPLY)
+            if self.seen == frames:
+                cpu.append(_thread_cpu() - self.started)
+                finished.set()
+
+    async def serve() -> None:
+        loop = asyncio.get_running_loop()
+        server = await loop.create_server(Receiver, "127.0.0.1", 0)
+        port.append(server.sockets[0].getsockname()[1])
+        ready.set()
+        await loop.run_in_executor(None, finished.wait)
+        server.close()
+
+    thread = threading.Thread(target=uvloop.run, args=(serve(),), daemon=True)
+    thread.start()
+    ready.wait()
+    payload = os.urandom(GROUP_BYTES)
+    with socket.create_connection(("127.0.0.1", port[0])) as conn:
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sent = replied = 0
+        buffered = 0
+        while replied < frames:
+            while sent < frames and sent - replied < IN_FLIGHT:
+                conn.sendall(payload)
+                sent += 1
+            buffered += len(conn.recv(65536))
+            replied, buffered = replied + buffered // len(REPLY), buffered % len(REPLY)
+    finished.wait()
+    thread.join()
+    return cpu[0] / frames
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench floor", description=__doc__)
+    parser.add_argument("--groups", type=int, default=1000, help="groups/frames per run")
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args(argv)
+    per_message = 1e6 / MESSAGES_PER_GROUP
+    storage: list[float] = []
+    loop: list[float] = []
+    for _ in range(args.rounds):
+        with tempfile.TemporaryDirectory(prefix="magnetar-floor-") as directory:
+            storage.append(storage_floor(args.groups, directory) * per_message)
+        loop.append(loop_floor(args.groups) * per_message)
+    storage.sort()
+    loop.sort()
+    mid = args.rounds // 2
+    print(f"storage floor (fsync): {storage[mid]:.3f} us/msg  (rounds: "
+          f"{', '.join(f'{v:.3f}' for v in storage)})")  # fmt: skip
+    print(f"event-loop floor:      {loop[mid]:.3f} us/msg  (rounds: "
+          f"{', '.join(f'{v:.3f}' for v in loop)})")  # fmt: skip
+    print(f"sum:                   {storage[mid] + loop[mid]:.3f} us/msg")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
