@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import mmap
 import os
 import socket
 import tempfile
@@ -29,6 +30,8 @@ from time import thread_time as _thread_cpu
 from typing import cast
 
 import uvloop
+
+from magnetar.broker.storage.segment import PREALLOCATION_STEP, UNCACHE_STEP
 
 GROUP_BYTES = 112_000
 MESSAGES_PER_GROUP = 1000
@@ -42,22 +45,25 @@ def storage_floor(groups: int, directory: str) -> float:
     ledger = os.open(os.path.join(directory, "ledger"), os.O_RDWR | os.O_CREAT, 0o644)
     journal = os.open(os.path.join(directory, "journal"), os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        os.pwrite(journal, bytes(4 << 20), 0)
+        zeros = bytes(PREALLOCATION_STEP)
+        os.pwrite(journal, zeros, 0)
         os.fdatasync(journal)
-        allocated = 4 << 20
+        allocated = PREALLOCATION_STEP
         dropped = 0
         start = _thread_cpu()
         for i in range(groups):
             offset = i * GROUP_BYTES
             os.pwrite(ledger, data, offset)
             if offset + GROUP_BYTES > allocated:
-                os.pwrite(journal, bytes(4 << 20), allocated)
-                allocated += 4 << 20
+                os.pwrite(journal, zeros, allocated)
+                allocated += PREALLOCATION_STEP
             os.pwrite(journal, data, offset)
             os.fdatasync(journal)
-            end = (offset + GROUP_BYTES) & ~4095
-            if end - dropped >= 256 * 1024:
-                back = max(0, dropped - (4 << 20))
+            # As LedgerFile.uncache does it.
+            end = offset + GROUP_BYTES
+            end -= end % mmap.PAGESIZE
+            if end - dropped >= UNCACHE_STEP:
+                back = max(0, dropped - PREALLOCATION_STEP)
                 os.posix_fadvise(journal, back, end - back, os.POSIX_FADV_DONTNEED)
                 dropped = end
         return (_thread_cpu() - start) / groups
