@@ -11,7 +11,9 @@ TYPECHECK := build/typecheck
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml
+# setup.py compiles the modules it lists with mypyc into .so files beside
+# their sources, which Python prefers: editing one reinstalls (recompiles).
+$(STAMP): pyproject.toml setup.py proto/batch_walk.py
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev,spark,cluster]'
@@ -40,10 +42,10 @@ $(TYPECHECK):
 	for d in proto broker client spark_connector; do ln -sfn ../../../$$d $(TYPECHECK)/magnetar/$$d; done
 
 lint: $(STAMP) $(TYPECHECK)
-	$(BIN)/ruff check proto broker client spark_connector tests bench examples
-	$(BIN)/ruff format --check proto broker client spark_connector tests bench examples
+	$(BIN)/ruff check proto broker client spark_connector tests bench examples setup.py
+	$(BIN)/ruff format --check proto broker client spark_connector tests bench examples setup.py
 	cd $(TYPECHECK) && ../../$(BIN)/mypy -p magnetar.proto -p magnetar.broker -p magnetar.client -p magnetar.spark_connector
-	MYPYPATH=$(TYPECHECK) $(BIN)/mypy tests bench examples
+	MYPYPATH=$(TYPECHECK) $(BIN)/mypy tests bench examples setup.py
 
 test: $(STAMP) lint
 	$(BIN)/pytest
@@ -96,3 +98,4 @@ chaos: $(STAMP)
 
 clean:
 	rm -rf build .mypy_cache .pytest_cache .ruff_cache
+	rm -f proto/*.so

@@ -23,6 +23,7 @@ BENCHMARKS = {
     "scale": "bench.scale",
     "prefetch": "bench.prefetch",
     "floor": "bench.floor",
+    "shapes": "bench.shapes",
 }
 
 

@@ -2,13 +2,45 @@
 
 from __future__ import annotations
 
+import importlib.util
 import random
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
-from magnetar.proto import pulsar_api_pb2 as pb
-from magnetar.proto.batch_check import batch_framing_problem, send_problem
+from magnetar.proto import batch_walk, pulsar_api_pb2 as pb
+from magnetar.proto.batch_check import (
+    COMPILED_WALK,
+    Walk,
+    batch_framing_problem,
+    send_problem,
+    strided_problem,
+    walked_problem,
+)
 from magnetar.proto.messages import build_batch
+
+
+def _uncompiled_walk() -> Walk:
+    """batch_walk's walk run from its source, even where the build compiled it."""
+    source = Path(batch_walk.__file__ or "").with_name("batch_walk.py")
+    spec = importlib.util.spec_from_file_location("batch_walk_source", source)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    walk: Walk = module.walk
+    return walk
+
+
+_PYTHON_WALK = _uncompiled_walk()
+Check = Callable[[bytes, int], "str | None"]
+# Every way the broker may check a batch: the pure-Python strided walk, and
+# batch_walk's walk both as Python and (where the build made it) compiled.
+CHECKS: dict[str, Check] = {
+    "strided": strided_problem,
+    "walk, Python": lambda body, n: walked_problem(body, n, 0, _PYTHON_WALK),
+    "walk, compiled": lambda body, n: walked_problem(body, n, 0, batch_walk.walk),
+}
 
 
 def _meta(count: int | None, **fields: object) -> pb.MessageMetadata:
@@ -27,9 +59,17 @@ SHAPES = [
 ]
 
 
+def _check(name: str) -> Check:
+    if name == "walk, compiled" and not COMPILED_WALK:
+        pytest.skip("batch_walk is not compiled in this environment")
+    return CHECKS[name]
+
+
+@pytest.mark.parametrize("name", CHECKS)
 @pytest.mark.parametrize("shape", SHAPES, ids=range(len(SHAPES)))
-def test_well_formed_batches_pass(shape: dict[str, object]) -> None:
+def test_well_formed_batches_pass(shape: dict[str, object], name: str) -> None:
     body = build_batch([(pb.SingleMessageMetadata(**shape), b"abc")] * 4)  # type: ignore[arg-type]
+    assert _check(name)(body, 4) is None
     assert batch_framing_problem(body, 4) is None
     assert send_problem(_meta(4), b"head" + body, 4, 4) is None
     assert send_problem(_meta(4), b"head" + body, 4, 1) is None
@@ -147,14 +187,63 @@ def _random_batch(rng: random.Random) -> tuple[bytes, int]:
     return build_batch(messages), count
 
 
-def test_the_walk_agrees_with_a_full_parse() -> None:
-    """SEM-28.2 in issue 28: the run-by-run walk accepts exactly what parsing
+_TEXTS = ["", "k", "key-17", "clé", "ключ", "\U0001f511", "x" * 200]
+
+
+def _raw_metadata(rng: random.Random, size: int, sequence_id: int) -> bytes:
+    """One message's metadata in any shape a client may write (keys, properties,
+    ordering keys, event times, flags), now and then with an unknown field, or
+    a string that is not UTF-8, spliced into the bytes."""
+    meta = pb.SingleMessageMetadata(payload_size=size, sequence_id=sequence_id)
+    if rng.random() < 0.5:
+        meta.partition_key = rng.choice(_TEXTS)
+    if rng.random() < 0.3:
+        for _ in range(rng.randrange(1, 4)):
+            meta.properties.add(key=rng.choice(_TEXTS), value=rng.choice(_TEXTS))
+    if rng.random() < 0.2:
+        meta.ordering_key = rng.randbytes(rng.randrange(0, 9))
+    if rng.random() < 0.2:
+        meta.event_time = rng.choice([1, 1 << 41, (1 << 64) - 1])
+    if rng.random() < 0.1:
+        meta.null_value = True
+    raw = meta.SerializeToString()
+    odd = rng.random()
+    if odd < 0.03:
+        raw += bytes([0xA0, 0x01, rng.randrange(128)])  # field 20, varint: unknown
+    elif odd < 0.06:
+        raw += bytes([0x12, 2, 0xC3, 0x28])  # a partition_key that is not UTF-8
+    elif odd < 0.08:
+        raw += bytes([0x0A, 4, 0x0A, 2, 0xED, 0xA0])  # a property key: a lone surrogate
+    return raw
+
+
+def _varied_batch(rng: random.Random) -> tuple[bytes, int, list[tuple[int, int]]]:
+    """A batch of messages in varied shapes and sizes, and each message's
+    (size field, metadata) span."""
+    count = rng.choice([1, 2, 9, 40, 300])
+    start = rng.choice([0, 16_300, 1 << 40])
+    parts = []
+    spans = []
+    offset = 0
+    for i in range(count):
+        size = rng.choice([0, 1, 100, 127, 128, rng.randrange(400)])
+        raw = _raw_metadata(rng, size, start + i)
+        parts += [len(raw).to_bytes(4, "big"), raw, bytes([i % 251]) * size]
+        spans.append((offset, offset + 4 + len(raw)))
+        offset += 4 + len(raw) + size
+    return b"".join(parts), count, spans
+
+
+@pytest.mark.parametrize("name", CHECKS)
+def test_the_walk_agrees_with_a_full_parse(name: str) -> None:
+    """SEM-28.2 in issue 28: each way of walking accepts exactly what parsing
     every message accepts, on well-formed batches and on ones with a byte
     changed, cut short, or miscounted."""
+    check = _check(name)
     rng = random.Random(2028)
     for _ in range(400):
         body, count = _random_batch(rng)
-        assert batch_framing_problem(body, count) is None
+        assert check(body, count) is None
         variants = [(body, count + 1), (body, count - 1), (body[:-1], count)]
         heads = _header_spans(body, count)
         for _ in range(6):
@@ -166,4 +255,32 @@ def test_the_walk_agrees_with_a_full_parse() -> None:
             if n < 1:
                 continue
             expected = _reference_problem(data, n)
-            assert (batch_framing_problem(data, n) is not None) == expected, (n, len(data))
+            assert (check(data, n) is not None) == expected, (n, len(data))
+
+
+@pytest.mark.parametrize("name", CHECKS)
+def test_varied_shapes_agree_with_a_full_parse(name: str) -> None:
+    """SEM-28.2: batches whose messages carry keys, properties, ordering keys,
+    unknown fields, text that is or is not UTF-8, in payloads of any size: the
+    walk and a full parse agree on every one, and on each with a byte changed."""
+    check = _check(name)
+    rng = random.Random(282)
+    for _ in range(300):
+        body, count, spans = _varied_batch(rng)
+        assert (check(body, count) is not None) == _reference_problem(body, count)
+        variants = [(body, count + 1), (body[:-1], count)]
+        for _ in range(8):
+            broken = bytearray(body)
+            start, stop = rng.choice(spans)
+            broken[rng.randrange(start, stop)] = rng.randrange(256)
+            variants.append((bytes(broken), count))
+        for data, n in variants:
+            assert (check(data, n) is not None) == _reference_problem(data, n), (n, len(data))
+
+
+def test_the_build_compiled_the_walk() -> None:
+    """setup.py compiles batch_walk with mypyc (gcc and the Python headers are
+    on every machine we build on): the broker walks batches in C here, and a
+    build that silently fell back to Python would make batched produce of
+    keyed or varied messages several times slower (README "Compiled hot path")."""
+    assert COMPILED_WALK, f"batch_walk was loaded from {batch_walk.__file__}"
