@@ -9,15 +9,16 @@ README's "Compiled hot path".
 
 from __future__ import annotations
 
+import hashlib
 import os
-import shutil
 import sys
 
 from setuptools import Extension, setup
 
 # Source file -> module name. The package-dir mapping (proto/ is magnetar.proto)
 # is not visible to mypyc, which names a module after its folders: each file is
-# staged under build/mypyc-src/magnetar/... first.
+# staged under build/mypyc-src/magnetar/... first, its COMPILED_FROM set to the
+# source's SHA-256 (a compiled module older than its source is then ignored).
 COMPILED = {"proto/batch_walk.py": "magnetar.proto.batch_walk"}
 STAGE = os.path.join("build", "mypyc-src")
 
@@ -32,8 +33,15 @@ def _stage() -> list[str]:
             init = os.path.join(STAGE, *parts[:depth], "__init__.py")
             if not os.path.exists(init):
                 open(init, "w").close()
+        with open(source, "rb") as f:
+            text = f.read()
+        marker = b'COMPILED_FROM: Final[str] = ""'
+        if marker not in text:
+            raise RuntimeError(f"{source} has no {marker.decode()} line")
+        stamp = f'COMPILED_FROM: Final[str] = "{hashlib.sha256(text).hexdigest()}"'
         target = os.path.join(folder, parts[-1] + ".py")
-        shutil.copyfile(source, target)
+        with open(target, "wb") as f:
+            f.write(text.replace(marker, stamp.encode()))
         paths.append(target)
     return paths
 

@@ -28,8 +28,10 @@ message.
 
 from __future__ import annotations
 
+import hashlib
 import struct
 from collections.abc import Callable
+from pathlib import Path
 
 from google.protobuf.message import DecodeError
 
@@ -39,8 +41,25 @@ MIN_MESSAGE_BYTES = 6
 _U32 = struct.Struct(">I")
 _PAYLOAD_SIZE_TAG = 0x18  # field 3, varint
 _SEQUENCE_ID_TAG = 0x40  # field 8, varint
-# True where the build compiled batch_walk (a .so next to its source).
-COMPILED_WALK = not (batch_walk.__file__ or "").endswith(".py")
+
+
+def _compiled_walk_is_current() -> bool:
+    """Whether batch_walk is the build's compiled module, made from the source
+    beside it (after an edit the old .so would still be imported first)."""
+    path = batch_walk.__file__ or ""
+    if path.endswith(".py"):
+        return False
+    try:
+        source = Path(path).with_name("batch_walk.py").read_bytes()
+    except OSError:
+        return True  # installed without its source: the build's own
+    # getattr: a module compiled before the marker existed has none.
+    built_from: str = getattr(batch_walk, "COMPILED_FROM", "")
+    return hashlib.sha256(source).hexdigest() == built_from
+
+
+# True where the build compiled batch_walk from its current source.
+COMPILED_WALK = _compiled_walk_is_current()
 
 
 def send_problem(

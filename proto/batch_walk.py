@@ -7,9 +7,9 @@ from the bytes, but it decides only the plain cases on its own: one-byte tags
 of the fields the official clients write, varints of at most nine bytes,
 strings that are valid UTF-8 (protobuf checks them), properties of only key
 and value. Anything else (an unknown field, a group, a long varint, a
-metadata that does not decode) stops the walk at that
-message and hands it to protobuf's own parser, so what is accepted is exactly
-what protobuf accepts.
+metadata that does not decode) stops the walk at that message and hands it
+to protobuf's own parser, so what is accepted is exactly what protobuf
+accepts.
 
 Written for mypyc: plain loops over ``bytes`` indices and ``int`` locals, which
 it turns into C; run as Python it is correct but no faster than the strided
@@ -19,6 +19,10 @@ check in batch_check.py, which is used then instead.
 from __future__ import annotations
 
 from typing import Final
+
+# setup.py sets this to the SHA-256 of this file in the copy it compiles:
+# batch_check.py ignores a compiled module older than its source.
+COMPILED_FROM: Final[str] = ""
 
 # walk()'s status: every message walked; or the walk stopped at a message.
 DONE: Final = 0
@@ -49,8 +53,8 @@ def walk(data: bytes, count: int, index: int, offset: int) -> tuple[int, int, in
         if end - offset < 4:
             return NO_SIZE_FIELD, index, offset
         start = offset + 4
-        meta_size = (data[offset] << 24) | (data[offset + 1] << 16)
-        meta_end = start + (meta_size | (data[offset + 2] << 8) | data[offset + 3])
+        high = (data[offset] << 24) | (data[offset + 1] << 16)
+        meta_end = start + (high | (data[offset + 2] << 8) | data[offset + 3])
         if meta_end > end:
             return METADATA_PAST_END, index, offset
         size = _payload_size(data, start, meta_end)

@@ -283,4 +283,7 @@ def test_the_build_compiled_the_walk() -> None:
     on every machine we build on): the broker walks batches in C here, and a
     build that silently fell back to Python would make batched produce of
     keyed or varied messages several times slower (README "Compiled hot path")."""
-    assert COMPILED_WALK, f"batch_walk was loaded from {batch_walk.__file__}"
+    assert COMPILED_WALK, (
+        f"batch_walk was loaded from {batch_walk.__file__}: not compiled, or compiled "
+        "from an older source (`make venv` rebuilds it)"
+    )
