@@ -15,7 +15,6 @@ module run as Python, and the strided pure-Python check.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import random
 import statistics
 import tempfile
@@ -25,13 +24,14 @@ from pathlib import Path
 from typing import Any
 
 from bench import compare
-from magnetar.proto import batch_walk, pulsar_api_pb2 as pb
+from magnetar.proto import pulsar_api_pb2 as pb
 from magnetar.proto.batch_check import (
     COMPILED_WALK,
-    Walk,
+    source_walk,
     strided_problem,
     walked_problem,
 )
+from magnetar.proto.messages import build_batch
 
 KINDS = ("magnetar-fsync", compare.LITE)
 _RNG = random.Random(28)
@@ -76,7 +76,7 @@ def produce(url: str, topic: str, count: int, shape: str) -> float:
 
 def _batch(shape: str) -> tuple[bytes, int]:
     """A 1,000-message batch payload of `shape`, as the official client builds one."""
-    parts = []
+    messages = []
     for i in range(1000):
         payload, extra = SHAPES[shape](i)
         meta = pb.SingleMessageMetadata(payload_size=len(payload), sequence_id=i)
@@ -84,24 +84,13 @@ def _batch(shape: str) -> tuple[bytes, int]:
             meta.partition_key = extra["partition_key"]
         for key, value in extra.get("properties", {}).items():
             meta.properties.add(key=key, value=value)
-        raw = meta.SerializeToString()
-        parts += [len(raw).to_bytes(4, "big"), raw, payload]
-    return b"".join(parts), 1000
-
-
-def _source_walk() -> Walk:
-    source = Path(batch_walk.__file__ or "").with_name("batch_walk.py")
-    spec = importlib.util.spec_from_file_location("batch_walk_source", source)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    walk: Walk = module.walk
-    return walk
+        messages.append((meta, payload))
+    return build_batch(messages), 1000
 
 
 def walk_costs(repeat: int = 200) -> None:
     """ns per message of each way of checking a 1,000-message batch."""
-    python_walk = _source_walk()
+    python_walk = source_walk()
     checks: dict[str, Callable[[bytes, int], str | None]] = {
         f"batch_walk ({'compiled' if COMPILED_WALK else 'not compiled'})": walked_problem,
         "batch_walk run as Python": lambda b, n: walked_problem(b, n, 0, python_walk),

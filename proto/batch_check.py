@@ -29,6 +29,7 @@ message.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import struct
 from collections.abc import Callable
 from pathlib import Path
@@ -41,16 +42,20 @@ MIN_MESSAGE_BYTES = 6
 _U32 = struct.Struct(">I")
 _PAYLOAD_SIZE_TAG = 0x18  # field 3, varint
 _SEQUENCE_ID_TAG = 0x40  # field 8, varint
+Walk = Callable[[bytes, int, int, int], tuple[int, int, int]]
+
+
+def _walk_source() -> Path:
+    return Path(batch_walk.__file__ or "").with_name("batch_walk.py")
 
 
 def _compiled_walk_is_current() -> bool:
     """Whether batch_walk is the build's compiled module, made from the source
     beside it (after an edit the old .so would still be imported first)."""
-    path = batch_walk.__file__ or ""
-    if path.endswith(".py"):
+    if (batch_walk.__file__ or "").endswith(".py"):
         return False
     try:
-        source = Path(path).with_name("batch_walk.py").read_bytes()
+        source = _walk_source().read_bytes()
     except OSError:
         return True  # installed without its source: the build's own
     # getattr: a module compiled before the marker existed has none.
@@ -60,6 +65,17 @@ def _compiled_walk_is_current() -> bool:
 
 # True where the build compiled batch_walk from its current source.
 COMPILED_WALK = _compiled_walk_is_current()
+
+
+def source_walk() -> Walk:
+    """batch_walk's walk run from its source, even where the build compiled
+    it (the tests and `bench shapes` hold the two side by side)."""
+    spec = importlib.util.spec_from_file_location("batch_walk_source", _walk_source())
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    walk: Walk = module.walk
+    return walk
 
 
 def send_problem(
@@ -91,9 +107,6 @@ def batch_framing_problem(payload: bytes, count: int, offset: int = 0) -> str | 
     if COMPILED_WALK:
         return walked_problem(payload, count, offset)
     return strided_problem(payload, count, offset)
-
-
-Walk = Callable[[bytes, int, int, int], tuple[int, int, int]]
 
 
 def walked_problem(
@@ -229,28 +242,13 @@ def _common_shape_size(data: bytes, pos: int, end: int) -> int:
     message); -1 for any other shape, which is then parsed in full."""
     if pos >= end or data[pos] != _PAYLOAD_SIZE_TAG:
         return -1
-    size, pos = _varint(data, pos + 1, end)
+    size, pos = batch_walk.varint(data, pos + 1, end, 5)  # 32 bits
     if size < 0 or pos == end:
         return size
     if data[pos] != _SEQUENCE_ID_TAG:
         return -1
-    sequence_id, pos = _varint(data, pos + 1, end, limit=70)
+    sequence_id, pos = batch_walk.varint(data, pos + 1, end, 10)  # 64 bits
     return size if sequence_id >= 0 and pos == end else -1
-
-
-def _varint(data: bytes, pos: int, end: int, limit: int = 35) -> tuple[int, int]:
-    """(value, position after it); value -1 when it runs past `end` or past
-    `limit` bits (sizes are 32-bit, sequence ids 64-bit)."""
-    value = 0
-    shift = 0
-    while pos < end and shift < limit:
-        byte = data[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return value, pos
-        shift += 7
-    return -1, pos
 
 
 def _parsed_payload_size(raw: bytes) -> int:

@@ -75,45 +75,22 @@ def _payload_size(data: bytes, pos: int, end: int) -> int:
         tag = data[pos]
         pos += 1
         if tag == _PAYLOAD_SIZE:
-            value = 0
-            shift = 0
-            while True:
-                if pos >= end or shift > 56:
-                    return -1
-                byte = data[pos]
-                pos += 1
-                value |= (byte & 0x7F) << shift
-                if byte < 0x80:
-                    break
-                shift += 7
-            value &= 0xFFFFFFFF  # an int32: protobuf keeps the low 32 bits
+            value, pos = varint(data, pos, end, 9)
+            if value < 0:
+                return -1
+            # An int32: protobuf keeps the low 32 bits; negative is not plain.
+            value &= 0xFFFFFFFF
             if value >= 0x80000000:
                 return -1
             size = value
         elif tag in _VARINT_FIELDS:
-            skipped = 0
-            while True:
-                if pos >= end or skipped == 9:
-                    return -1
-                byte = data[pos]
-                pos += 1
-                skipped += 1
-                if byte < 0x80:
-                    break
+            value, pos = varint(data, pos, end, 9)
+            if value < 0:
+                return -1
         elif tag in (_PARTITION_KEY, _ORDERING_KEY, _PROPERTIES):
-            length = 0
-            shift = 0
-            while True:
-                if pos >= end or shift > 21:
-                    return -1
-                byte = data[pos]
-                pos += 1
-                length |= (byte & 0x7F) << shift
-                if byte < 0x80:
-                    break
-                shift += 7
+            length, pos = varint(data, pos, end, 4)
             field_end = pos + length
-            if field_end > end:
+            if length < 0 or field_end > end:
                 return -1
             if tag == _PARTITION_KEY:
                 if not _utf8(data, pos, field_end):
@@ -132,24 +109,28 @@ def _plain_key_value(data: bytes, pos: int, end: int) -> bool:
         tag = data[pos]
         if tag != _KV_KEY and tag != _KV_VALUE:
             return False
-        pos += 1
-        if pos >= end:
-            return False
-        length = data[pos]
-        pos += 1
-        if length >= 0x80:
-            if pos >= end:
-                return False
-            second = data[pos]
-            pos += 1
-            if second >= 0x80:
-                return False
-            length = (length & 0x7F) | (second << 7)
+        length, pos = varint(data, pos + 1, end, 4)
         field_end = pos + length
-        if field_end > end or not _utf8(data, pos, field_end):
+        if length < 0 or field_end > end or not _utf8(data, pos, field_end):
             return False
         pos = field_end
     return True
+
+
+def varint(data: bytes, pos: int, end: int, max_bytes: int) -> tuple[int, int]:
+    """(value, position after it) of the varint at data[pos]; value -1 when it
+    runs past ``end`` or past ``max_bytes`` bytes."""
+    value = 0
+    shift = 0
+    limit = pos + max_bytes
+    while pos < end and pos < limit:
+        byte = data[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, pos
+        shift += 7
+    return -1, pos
 
 
 def _ascii(data: bytes, pos: int, end: int) -> bool:

@@ -2,37 +2,23 @@
 
 from __future__ import annotations
 
-import importlib.util
 import random
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
 
 from magnetar.proto import batch_walk, pulsar_api_pb2 as pb
 from magnetar.proto.batch_check import (
     COMPILED_WALK,
-    Walk,
     batch_framing_problem,
     send_problem,
+    source_walk,
     strided_problem,
     walked_problem,
 )
 from magnetar.proto.messages import build_batch
 
-
-def _uncompiled_walk() -> Walk:
-    """batch_walk's walk run from its source, even where the build compiled it."""
-    source = Path(batch_walk.__file__ or "").with_name("batch_walk.py")
-    spec = importlib.util.spec_from_file_location("batch_walk_source", source)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    walk: Walk = module.walk
-    return walk
-
-
-_PYTHON_WALK = _uncompiled_walk()
+_PYTHON_WALK = source_walk()
 Check = Callable[[bytes, int], "str | None"]
 # Every way the broker may check a batch: the pure-Python strided walk, and
 # batch_walk's walk both as Python and (where the build made it) compiled.
