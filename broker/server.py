@@ -125,6 +125,7 @@ class BrokerServer:
             await self.shutdown()
             raise
         self.state = "serving"
+        self.metrics.loop_lag.start()
         log.info(
             "broker started",
             service_url=self.service_url,
@@ -265,6 +266,7 @@ class BrokerServer:
             ("close connections", self._close_connections),
             ("close storage", self._close_storage),
             ("stop http", self._stop_http),
+            ("stop loop lag sampling", self.metrics.loop_lag.close),
         ]
         for name, action in phases:
             remaining = max(deadline - time.monotonic(), 0.1)

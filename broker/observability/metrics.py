@@ -22,6 +22,7 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.registry import Collector
 
+from magnetar.broker.observability.loop_lag import LoopLagMonitor
 from magnetar.broker.storage import metrics as storage_metrics
 
 __all__ = ["CONTENT_TYPE_LATEST", "BrokerMetrics"]
@@ -58,9 +59,11 @@ class BrokerMetrics:
         )
         self.cache_used = Gauge(
             "magnetar_storage_cache_used_bytes",
-            "Entry bytes in the entry cache (cached while a consumer reads their topic)",
+            "Memory the entry cache holds: entry data plus each entry's objects "
+            "(cached while a consumer reads their topic)",
             registry=r,
         )
+        self.loop_lag = LoopLagMonitor(r)
         # Storage's process-wide counters (write errors, group commits, ...).
         storage_metrics.register(r)
         # process_* (CPU, memory, file descriptors), python_info, python_gc_*.
