@@ -66,6 +66,13 @@ def _add_common_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--sync-policy", choices=["fsync", "interval", "none"], help="default fsync"
     )
+    parser.add_argument(
+        "--entry-cache-size", help="entry cache budget in bytes of memory (default 134217728)"
+    )
+    parser.add_argument(
+        "--entry-cache-eviction-threshold-seconds",
+        help="cached entries older than this leave the cache (default 1.0)",
+    )
 
 
 def config_from_args(args: argparse.Namespace, warnings: list[str] | None = None) -> BrokerConfig:
@@ -80,6 +87,8 @@ def config_from_args(args: argparse.Namespace, warnings: list[str] | None = None
             "log_format",
             "log_level",
             "sync_policy",
+            "entry_cache_size",
+            "entry_cache_eviction_threshold_seconds",
             "metadata_url",
             "cluster_name",
         )

@@ -108,6 +108,13 @@ class BrokerConfig:
     # trimming delete whole ledgers, so smaller files free space sooner
     # (Pulsar's managedLedgerMaxSizePerLedgerMbytes, here in bytes).
     managed_ledger_max_segment_size: int = 64 * 1024 * 1024
+    # The entry cache that serves tailing reads: a budget for all topics, in
+    # bytes of memory (entry data plus each entry's objects; Pulsar's
+    # managedLedgerCacheSizeMB), and the age after which a cached entry
+    # leaves (Pulsar's managedLedgerCacheEvictionTimeThresholdMillis, 1 s).
+    # Entries every consumer of a topic has read leave at once.
+    entry_cache_size: int = 128 * 1024 * 1024
+    entry_cache_eviction_threshold_seconds: float = 1.0
     shutdown_timeout_seconds: float = 10.0
     # Limits (0: none), as Pulsar's maxConnections / maxConnectionsPerIp /
     # maxProducersPerTopic / maxConsumersPerTopic / maxSubscriptionsPerTopic;
@@ -289,6 +296,12 @@ def _validated(config: BrokerConfig) -> BrokerConfig:
         config.managed_ledger_max_segment_size >= 1024,
         "managed_ledger_max_segment_size",
         "must be >= 1024",
+    )
+    need(config.entry_cache_size >= 0, "entry_cache_size", "must be >= 0 (0: no cache)")
+    need(
+        config.entry_cache_eviction_threshold_seconds > 0,
+        "entry_cache_eviction_threshold_seconds",
+        "must be > 0",
     )
     need(config.default_num_partitions >= 1, "default_num_partitions", "must be at least 1")
     need(

@@ -133,6 +133,8 @@ class ManagedLedgerConfig:
     sync_interval_ms: int = 100
     max_segment_size: int = 64 * 1024 * 1024
     entry_cache_size: int = 128 * 1024 * 1024
+    # Cached entries older than this leave the cache (factory's config only).
+    cache_eviction_threshold_s: float = 1.0
     retention_time_s: float = 0.0
     retention_size_bytes: int = 0
     cursor_persist_interval_s: float = 1.0
@@ -147,6 +149,8 @@ class ManagedLedgerConfig:
             raise ValueError("max_segment_size must be >= 1024")
         if self.entry_cache_size < 0:
             raise ValueError("entry_cache_size must be >= 0")
+        if not self.cache_eviction_threshold_s > 0:
+            raise ValueError("cache_eviction_threshold_s must be > 0")
         if self.cursor_persist_interval_s < 0:
             raise ValueError("cursor_persist_interval_s must be >= 0")
         if self.max_persisted_unacked_ranges < 0:
@@ -522,7 +526,8 @@ class ManagedLedgerFactory(ABC):
     @property
     @abstractmethod
     def cache_used_bytes(self) -> int:
-        """Entry bytes the cache holds now (only ledgers with an active cursor add to it)."""
+        """Memory the entry cache holds now, data plus per-entry objects (only
+        ledgers with an active cursor add to it)."""
 
     @abstractmethod
     async def open(self, name: str, config: ManagedLedgerConfig | None = None) -> ManagedLedger:

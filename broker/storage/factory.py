@@ -71,7 +71,7 @@ class FileManagedLedgerFactory(ManagedLedgerFactory):
         self._lock_fd = lock_fd
         self._executor = executor
         self.journal = journal
-        self.cache = EntryCacheManager(config.entry_cache_size)
+        self.cache = EntryCacheManager(config.entry_cache_size, config.cache_eviction_threshold_s)
         self._ctx = LedgerContext(
             data_dir=data_dir,
             executor=self._executor,
@@ -97,6 +97,10 @@ class FileManagedLedgerFactory(ManagedLedgerFactory):
             self._sweeper = asyncio.get_running_loop().create_task(
                 self._sweep_loop(), name="ml-factory-trim-sweep"
             )
+        # Idle ledgers' cached entries age out without an append to push them.
+        self._evictor = asyncio.get_running_loop().create_task(
+            self._evict_loop(), name="ml-factory-cache-eviction"
+        )
 
     @classmethod
     async def create(
@@ -230,9 +234,10 @@ class FileManagedLedgerFactory(ManagedLedgerFactory):
         if self._closed:
             return
         self._closed = True
-        if self._sweeper is not None:
-            self._sweeper.cancel()
-            await asyncio.wait([self._sweeper])
+        for task in (self._sweeper, self._evictor):
+            if task is not None:
+                task.cancel()
+                await asyncio.wait([task])
         for ml in list(self._ledgers.values()):
             try:
                 await ml.close()
@@ -252,6 +257,13 @@ class FileManagedLedgerFactory(ManagedLedgerFactory):
             await asyncio.sleep(self._trim_interval_s)
             for ml in list(self._ledgers.values()):
                 ml.schedule_trim()
+
+    async def _evict_loop(self) -> None:
+        # A tenth of the threshold: an entry stays at most 1.1 times it.
+        interval = min(1.0, max(0.01, self.cache.time_threshold_s / 10))
+        while True:
+            await asyncio.sleep(interval)
+            self.cache.evict()
 
     def _check_open(self) -> None:
         if self._closed:

@@ -105,7 +105,7 @@ class ManagedLedgerImpl(ManagedLedger):
         self.cursors_by_name: dict[str, ManagedCursorImpl] = {}
         # Cursors a consumer reads through now; written entries are cached
         # only while there is one (as Pulsar's ManagedLedgerImpl does).
-        self._active_cursors: set[object] = set()
+        self._active_cursors: set[ManagedCursor] = set()
         self._entries_listener: Callable[[int, int], None] | None = None
         # Persisted mark-delete of every durable cursor, open or not: trimming
         # follows what survives a crash, never what is only in memory.
@@ -208,7 +208,18 @@ class ManagedLedgerImpl(ManagedLedger):
     def has_active_cursors(self) -> bool:
         return bool(self._active_cursors)
 
-    def cursor_activity(self, cursor: object, active: bool) -> None:
+    def slowest_read(self) -> Position | None:
+        """The read position of the active cursor furthest behind; None when
+        no cursor is active. Cached entries before it will not be read again."""
+        cursors = self._active_cursors
+        if not cursors:
+            return None
+        if len(cursors) == 1:
+            for cursor in cursors:
+                return cursor.read_position
+        return min(c.read_position for c in cursors)
+
+    def cursor_activity(self, cursor: ManagedCursor, active: bool) -> None:
         """A cursor became active or inactive (ManagedCursor.set_active)."""
         if active:
             self._active_cursors.add(cursor)

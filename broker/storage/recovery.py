@@ -63,7 +63,9 @@ async def open_ledger(
                     found=lf.entry_count,
                 )
             ctx.files.adopt(lf)
-            info = LedgerInfo(rec.ledger_id, lf, ctx.cache.new_cache(rec.ledger_id))
+            info = LedgerInfo(
+                rec.ledger_id, lf, ctx.cache.new_cache(rec.ledger_id, ml.slowest_read)
+            )
             info.closed_at = rec.closed_at if rec.closed_at is not None else ctx.clock()
             ml.layout.append(info)
         # The ledger that was being written is closed now; an empty one goes.
@@ -89,7 +91,7 @@ async def open_ledger(
             known = {f"{i}.log" for i in ml.layout.ids}
             lf = await ml.run_blocking(_prepare_files, ml.dir, known, new_id)
             ctx.files.adopt(lf)
-        ml.layout.append(LedgerInfo(new_id, lf, ctx.cache.new_cache(new_id)))
+        ml.layout.append(LedgerInfo(new_id, lf, ctx.cache.new_cache(new_id, ml.slowest_read)))
         if lac[1] < 0:
             lac = Position(new_id, -1)
         if got is None:

@@ -262,7 +262,7 @@ class LedgerWriter:
         ctx.files.adopt(lf)
         old = ml.layout.current
         old.closed_at = ctx.clock()
-        ml.layout.append(LedgerInfo(new_id, lf, ctx.cache.new_cache(new_id)))
+        ml.layout.append(LedgerInfo(new_id, lf, ctx.cache.new_cache(new_id, ml.slowest_read)))
         try:
             await ml.write_ledger_list()
         except BaseException:

@@ -15,6 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.support.brokers import BrokerFactory, BrokerThread
 from tests.support.http_calls import http_call
 from tests.support.official import official_client
+from tests.support.polling import eventually
 
 NS = "public/default"
 
@@ -134,11 +135,15 @@ def test_admin_stats_show_rates_after_a_workload(broker_factory: BrokerFactory) 
     assert stats["subscriptions"]["s"]["msgOutCounter"] >= 40  # sent twice
 
 
-def test_entry_cache_holds_entries_only_while_a_consumer_reads(broker: BrokerThread) -> None:
+def test_entry_cache_holds_entries_only_while_a_consumer_will_read_them(
+    broker_factory: BrokerFactory,
+) -> None:
     """SEM-5.5 as Pulsar keeps it: the broker caches what it writes for the
     consumers reading a topic; a topic nobody reads adds nothing to the cache
-    (magnetar_storage_cache_used_bytes), and the last consumer leaving drops
-    what its topic held."""
+    (magnetar_storage_cache_used_bytes), entries the consumer has read leave
+    it without waiting for the budget or the age threshold, and the last
+    consumer leaving drops what its topic held."""
+    broker = broker_factory(entry_cache_eviction_threshold_seconds=600.0)
     used = ("magnetar_storage_cache_used_bytes", frozenset[tuple[str, str]]())
     written = "persistent://public/default/cache-write-only"
     read = "persistent://public/default/cache-read"
@@ -150,12 +155,17 @@ def test_entry_cache_holds_entries_only_while_a_consumer_reads(broker: BrokerThr
             producer.send(payload)
         assert _scrape(broker)[used] == 0
 
-        consumer = client.subscribe(read, "reading")
+        # A queue of one: the broker reads one entry ahead, the rest wait cached.
+        consumer = client.subscribe(read, "reading", receiver_queue_size=1)
         producer = client.create_producer(read, batching_enabled=False)
         for _ in range(20):
             producer.send(payload)
-        assert _scrape(broker)[used] >= 20 * len(payload)
+        assert _scrape(broker)[used] >= 15 * len(payload)
         for _ in range(20):
             consumer.acknowledge(consumer.receive(timeout_millis=10_000))
+        # Everything is read, the consumer still connected: nothing stays.
+        eventually("the read entries leave the cache", lambda: _scrape(broker)[used] == 0)
+        producer.send(payload)
+        consumer.acknowledge(consumer.receive(timeout_millis=10_000))
         consumer.close()
         assert _scrape(broker)[used] == 0

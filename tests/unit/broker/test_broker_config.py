@@ -45,6 +45,23 @@ def test_cli_parser_maps_to_config(tmp_path: Path) -> None:
     assert (config.port, config.http_port, config.data_dir) == (0, 0, tmp_path)
 
 
+def test_entry_cache_settings_from_the_command_line(tmp_path: Path) -> None:
+    """The cache budget and age threshold reach the storage's configuration."""
+    from magnetar.broker.storage_setup import ledger_config
+
+    args = build_parser().parse_args(
+        ["standalone", "--data-dir", str(tmp_path), "--entry-cache-size", "8_388_608"]
+        + ["--entry-cache-eviction-threshold-seconds", "0.25"]
+    )
+    config = config_from_args(args)
+    assert (config.entry_cache_size, config.entry_cache_eviction_threshold_seconds) == (
+        8 << 20,
+        0.25,
+    )
+    storage = ledger_config(config)
+    assert (storage.entry_cache_size, storage.cache_eviction_threshold_s) == (8 << 20, 0.25)
+
+
 @pytest.mark.parametrize(
     ("env", "message"),
     [
@@ -53,6 +70,16 @@ def test_cli_parser_maps_to_config(tmp_path: Path) -> None:
         ({"MAGNETAR_SYNC_POLICY": "sometimes"}, "fsync, interval, none"),
         ({"MAGNETAR_ALLOW_AUTO_TOPIC_CREATION": "maybe"}, "boolean"),
         ({"MAGNETAR_MAX_MESSAGE_SIZE": "10"}, "max_message_size"),
+        ({"MAGNETAR_ENTRY_CACHE_SIZE": "-1"}, "entry_cache_size = -1: must be >= 0"),
+        ({"MAGNETAR_ENTRY_CACHE_SIZE": "lots"}, "entry_cache_size .*not an integer"),
+        (
+            {"MAGNETAR_ENTRY_CACHE_EVICTION_THRESHOLD_SECONDS": "0"},
+            "entry_cache_eviction_threshold_seconds = 0.0: must be > 0",
+        ),
+        (
+            {"MAGNETAR_ENTRY_CACHE_EVICTION_THRESHOLD_SECONDS": "soon"},
+            "entry_cache_eviction_threshold_seconds .*not a number",
+        ),
     ],
 )
 def test_bad_values_are_named(env: dict[str, str], message: str) -> None:

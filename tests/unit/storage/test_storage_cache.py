@@ -1,0 +1,111 @@
+"""The entry cache (SEM-5.5 as Pulsar keeps it): entries leave once every
+active cursor has read them, once older than the time threshold, and oldest
+first past the budget, which counts the memory they really take."""
+
+from __future__ import annotations
+
+import gc
+import random
+import tracemalloc
+from pathlib import Path
+
+from magnetar.broker.storage import FileManagedLedgerFactory, ManagedLedgerConfig, Position
+from magnetar.broker.storage.api import Entry
+from magnetar.broker.storage.cache import CHUNK_OVERHEAD, ENTRY_OVERHEAD, EntryCacheManager
+
+NAME = "public/default/persistent/cache"
+
+
+def _chunk(ledger_id: int, first: int, sizes: list[int]) -> tuple[list[Entry], int]:
+    entries = [
+        Entry(Position(ledger_id, first + i), random.randbytes(size), 1)
+        for i, size in enumerate(sizes)
+    ]
+    return entries, sum(sizes)
+
+
+async def test_entries_every_active_cursor_has_read_leave_without_the_budget(
+    tmp_path: Path,
+) -> None:
+    """A large budget and a long threshold: what the active cursors have read
+    leaves at the next append or sweep; what one of them has not read stays."""
+    f = await FileManagedLedgerFactory.create(
+        str(tmp_path),
+        ManagedLedgerConfig(entry_cache_size=64 << 20, cache_eviction_threshold_s=600.0),
+    )
+    try:
+        ml = await f.open_impl(NAME)
+        fast = await ml.open_cursor("fast")
+        slow = await ml.open_cursor("slow")
+        fast.set_active()
+        slow.set_active()
+        for i in range(10):
+            await ml.add_entry(b"e%d" % i)
+        assert len(await fast.read_entries(10)) == 10
+        assert len(await slow.read_entries(4)) == 4
+        f.cache.evict()
+        # Entries 4.. are still to be read by the slow cursor.
+        info = ml.layout.current
+        assert info.cache.first_entry_id == 4 and len(info.cache) == 6
+        assert (
+            f.cache_used_bytes
+            == sum(len(b"e%d" % i) for i in range(4, 10))
+            + 6 * (ENTRY_OVERHEAD)
+            + 6 * CHUNK_OVERHEAD
+        )
+        assert len(await slow.read_entries(10)) == 6
+        await ml.add_entry(b"next")  # an append sweeps its own ledger first
+        assert len(info.cache) == 1 and info.cache.first_entry_id == 10
+        assert f.cache_used_bytes == len(b"next") + ENTRY_OVERHEAD + CHUNK_OVERHEAD
+    finally:
+        await f.close()
+
+
+def test_entries_older_than_the_threshold_leave() -> None:
+    """Pulsar's managedLedgerCacheEvictionTimeThresholdMillis: nobody has
+    read them, the budget has room, and they go by age alone."""
+    now = [100.0]
+    manager = EntryCacheManager(1 << 30, time_threshold_s=1.0, clock=lambda: now[0])
+    one, two = manager.new_cache(1), manager.new_cache(2)
+    one.append(*_chunk(1, 0, [10, 10]))
+    now[0] += 0.6
+    two.append(*_chunk(2, 0, [10]))
+    one.append(*_chunk(1, 2, [10]))
+    manager.evict()
+    assert (len(one), len(two)) == (3, 1)
+    now[0] += 0.5  # the first chunk is 1.1 s old, the others 0.5 s
+    manager.evict()
+    assert (len(one), len(two)) == (1, 1) and one.first_entry_id == 2
+    now[0] += 1.0
+    manager.evict()
+    assert (len(one), len(two)) == (0, 0) and manager.size == 0
+
+
+def test_the_budget_holds_in_real_memory() -> None:
+    """Whatever the entries' sizes, the memory the cache holds (measured by
+    tracemalloc, the entries' objects included) stays within its budget."""
+    budget = 2 << 20
+    rng = random.Random(7)
+    gc.collect()
+    tracemalloc.start()
+    try:
+        manager = EntryCacheManager(budget, time_threshold_s=3600.0)
+        caches = [manager.new_cache(lid) for lid in range(3)]
+        next_id = [0, 0, 0]
+        baseline = tracemalloc.get_traced_memory()[0]
+        worst = 0
+        for _ in range(3000):
+            k = rng.randrange(3)
+            sizes = [rng.choice((1, 30, 100, 300, 2000)) for _ in range(rng.randint(1, 40))]
+            entries, nbytes = _chunk(k, next_id[k], sizes)
+            next_id[k] += len(sizes)
+            caches[k].append(entries, nbytes)
+            del entries
+            held = tracemalloc.get_traced_memory()[0] - baseline
+            worst = max(worst, held)
+            assert manager.size <= budget
+        assert worst <= budget, f"the cache held {worst} bytes against a budget of {budget}"
+        # It was full: the bound is not met by holding little.
+        assert manager.size > budget * 0.9
+    finally:
+        tracemalloc.stop()
