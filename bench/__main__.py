@@ -1,4 +1,4 @@
-"""``python -m bench [NAME ...] [-- ARGS]``: run the named benchmarks (default: all).
+"""``python -m bench [NAME ...] [-- ARGS]``: run the named benchmarks (default: all but soak).
 
 A short dispatcher: each benchmark is a module with ``main(argv) -> int``.
 """
@@ -24,11 +24,14 @@ BENCHMARKS = {
     "prefetch": "bench.prefetch",
     "floor": "bench.floor",
     "shapes": "bench.shapes",
+    "soak": "bench.soak",
 }
+# Runs of many minutes: only when named.
+ON_REQUEST = {"soak"}
 
 
 def main(argv: list[str]) -> int:
-    names = [a for a in argv if a in BENCHMARKS] or list(BENCHMARKS)
+    names = [a for a in argv if a in BENCHMARKS] or [b for b in BENCHMARKS if b not in ON_REQUEST]
     rest = [a for a in argv if a not in BENCHMARKS]
     status = 0
     for name in names:

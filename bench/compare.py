@@ -71,6 +71,8 @@ class Broker:
     name: str
     url: str
     proc: subprocess.Popen[bytes]
+    # Magnetar's admin and /metrics port (0 for pulsar-lite).
+    http_port: int = 0
 
 
 def _lite_binary() -> str:
@@ -85,10 +87,12 @@ def start_broker(
 ) -> Iterator[Broker]:
     """A broker subprocess; `settings` are extra MAGNETAR_* variables."""
     port = _free_port()
+    http_port = 0
     data = workdir / kind
     data.mkdir(parents=True, exist_ok=True)
     log = (workdir / f"{kind}.log").open("wb")
     if kind.startswith("magnetar"):
+        http_port = _free_port()
         sync_policy = kind.partition("-")[2]
         cmd = [
             sys.executable,
@@ -98,7 +102,7 @@ def start_broker(
             "--port",
             str(port),
             "--http-port",
-            str(_free_port()),
+            str(http_port),
             "--data-dir",
             str(data),
         ]
@@ -114,7 +118,7 @@ def start_broker(
     proc = subprocess.Popen(cmd, stdout=log, stderr=log, env=env, cwd=data)
     try:
         _wait_for_port(port, proc)
-        yield Broker(kind, f"pulsar://127.0.0.1:{port}", proc)
+        yield Broker(kind, f"pulsar://127.0.0.1:{port}", proc, http_port)
     finally:
         _PEAK_RSS_MIB[kind] = max(_PEAK_RSS_MIB.get(kind, 0.0), _peak_rss_mib(proc.pid))
         proc.send_signal(signal.SIGTERM)
