@@ -108,6 +108,11 @@ class BrokerConfig:
     # trimming delete whole ledgers, so smaller files free space sooner
     # (Pulsar's managedLedgerMaxSizePerLedgerMbytes, here in bytes).
     managed_ledger_max_segment_size: int = 64 * 1024 * 1024
+    # ... and at this many entries (Pulsar's managedLedgerMaxEntriesPerLedger,
+    # 50,000 there): the index of the ledger being written is in memory
+    # (16 bytes an entry), a sealed one's is read from its file, so this
+    # bounds a written topic's index memory (160 KiB).
+    managed_ledger_max_entries_per_ledger: int = 10_000
     # The entry cache that serves tailing reads: a budget for all topics, in
     # bytes of memory (entry data plus each entry's objects; Pulsar's
     # managedLedgerCacheSizeMB), and the age after which a cached entry
@@ -296,6 +301,11 @@ def _validated(config: BrokerConfig) -> BrokerConfig:
         config.managed_ledger_max_segment_size >= 1024,
         "managed_ledger_max_segment_size",
         "must be >= 1024",
+    )
+    need(
+        config.managed_ledger_max_entries_per_ledger >= 1,
+        "managed_ledger_max_entries_per_ledger",
+        "must be at least 1",
     )
     need(config.entry_cache_size >= 0, "entry_cache_size", "must be >= 0 (0: no cache)")
     need(

@@ -19,6 +19,7 @@ def ledger_config(config: BrokerConfig) -> ManagedLedgerConfig:
     return ManagedLedgerConfig(
         sync_policy=SyncPolicy(config.sync_policy),
         max_segment_size=config.managed_ledger_max_segment_size,
+        max_entries_per_ledger=config.managed_ledger_max_entries_per_ledger,
         entry_cache_size=config.entry_cache_size,
         cache_eviction_threshold_s=config.entry_cache_eviction_threshold_seconds,
     )

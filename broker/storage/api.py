@@ -132,6 +132,11 @@ class ManagedLedgerConfig:
     sync_policy: SyncPolicy = SyncPolicy.FSYNC
     sync_interval_ms: int = 100
     max_segment_size: int = 64 * 1024 * 1024
+    # A ledger also rolls over at this many entries (Pulsar's
+    # managedLedgerMaxEntriesPerLedger, 50,000 there): the index of the
+    # ledger being written is held in memory, a sealed one's is mapped from
+    # its file (index_file.py).
+    max_entries_per_ledger: int = 10_000
     entry_cache_size: int = 128 * 1024 * 1024
     # Cached entries older than this leave the cache (factory's config only).
     cache_eviction_threshold_s: float = 1.0
@@ -147,6 +152,8 @@ class ManagedLedgerConfig:
             raise ValueError("sync_interval_ms must be > 0")
         if self.max_segment_size < 1024:
             raise ValueError("max_segment_size must be >= 1024")
+        if self.max_entries_per_ledger < 1:
+            raise ValueError("max_entries_per_ledger must be >= 1")
         if self.entry_cache_size < 0:
             raise ValueError("entry_cache_size must be >= 0")
         if not self.cache_eviction_threshold_s > 0:

@@ -22,6 +22,7 @@ from magnetar.broker.storage.api import (
 )
 from magnetar.broker.storage.cache import EntryCacheManager
 from magnetar.broker.storage.handles import OpenFiles
+from magnetar.broker.storage.index_file import IndexMaps
 from magnetar.broker.storage.journal import Journal
 from magnetar.broker.storage.layout import LedgerInfo, LedgerLayout
 from magnetar.broker.storage.metrics import LedgerStats
@@ -71,6 +72,8 @@ class LedgerContext:
     journal: Journal
     files: OpenFiles
     write_health: WriteHealth = field(default_factory=WriteHealth)
+    # Sealed ledgers' index files mapped at once (index_file.py).
+    indexes: IndexMaps = field(default_factory=IndexMaps)
     write_guard: WriteGuard | None = None
 
 
@@ -110,6 +113,7 @@ class OwningLedger(Protocol):
     def entries_added(self, last: Position, count: int, nbytes: int) -> None: ...
     def cursor_activity(self, cursor: ManagedCursor, active: bool) -> None: ...
     def slowest_read(self) -> Position | None: ...
+    def seal_later(self, info: LedgerInfo) -> None: ...
     def fence(self) -> None: ...
     def forget_unsynced(self, lf: LedgerFile) -> None: ...
     async def write_ledger_list(self) -> None: ...

@@ -37,6 +37,7 @@ from magnetar.broker.storage.api import (
     WriteStats,
 )
 from magnetar.broker.storage.context import LedgerContext
+from magnetar.broker.storage.index_file import MIN_INDEXED_ENTRIES
 from magnetar.broker.storage.layout import (
     LedgerInfo,
     LedgerLayout,
@@ -111,6 +112,8 @@ class ManagedLedgerImpl(ManagedLedger):
         # follows what survives a crash, never what is only in memory.
         self.durable_mark_deletes: dict[str, Position] = {}
         self._opening_cursors: dict[str, asyncio.Future[ManagedCursorImpl]] = {}
+        # Sealed ledgers whose index files are being written (seal_later).
+        self._sealing: set[asyncio.Task[None]] = set()
         self._first_record: asyncio.Task[None] | None = None
         self.stats = LedgerStats()
 
@@ -229,6 +232,22 @@ class ManagedLedgerImpl(ManagedLedger):
             # Nobody reads: what the cache holds would only be read from disk.
             for info in self.layout.infos():
                 info.cache.clear()
+
+    def seal_later(self, info: LedgerInfo) -> None:
+        """``info`` takes no more appends (rolled over): its index goes to its
+        file in the background, and lookups are served from there."""
+        task = self._loop.create_task(self._seal(info), name=f"ml-seal:{self._name}")
+        self._sealing.add(task)
+        task.add_done_callback(self._sealing.discard)
+
+    async def _seal(self, info: LedgerInfo) -> None:
+        try:
+            index = await self.run_blocking(info.file.seal_index, self._ctx.indexes)
+        except OSError as exc:  # the arrays stay; a restart scans the file
+            log.warning("writing a ledger's index failed", ledger=self._name, error=str(exc))
+            return
+        if index is not None and self.layout.get(info.ledger_id) is info:
+            info.file.adopt_index(index)
 
     def set_entries_listener(self, listener: Callable[[int, int], None] | None) -> None:
         self._entries_listener = listener
@@ -560,6 +579,7 @@ class ManagedLedgerImpl(ManagedLedger):
     async def close(self) -> None:
         if self._state in (_CLOSING, _CLOSED):
             return
+        fenced = self._state == _FENCED
         self._state = _CLOSING
         err = ManagedLedgerClosed(f"managed ledger {self._name} is closed")
         if self._first_record is not None:
@@ -576,12 +596,29 @@ class ManagedLedgerImpl(ManagedLedger):
         if self._trim_task is not None and not self._trim_task.done():
             self._trim_task.cancel()
             await asyncio.wait([self._trim_task])
+        if self._sealing:
+            await asyncio.wait(list(self._sealing))
+        if not fenced:
+            await self._seal_current()
         for info in self.layout.infos():
             info.cache.clear()
             if info.file.refs == 0:
                 self._ctx.files.close(info.file)
         self._state = _CLOSED
         self._ctx.on_closed(self)
+
+    async def _seal_current(self) -> None:
+        """Closing: the ledger being written is sealed (the next open starts a
+        new one), so a large one's index file spares the next open a scan."""
+        if not len(self.layout):
+            return
+        lf = self.layout.current.file
+        if lf.entry_count < MIN_INDEXED_ENTRIES or self.ctx.write_health.failing:
+            return
+        try:
+            await self.run_blocking(lf.seal_index, self._ctx.indexes)
+        except OSError as exc:
+            log.warning("writing a ledger's index failed", ledger=self._name, error=str(exc))
 
     async def delete(self) -> None:
         await self.close()

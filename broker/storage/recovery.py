@@ -17,6 +17,7 @@ import structlog
 
 from magnetar.broker.storage.api import ManagedLedgerConfig, Position
 from magnetar.broker.storage.context import LedgerContext
+from magnetar.broker.storage.index_file import SUFFIX, TMP_SUFFIX
 from magnetar.broker.storage.layout import LedgerInfo, decode_ledger_list
 from magnetar.broker.storage.ledger import ManagedLedgerImpl
 from magnetar.broker.storage.segment import LedgerFile, fsync_dir
@@ -39,7 +40,12 @@ async def open_ledger(
             path = os.path.join(ml.dir, f"{rec.ledger_id}.log")
             try:
                 lf, cut, torn = await ml.run_blocking(
-                    LedgerFile.open_existing, path, rec.ledger_id, last, rec.entries
+                    LedgerFile.open_existing,
+                    path,
+                    rec.ledger_id,
+                    last,
+                    rec.entries,
+                    ctx.indexes,
                 )
             except FileNotFoundError:
                 if not last:
@@ -139,6 +145,10 @@ def _remove_leftovers(path: str, known: set[str]) -> None:
     for name in os.listdir(path):
         if name.endswith(".log") and name not in known:
             log.warning("removing a leftover ledger file", file=os.path.join(path, name))
+            os.unlink(os.path.join(path, name))
+            removed = True
+        elif name.endswith((SUFFIX, TMP_SUFFIX)) and f"{name.split('.', 1)[0]}.log" not in known:
+            # The index of a ledger gone, or one whose writing a crash cut.
             os.unlink(os.path.join(path, name))
             removed = True
     if removed:

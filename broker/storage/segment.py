@@ -2,7 +2,8 @@
 
 Methods marked *blocking* run on an I/O worker thread; the index arrays
 (``offsets``, ``cum_messages``) are read and extended on the event loop thread
-only, after the blocking append that produced them has returned.
+only, after the blocking append that produced them has returned. Once the
+ledger is sealed they are views of its index file instead (index_file.py).
 """
 
 from __future__ import annotations
@@ -15,6 +16,14 @@ from array import array
 from itertools import accumulate
 
 from magnetar.broker.storage.api import Entry
+from magnetar.broker.storage.index_file import (
+    MIN_INDEXED_ENTRIES,
+    IndexArray,
+    IndexMaps,
+    PagedIndex,
+    open_index,
+    write_index,
+)
 from magnetar.broker.storage.records import (
     HEADER_SIZE,
     ScanResult,
@@ -78,6 +87,7 @@ class LedgerFile:
         "_alloc_end",
         "_closed",
         "_fd",
+        "_index",
         "_prealloc_failed",
         "_uncached_end",
         "_write_end",
@@ -93,8 +103,10 @@ class LedgerFile:
         self.ledger_id = ledger_id
         self._fd = fd
         self._closed = False
-        self.offsets: array[int] = scan_result.offsets
-        self.cum_messages: array[int] = scan_result.cum_messages
+        self.offsets: IndexArray = scan_result.offsets
+        self.cum_messages: IndexArray = scan_result.cum_messages
+        # The index file's views once sealed (None: the arrays above grow).
+        self._index: tuple[PagedIndex, PagedIndex] | None = None
         self._write_end = scan_result.valid_end
         # The file's size: zeros may follow the last record (preallocation).
         self._alloc_end = scan_result.valid_end
@@ -124,18 +136,37 @@ class LedgerFile:
 
     @classmethod
     def open_existing(
-        cls, path: str, ledger_id: int, recover: bool, entries: int = -1
+        cls,
+        path: str,
+        ledger_id: int,
+        recover: bool,
+        entries: int = -1,
+        maps: IndexMaps | None = None,
     ) -> tuple[LedgerFile, int, bool]:
         """Open and index a file. *Blocking*.
 
         Returns the file, the number of bytes after the last valid record, and
         whether those bytes are a torn write rather than preallocated zeros.
-        ``recover`` (the ledger that was being written): verify every checksum and
-        cut the file after the last valid record, then fsync. Otherwise the
-        records are indexed without checksums (reads verify them), at most
-        ``entries`` of them when >= 0 (the count recorded when it was closed).
+        A sealed ledger's index file, when it matches the file, is mapped and
+        nothing is scanned. Else ``recover`` (the ledger that was being
+        written): verify every checksum and cut the file after the last valid
+        record, then fsync; otherwise the records are indexed without
+        checksums (reads verify them), at most ``entries`` of them when >= 0
+        (the count recorded when it was closed). Every file opened here is
+        sealed (a new ledger takes the appends), so with ``maps`` a large one
+        scanned gets its index file now.
         """
         fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+        try:
+            index = open_index(path, fd, entries, maps) if maps is not None else None
+        except BaseException:
+            os.close(fd)
+            raise
+        if index is not None:
+            lf = cls(path, ledger_id, fd, ScanResult(array("q", [0]), array("q", [0]), False))
+            lf._adopt(index)
+            lf._write_end = lf._alloc_end = index[0][-1]
+            return lf, 0, False
         try:
             size = os.fstat(fd).st_size
             buf = _pread_all(fd, size, 0)
@@ -151,7 +182,42 @@ class LedgerFile:
         lf = cls(path, ledger_id, fd, result)
         if not recover:
             lf._alloc_end = size
+        if maps is not None and not (torn and not recover):
+            with contextlib.suppress(OSError):  # best effort: the arrays stay
+                sealed = lf.seal_index(maps)
+                if sealed is not None:
+                    lf._adopt(sealed)
         return lf, cut, torn
+
+    def seal_index(self, maps: IndexMaps) -> tuple[PagedIndex, PagedIndex] | None:
+        """Nothing is appended any more: write a large index to its file, for
+        :meth:`adopt_index` on the loop thread (the arrays are only read
+        here: sealed). None for a small one. *Blocking*."""
+        offsets, cum = self.offsets, self.cum_messages
+        if not isinstance(offsets, array) or len(offsets) - 1 < MIN_INDEXED_ENTRIES:
+            return None  # sealed already, or small
+        assert isinstance(cum, array)
+        write_index(self.path, offsets, cum)
+        fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            return open_index(self.path, fd, len(self.offsets) - 1, maps)
+        finally:
+            os.close(fd)
+
+    def adopt_index(self, index: tuple[PagedIndex, PagedIndex]) -> None:
+        """Serve lookups from the index file, freeing the arrays (loop thread)."""
+        if self._closed or self._index is not None:
+            return
+        self._adopt(index)
+
+    def _adopt(self, index: tuple[PagedIndex, PagedIndex]) -> None:
+        self._index = index
+        self.offsets, self.cum_messages = index
+
+    @property
+    def sealed_index(self) -> bool:
+        """The index is the mapped file (the ledger is sealed and large)."""
+        return self._index is not None
 
     def append(self, datas: list[bytes], nmsgs: list[int], sync: bool) -> array[int]:
         """Write a group of records at the end, optionally fsync. *Blocking*.
@@ -332,6 +398,11 @@ class LedgerFile:
         if self._fd >= 0:
             fd, self._fd = self._fd, -1
             os.close(fd)
+        index, self._index = self._index, None
+        if index is not None:
+            # Unmapped; a lookup after this (a reader finishing) maps it again.
+            index[0].close()
+            index[1].close()
 
     # ------------------------------------------------------------ loop-thread helpers
 
@@ -355,8 +426,10 @@ class LedgerFile:
 
     def extend_index(self, ends: array[int], nmsgs: list[int]) -> None:
         """Record a completed append (loop thread)."""
-        self.offsets.extend(ends)
+        offsets = self.offsets
         cum = self.cum_messages
+        assert isinstance(offsets, array) and isinstance(cum, array), "sealed"
+        offsets.extend(ends)
         total = cum[-1]
         for nm in nmsgs:
             total += nm

@@ -13,6 +13,7 @@ import structlog
 from magnetar.broker.storage import metrics
 from magnetar.broker.storage.api import Position
 from magnetar.broker.storage.context import OwningLedger
+from magnetar.broker.storage.index_file import remove_index
 from magnetar.broker.storage.layout import LedgerInfo
 
 log = structlog.get_logger(__name__)
@@ -79,3 +80,4 @@ def _unlink(paths: list[str]) -> None:
     for path in paths:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path)
+        remove_index(path)

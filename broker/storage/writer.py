@@ -131,9 +131,13 @@ class LedgerWriter:
         queued_at = self._oldest_queued
         datas, nmsgs, futs, nbytes = self._take_group()
         info = self._ml.layout.current
-        # Roll over before a group that would take the file past the limit.
+        # Roll over before a group that would take the file past a limit.
         new_size = info.file.size + nbytes + HEADER_SIZE * len(datas)
-        if info.entry_count and new_size > self._config.max_segment_size:
+        entries = info.entry_count
+        if entries and (
+            new_size > self._config.max_segment_size
+            or entries + len(datas) > self._config.max_entries_per_ledger
+        ):
             self._datas[:0], self._nmsgs[:0], self._futs[:0] = datas, nmsgs, futs
             self._bytes += nbytes
             self._oldest_queued = queued_at
@@ -161,19 +165,21 @@ class LedgerWriter:
     ) -> tuple[list[bytes], list[int], list[asyncio.Future[Position]], int]:
         """Everything queued, or a prefix that fits in one group (at least one entry).
 
-        A group's records fit in MAX_GROUP_BYTES and in one segment file.
+        A group's records fit in MAX_GROUP_BYTES and in one segment file, and
+        its entries in one ledger (max_entries_per_ledger).
         """
         datas, nmsgs, futs = self._datas, self._nmsgs, self._futs
         nbytes = self._bytes
         cap = min(MAX_GROUP_BYTES, self._config.max_segment_size)
-        if nbytes + HEADER_SIZE * len(datas) <= cap:
+        max_count = self._config.max_entries_per_ledger
+        if nbytes + HEADER_SIZE * len(datas) <= cap and len(datas) <= max_count:
             self._datas, self._nmsgs, self._futs = [], [], []
             self._bytes = 0
             return datas, nmsgs, futs, nbytes
         taken = 0
         k = 0
         records = 0
-        while k < len(datas):
+        while k < len(datas) and k < max_count:
             size = len(datas[k]) + HEADER_SIZE
             if k and records + size > cap:
                 break
@@ -273,6 +279,7 @@ class LedgerWriter:
             raise
         ml.stats.rollovers += 1
         metrics.ROLLOVERS.inc()
+        ml.seal_later(old)
         log.debug("ledger rolled over", ledger=ml.name, closed=old.ledger_id, new=new_id)
         ml.schedule_trim()
 

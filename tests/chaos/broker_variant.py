@@ -61,9 +61,14 @@ def _never_fenced(self: ManagedLedgerImpl) -> None:
 
 
 def _unsealed(
-    cls: type[LedgerFile], path: str, ledger_id: int, recover: bool, entries: int = -1
+    cls: type[LedgerFile],
+    path: str,
+    ledger_id: int,
+    recover: bool,
+    entries: int = -1,
+    maps: Any = None,
 ) -> tuple[LedgerFile, int, bool]:
-    return _open_existing(path, ledger_id, recover, -1)
+    return _open_existing(path, ledger_id, recover, -1, maps)
 
 
 def _stallable(stall_dir: Path) -> Any:

@@ -50,8 +50,15 @@ def test_entry_cache_settings_from_the_command_line(tmp_path: Path) -> None:
     from magnetar.broker.storage_setup import ledger_config
 
     args = build_parser().parse_args(
-        ["standalone", "--data-dir", str(tmp_path), "--entry-cache-size", "8_388_608"]
-        + ["--entry-cache-eviction-threshold-seconds", "0.25"]
+        [
+            "standalone",
+            "--data-dir",
+            str(tmp_path),
+            "--entry-cache-size",
+            "8_388_608",
+            "--entry-cache-eviction-threshold-seconds",
+            "0.25",
+        ]
     )
     config = config_from_args(args)
     assert (config.entry_cache_size, config.entry_cache_eviction_threshold_seconds) == (

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
 
 from prometheus_client import CollectorRegistry
 
 from magnetar.broker.observability.loop_lag import LoopLagMonitor
+from tests.support.polling import eventually_async
 
 
 def _sample(registry: CollectorRegistry, name: str, **labels: str) -> float:
@@ -21,16 +21,20 @@ async def test_a_blocked_loop_is_counted_as_a_stall() -> None:
     monitor = LoopLagMonitor(registry, interval=0.01)
     monitor.start()
     try:
-        while _sample(registry, "magnetar_event_loop_lag_seconds_count") < 3:
-            await asyncio.sleep(0.01)
+        await eventually_async(
+            "three samples", lambda: _sample(registry, "magnetar_event_loop_lag_seconds_count") >= 3
+        )
         # An idle loop: every sample is well under 100 ms.
         assert _sample(registry, "magnetar_event_loop_lag_seconds_bucket", le="0.1") == (
             _sample(registry, "magnetar_event_loop_lag_seconds_count")
         )
-        time.sleep(0.15)  # what a blocking call does to everything on the loop
+        # What a blocking call does to everything on the loop.
+        time.sleep(0.15)  # noqa: ASYNC251
         before = _sample(registry, "magnetar_event_loop_lag_seconds_count")
-        while _sample(registry, "magnetar_event_loop_lag_seconds_count") <= before:
-            await asyncio.sleep(0.01)
+        await eventually_async(
+            "a sample after the stall",
+            lambda: _sample(registry, "magnetar_event_loop_lag_seconds_count") > before,
+        )
         stalls = _sample(registry, "magnetar_event_loop_lag_seconds_count") - _sample(
             registry, "magnetar_event_loop_lag_seconds_bucket", le="0.1"
         )

@@ -19,7 +19,7 @@ from magnetar.broker.storage import (
     StorageError,
     SyncPolicy,
 )
-from magnetar.broker.storage.cache import ENTRY_OVERHEAD
+from magnetar.broker.storage.cache import CHUNK_OVERHEAD, ENTRY_OVERHEAD
 from magnetar.broker.storage.ledger import ManagedLedgerImpl
 from magnetar.broker.storage.metadata import SqliteMetadataStore
 from magnetar.broker.storage.segment import (
@@ -194,7 +194,9 @@ async def test_entries_are_cached_only_while_a_cursor_is_active(tmp_path: Path) 
         cursor.set_active()
         other.set_active()
         later = [await ml.add_entry(b"b%d" % i) for i in range(5)]
-        assert f.cache_used_bytes == sum(len(b"b%d" % i) for i in range(5)) + 5 * ENTRY_OVERHEAD
+        assert f.cache_used_bytes == sum(len(b"b%d" % i) for i in range(5)) + 5 * (
+            ENTRY_OVERHEAD + CHUNK_OVERHEAD
+        )
         assert [e.data for e in await ml.read_entries(later[0], 5)] == [
             b"b%d" % i for i in range(5)
         ]
