@@ -25,6 +25,7 @@ BENCHMARKS = {
     "floor": "bench.floor",
     "shapes": "bench.shapes",
     "soak": "bench.soak",
+    "backlog": "bench.backlog",
 }
 # Runs of many minutes: only when named.
 ON_REQUEST = {"soak"}
