@@ -37,7 +37,6 @@ from magnetar.broker.storage.api import (
     WriteStats,
 )
 from magnetar.broker.storage.context import LedgerContext
-from magnetar.broker.storage.index_file import MIN_INDEXED_ENTRIES
 from magnetar.broker.storage.layout import (
     LedgerInfo,
     LedgerLayout,
@@ -46,6 +45,7 @@ from magnetar.broker.storage.layout import (
 )
 from magnetar.broker.storage.metrics import LedgerStats
 from magnetar.broker.storage.records import CorruptEntryError
+from magnetar.broker.storage.sealer import IndexSealer
 from magnetar.broker.storage.segment import LedgerFile
 from magnetar.broker.storage.writer import LedgerWriter, fail_all
 
@@ -112,8 +112,7 @@ class ManagedLedgerImpl(ManagedLedger):
         # follows what survives a crash, never what is only in memory.
         self.durable_mark_deletes: dict[str, Position] = {}
         self._opening_cursors: dict[str, asyncio.Future[ManagedCursorImpl]] = {}
-        # Sealed ledgers whose index files are being written (seal_later).
-        self._sealing: set[asyncio.Task[None]] = set()
+        self._sealer = IndexSealer(self)
         self._first_record: asyncio.Task[None] | None = None
         self.stats = LedgerStats()
 
@@ -212,15 +211,9 @@ class ManagedLedgerImpl(ManagedLedger):
         return bool(self._active_cursors)
 
     def slowest_read(self) -> Position | None:
-        """The read position of the active cursor furthest behind; None when
-        no cursor is active. Cached entries before it will not be read again."""
-        cursors = self._active_cursors
-        if not cursors:
-            return None
-        if len(cursors) == 1:
-            for cursor in cursors:
-                return cursor.read_position
-        return min(c.read_position for c in cursors)
+        """The read position of the active cursor furthest behind (None: no
+        cursor is active). Cached entries before it will not be read again."""
+        return min((c.read_position for c in self._active_cursors), default=None)
 
     def cursor_activity(self, cursor: ManagedCursor, active: bool) -> None:
         """A cursor became active or inactive (ManagedCursor.set_active)."""
@@ -234,20 +227,8 @@ class ManagedLedgerImpl(ManagedLedger):
                 info.cache.clear()
 
     def seal_later(self, info: LedgerInfo) -> None:
-        """``info`` takes no more appends (rolled over): its index goes to its
-        file in the background, and lookups are served from there."""
-        task = self._loop.create_task(self._seal(info), name=f"ml-seal:{self._name}")
-        self._sealing.add(task)
-        task.add_done_callback(self._sealing.discard)
-
-    async def _seal(self, info: LedgerInfo) -> None:
-        try:
-            index = await self.run_blocking(info.file.seal_index, self._ctx.indexes)
-        except OSError as exc:  # the arrays stay; a restart scans the file
-            log.warning("writing a ledger's index failed", ledger=self._name, error=str(exc))
-            return
-        if index is not None and self.layout.get(info.ledger_id) is info:
-            info.file.adopt_index(index)
+        """``info`` takes no more appends (rolled over): see sealer.py."""
+        self._sealer.seal_later(info)
 
     def set_entries_listener(self, listener: Callable[[int, int], None] | None) -> None:
         self._entries_listener = listener
@@ -596,29 +577,13 @@ class ManagedLedgerImpl(ManagedLedger):
         if self._trim_task is not None and not self._trim_task.done():
             self._trim_task.cancel()
             await asyncio.wait([self._trim_task])
-        if self._sealing:
-            await asyncio.wait(list(self._sealing))
-        if not fenced:
-            await self._seal_current()
+        await self._sealer.close(seal_current=not fenced)
         for info in self.layout.infos():
             info.cache.clear()
             if info.file.refs == 0:
                 self._ctx.files.close(info.file)
         self._state = _CLOSED
         self._ctx.on_closed(self)
-
-    async def _seal_current(self) -> None:
-        """Closing: the ledger being written is sealed (the next open starts a
-        new one), so a large one's index file spares the next open a scan."""
-        if not len(self.layout):
-            return
-        lf = self.layout.current.file
-        if lf.entry_count < MIN_INDEXED_ENTRIES or self.ctx.write_health.failing:
-            return
-        try:
-            await self.run_blocking(lf.seal_index, self._ctx.indexes)
-        except OSError as exc:
-            log.warning("writing a ledger's index failed", ledger=self._name, error=str(exc))
 
     async def delete(self) -> None:
         await self.close()
