@@ -113,6 +113,10 @@ class BrokerConfig:
     # (16 bytes an entry), a sealed one's is read from its file, so this
     # bounds a written topic's index memory (160 KiB).
     managed_ledger_max_entries_per_ledger: int = 10_000
+    # The entry count rolls a ledger over only once it is this old (Pulsar's
+    # managedLedgerMinLedgerRolloverTimeMinutes): what a topic without a
+    # subscription was sent stays readable from the earliest position that long.
+    managed_ledger_min_ledger_rollover_time_minutes: int = 10
     # The entry cache that serves tailing reads: a budget for all topics, in
     # bytes of memory (entry data plus each entry's objects; Pulsar's
     # managedLedgerCacheSizeMB), and the age after which a cached entry
@@ -306,6 +310,11 @@ def _validated(config: BrokerConfig) -> BrokerConfig:
         config.managed_ledger_max_entries_per_ledger >= 1,
         "managed_ledger_max_entries_per_ledger",
         "must be at least 1",
+    )
+    need(
+        config.managed_ledger_min_ledger_rollover_time_minutes >= 0,
+        "managed_ledger_min_ledger_rollover_time_minutes",
+        "must be >= 0",
     )
     need(config.entry_cache_size >= 0, "entry_cache_size", "must be >= 0 (0: no cache)")
     need(

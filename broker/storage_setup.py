@@ -20,6 +20,7 @@ def ledger_config(config: BrokerConfig) -> ManagedLedgerConfig:
         sync_policy=SyncPolicy(config.sync_policy),
         max_segment_size=config.managed_ledger_max_segment_size,
         max_entries_per_ledger=config.managed_ledger_max_entries_per_ledger,
+        min_rollover_time_s=60.0 * config.managed_ledger_min_ledger_rollover_time_minutes,
         entry_cache_size=config.entry_cache_size,
         cache_eviction_threshold_s=config.entry_cache_eviction_threshold_seconds,
     )

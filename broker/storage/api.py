@@ -137,6 +137,11 @@ class ManagedLedgerConfig:
     # ledger being written is held in memory, a sealed one's is mapped from
     # its file (index_file.py).
     max_entries_per_ledger: int = 10_000
+    # ... once the ledger is this old (Pulsar's
+    # managedLedgerMinLedgerRolloverTimeMinutes, 10): what a topic without a
+    # subscription was sent stays readable from the earliest position that
+    # long, as on Pulsar.
+    min_rollover_time_s: float = 600.0
     entry_cache_size: int = 128 * 1024 * 1024
     # Cached entries older than this leave the cache (factory's config only).
     cache_eviction_threshold_s: float = 1.0
@@ -154,6 +159,8 @@ class ManagedLedgerConfig:
             raise ValueError("max_segment_size must be >= 1024")
         if self.max_entries_per_ledger < 1:
             raise ValueError("max_entries_per_ledger must be >= 1")
+        if self.min_rollover_time_s < 0:
+            raise ValueError("min_rollover_time_s must be >= 0")
         if self.entry_cache_size < 0:
             raise ValueError("entry_cache_size must be >= 0")
         if not self.cache_eviction_threshold_s > 0:

@@ -37,6 +37,8 @@ class IndexSealer:
         ml = self._ml
         try:
             index = await ml.run_blocking(info.file.seal_index, ml.ctx.indexes)
+        except FileNotFoundError:
+            return  # trimmed meanwhile: nothing to index
         except OSError as exc:  # the arrays stay; the next open scans the file
             log.warning("writing a ledger's index failed", ledger=ml.name, error=str(exc))
             return

@@ -165,8 +165,19 @@ class LedgerFile:
         if index is not None:
             lf = cls(path, ledger_id, fd, ScanResult(array("q", [0]), array("q", [0]), False))
             lf._adopt(index)
-            lf._write_end = lf._alloc_end = index[0][-1]
-            return lf, 0, False
+            end = index[0][-1]
+            lf._write_end = lf._alloc_end = end
+            # The ledger that was being written: its preallocated zeros go
+            # (the index matched, so no record follows its end).
+            try:
+                cut = os.fstat(fd).st_size - end if recover else 0
+                if cut > 0:
+                    os.ftruncate(fd, end)
+                    os.fsync(fd)
+            except BaseException:
+                lf.close()
+                raise
+            return lf, max(cut, 0), False
         try:
             size = os.fstat(fd).st_size
             buf = _pread_all(fd, size, 0)

@@ -60,6 +60,8 @@ class LedgerWriter:
         self._nmsgs: list[int] = []
         self._futs: list[asyncio.Future[Position]] = []
         self._bytes = 0
+        # When the ledger being written was started (ctx.clock, wall time).
+        self._ledger_since = ml.ctx.clock()
         # When the oldest entry still queued was queued (the latency clock).
         self._oldest_queued = 0.0
         self._scheduled = False
@@ -134,9 +136,13 @@ class LedgerWriter:
         # Roll over before a group that would take the file past a limit.
         new_size = info.file.size + nbytes + HEADER_SIZE * len(datas)
         entries = info.entry_count
+        config = self._config
         if entries and (
-            new_size > self._config.max_segment_size
-            or entries + len(datas) > self._config.max_entries_per_ledger
+            new_size > config.max_segment_size
+            or (
+                entries + len(datas) > config.max_entries_per_ledger
+                and self._ml.ctx.clock() - self._ledger_since >= config.min_rollover_time_s
+            )
         ):
             self._datas[:0], self._nmsgs[:0], self._futs[:0] = datas, nmsgs, futs
             self._bytes += nbytes
@@ -277,6 +283,7 @@ class LedgerWriter:
             ctx.files.close(lf)
             await ml.run_blocking(_unlink, lf.path)
             raise
+        self._ledger_since = ctx.clock()
         ml.stats.rollovers += 1
         metrics.ROLLOVERS.inc()
         ml.seal_later(old)

@@ -21,6 +21,7 @@ from magnetar.broker.storage.index_file import MIN_INDEXED_ENTRIES, IndexMaps, P
 from magnetar.broker.storage.ledger import ManagedLedgerImpl
 from magnetar.broker.storage.segment import LedgerFile
 from tests.support.polling import eventually_async
+from tests.unit.storage.storage_support import Clock
 
 NAME = "public/default/persistent/indexed"
 # Rolls over after about 4,500 records of 8-byte entries.
@@ -35,6 +36,10 @@ def _first_indexed(directory: str) -> str:
     found = sorted(Path(directory).glob("*.idx"))
     assert found
     return str(found[0]).removesuffix(".idx") + ".log"
+
+
+def _file_size(path: str) -> int:
+    return os.path.getsize(path)
 
 
 def _cut(path: str, nbytes: int) -> None:
@@ -114,6 +119,9 @@ async def test_an_open_maps_the_index_instead_of_scanning(tmp_path: Path) -> Non
         ml = await _open(f)
         big = [i for i in ml.layout.infos() if i.entry_count >= MIN_INDEXED_ENTRIES]
         assert big and all(i.file.sealed_index for i in big)
+        # The ledger that was being written lost its preallocated zeros.
+        was_current = next(i for i in big if i.file.path == current)
+        assert _file_size(current) == was_current.file.size
         assert ml.number_of_entries == 10_000
         got = await ml.read_entries(positions[9_990], 20)
         assert [e.data for e in got] == [b"e%07d" % i for i in range(9_990, 10_000)]
@@ -177,20 +185,35 @@ async def test_mapped_indexes_are_bounded(tmp_path: Path) -> None:
         await f.close()
 
 
-async def test_a_ledger_rolls_over_at_its_entry_limit(tmp_path: Path) -> None:
+async def test_a_ledger_rolls_over_at_its_entry_limit_once_old_enough(tmp_path: Path) -> None:
     """managed_ledger_max_entries_per_ledger (Pulsar's
-    managedLedgerMaxEntriesPerLedger) bounds the index held in memory: the
-    ledger being written never has more entries than that."""
+    managedLedgerMaxEntriesPerLedger) bounds the index held in memory, once
+    the ledger is older than the minimum rollover time (Pulsar's
+    managedLedgerMinLedgerRolloverTimeMinutes): before that a topic keeps
+    what it was sent, subscription or not."""
+    clock = Clock()
     f = await FileManagedLedgerFactory.create(
-        str(tmp_path), ManagedLedgerConfig(sync_policy=SyncPolicy.NONE, max_entries_per_ledger=300)
+        str(tmp_path),
+        ManagedLedgerConfig(
+            sync_policy=SyncPolicy.NONE, max_entries_per_ledger=300, min_rollover_time_s=600.0
+        ),
+        clock=clock,
     )
     try:
-        ml = await _open(f)
-        positions = await _fill(ml, 1000)
+        ml = await f.open_impl(NAME)  # no subscription
+        early = await _fill(ml, 1000)
+        assert len({p.ledger_id for p in early}) == 1
+        assert len(await ml.read_entries(early[0], 1000)) == 1000
+        clock.now += 601
+        await ml.open_cursor("keep", InitialPosition.EARLIEST)
+        positions = early + await _fill(ml, 1000)
+        assert len({p.ledger_id for p in positions}) > 1
+        clock.now += 601
+        positions += await _fill(ml, 1000)
+        # Past the first ledger, at most one entry-limited ledger per 600 s.
         counts = [i.entry_count for i in ml.layout.infos()]
-        assert max(counts) <= 300 and sum(counts) == 1000
-        assert len({p.ledger_id for p in positions}) >= 4
-        got = await ml.read_entries(positions[250], 100)
-        assert [e.data for e in got] == [b"e%07d" % i for i in range(250, 350)]
+        assert sum(counts) == 3000 and max(counts[1:]) <= 1000
+        got = await ml.read_entries(positions[2250], 100)
+        assert [e.data for e in got] == [b"e%07d" % (i - 2000) for i in range(2250, 2350)]
     finally:
         await f.close()
