@@ -42,6 +42,7 @@ from typing import Union, overload
 from crc32c import crc32c
 
 from magnetar.broker.storage.records import HEADER, HEADER_SIZE
+from magnetar.broker.storage.tail_index import TailIndex, part_path
 
 MAGIC = b"MGIX"
 VERSION = 1
@@ -175,7 +176,7 @@ class PagedIndex:
         self.unmap()
 
 
-IndexArray = Union["array[int]", PagedIndex]
+IndexArray = Union["array[int]", PagedIndex, TailIndex]
 
 
 def write_index(log_path: str, offsets: array[int], cum: array[int]) -> None:
@@ -267,6 +268,10 @@ def _matches(fd: int, last: int, data_end: int) -> bool:
 
 def remove_index(log_path: str) -> None:
     """*Blocking*; no error when there is none."""
-    for path in (index_path(log_path), log_path.removesuffix(".log") + TMP_SUFFIX):
+    for path in (
+        index_path(log_path),
+        log_path.removesuffix(".log") + TMP_SUFFIX,
+        part_path(log_path),
+    ):
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path)

@@ -21,6 +21,7 @@ from magnetar.broker.storage.index_file import SUFFIX, TMP_SUFFIX
 from magnetar.broker.storage.layout import LedgerInfo, decode_ledger_list
 from magnetar.broker.storage.ledger import ManagedLedgerImpl
 from magnetar.broker.storage.segment import LedgerFile, fsync_dir
+from magnetar.broker.storage.tail_index import PART_SUFFIX
 
 log = structlog.get_logger(__name__)
 
@@ -147,8 +148,11 @@ def _remove_leftovers(path: str, known: set[str]) -> None:
             log.warning("removing a leftover ledger file", file=os.path.join(path, name))
             os.unlink(os.path.join(path, name))
             removed = True
-        elif name.endswith((SUFFIX, TMP_SUFFIX)) and f"{name.split('.', 1)[0]}.log" not in known:
-            # The index of a ledger gone, or one whose writing a crash cut.
+        elif name.endswith(PART_SUFFIX) or (
+            name.endswith((SUFFIX, TMP_SUFFIX)) and f"{name.split('.', 1)[0]}.log" not in known
+        ):
+            # The index of a ledger gone, one whose writing a crash cut, or
+            # the spilled index of a ledger being written (a scan rebuilds it).
             os.unlink(os.path.join(path, name))
             removed = True
     if removed:

@@ -31,6 +31,7 @@ from magnetar.broker.storage.records import (
     encode_group,
     scan,
 )
+from magnetar.broker.storage.tail_index import TailIndex, spill_if_long
 
 
 class WriteFailed(Exception):
@@ -205,9 +206,12 @@ class LedgerFile:
         :meth:`adopt_index` on the loop thread (the arrays are only read
         here: sealed). None for a small one. *Blocking*."""
         offsets, cum = self.offsets, self.cum_messages
-        if not isinstance(offsets, array) or len(offsets) - 1 < MIN_INDEXED_ENTRIES:
+        if isinstance(offsets, PagedIndex) or len(offsets) - 1 < MIN_INDEXED_ENTRIES:
             return None  # sealed already, or small
-        assert isinstance(cum, array)
+        if isinstance(offsets, TailIndex):
+            assert isinstance(cum, TailIndex)
+            offsets, cum = offsets.whole(), cum.whole()
+        assert isinstance(offsets, array) and isinstance(cum, array)
         write_index(self.path, offsets, cum)
         fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
         try:
@@ -219,7 +223,10 @@ class LedgerFile:
         """Serve lookups from the index file, freeing the arrays (loop thread)."""
         if self._closed or self._index is not None:
             return
+        spilled = self.offsets
         self._adopt(index)
+        if isinstance(spilled, TailIndex):
+            spilled.remove_spill()  # superseded by the index file
 
     def _adopt(self, index: tuple[PagedIndex, PagedIndex]) -> None:
         self._index = index
@@ -439,12 +446,13 @@ class LedgerFile:
         """Record a completed append (loop thread)."""
         offsets = self.offsets
         cum = self.cum_messages
-        assert isinstance(offsets, array) and isinstance(cum, array), "sealed"
+        assert not isinstance(offsets, PagedIndex) and not isinstance(cum, PagedIndex), "sealed"
         offsets.extend(ends)
         total = cum[-1]
         for nm in nmsgs:
             total += nm
             cum.append(total)
+        self.offsets, self.cum_messages = spill_if_long(offsets, cum, self.path)
 
 
 # Zeros preallocated by a group commit that runs past them. The fdatasync

@@ -20,6 +20,7 @@ from magnetar.broker.storage import (
 from magnetar.broker.storage.index_file import MIN_INDEXED_ENTRIES, IndexMaps, PagedIndex
 from magnetar.broker.storage.ledger import ManagedLedgerImpl
 from magnetar.broker.storage.segment import LedgerFile
+from magnetar.broker.storage.tail_index import SPILL_AT, SPILL_BLOCK, TailIndex
 from tests.support.polling import eventually_async
 from tests.unit.storage.storage_support import Clock
 
@@ -36,6 +37,10 @@ def _first_indexed(directory: str) -> str:
     found = sorted(Path(directory).glob("*.idx"))
     assert found
     return str(found[0]).removesuffix(".idx") + ".log"
+
+
+def _has_part(log_path: str) -> bool:
+    return os.path.exists(log_path.removesuffix(".log") + ".idx.part")
 
 
 def _file_size(path: str) -> int:
@@ -215,5 +220,44 @@ async def test_a_ledger_rolls_over_at_its_entry_limit_once_old_enough(tmp_path: 
         assert sum(counts) == 3000 and max(counts[1:]) <= 1000
         got = await ml.read_entries(positions[2250], 100)
         assert [e.data for e in got] == [b"e%07d" % (i - 2000) for i in range(2250, 2350)]
+    finally:
+        await f.close()
+
+
+async def test_the_ledger_being_written_keeps_only_its_tail_in_memory(tmp_path: Path) -> None:
+    """Within the minimum rollover time a busy topic writes many entries to
+    one ledger: past SPILL_AT, all but the tail of its index go to the part
+    file, reads anywhere still answer, and sealing turns it into the index
+    file (the part file goes)."""
+    f = await FileManagedLedgerFactory.create(
+        str(tmp_path), ManagedLedgerConfig(sync_policy=SyncPolicy.NONE)
+    )
+    try:
+        ml = await _open(f)
+        positions = await _fill(ml, 3 * SPILL_AT + 123)
+        lf = ml.layout.current.file
+        assert len({p.ledger_id for p in positions}) == 1
+        assert isinstance(lf.offsets, TailIndex) and isinstance(lf.cum_messages, TailIndex)
+        assert len(lf.offsets.tail) <= SPILL_AT + 1
+        assert _has_part(lf.path)
+        n = len(positions)
+        for k in (0, 1, SPILL_BLOCK - 1, SPILL_BLOCK, 2 * SPILL_AT - 5, n - 10):
+            got = await ml.read_entries(positions[k], 20)
+            want = list(range(k, min(k + 20, n)))
+            assert [e.data for e in got] == [b"e%07d" % i for i in want]
+            assert [e.num_messages for e in got] == [1 + i % 3 for i in want]
+        assert ml.layout.count_messages(positions[7], positions[n - 3]) == sum(
+            1 + i % 3 for i in range(7, n - 2)
+        )
+        assert ml.number_of_messages == sum(1 + i % 3 for i in range(n))
+        # Sealed: the index file takes over and the part file goes.
+        index = await ml.run_blocking(lf.seal_index, f._ctx.indexes)
+        assert index is not None
+        lf.adopt_index(index)
+        assert lf.sealed_index and not _has_part(lf.path)
+        got = await ml.read_entries(positions[SPILL_BLOCK + 3], 5)
+        assert [e.data for e in got] == [
+            b"e%07d" % i for i in range(SPILL_BLOCK + 3, SPILL_BLOCK + 8)
+        ]
     finally:
         await f.close()
