@@ -132,19 +132,12 @@ class ManagedLedgerConfig:
     sync_policy: SyncPolicy = SyncPolicy.FSYNC
     sync_interval_ms: int = 100
     max_segment_size: int = 64 * 1024 * 1024
-    # A ledger also rolls over at this many entries (Pulsar's
-    # managedLedgerMaxEntriesPerLedger, 50,000 there): the index of the
-    # ledger being written is held in memory, a sealed one's is mapped from
-    # its file (index_file.py).
+    # Also at this many entries once this old (Pulsar's
+    # managedLedgerMaxEntriesPerLedger and MinLedgerRolloverTimeMinutes).
     max_entries_per_ledger: int = 10_000
-    # ... once the ledger is this old (Pulsar's
-    # managedLedgerMinLedgerRolloverTimeMinutes, 10): what a topic without a
-    # subscription was sent stays readable from the earliest position that
-    # long, as on Pulsar.
     min_rollover_time_s: float = 600.0
     entry_cache_size: int = 128 * 1024 * 1024
-    # Cached entries older than this leave the cache (factory's config only).
-    cache_eviction_threshold_s: float = 1.0
+    cache_eviction_threshold_s: float = 1.0  # factory's config only, as the size
     retention_time_s: float = 0.0
     retention_size_bytes: int = 0
     cursor_persist_interval_s: float = 1.0
