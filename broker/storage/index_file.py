@@ -31,12 +31,14 @@ ledger file is scanned as before.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import mmap
 import os
 import struct
 import sys
 from array import array
 from collections import OrderedDict
+from collections.abc import Iterator
 from typing import Union, overload
 
 from crc32c import crc32c
@@ -179,16 +181,17 @@ class PagedIndex:
 IndexArray = Union["array[int]", PagedIndex, TailIndex]
 
 
-def write_index(log_path: str, offsets: array[int], cum: array[int]) -> None:
-    """Store a sealed ledger's index beside its file, durably. *Blocking*."""
+def write_index(
+    log_path: str, offsets: array[int] | TailIndex, cum: array[int] | TailIndex
+) -> None:
+    """Store a sealed ledger's index beside its file, durably. *Blocking*;
+    a spilled column is copied a block at a time, never whole in memory."""
     entries = len(offsets) - 1
     path = index_path(log_path)
     tmp = log_path.removesuffix(".log") + TMP_SUFFIX
-    body = [
-        FILE_HEADER.pack(MAGIC, VERSION, entries, offsets[-1]),
-        offsets.tobytes(),
-        cum.tobytes(),
-    ]
+    body = itertools.chain(
+        [FILE_HEADER.pack(MAGIC, VERSION, entries, offsets[-1])], _chunks(offsets), _chunks(cum)
+    )
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
     try:
         for part in body:
@@ -204,6 +207,13 @@ def write_index(log_path: str, offsets: array[int], cum: array[int]) -> None:
         os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
+
+
+def _chunks(column: array[int] | TailIndex) -> Iterator[bytes]:
+    if isinstance(column, TailIndex):
+        yield from column.chunks()
+    else:
+        yield column.tobytes()
 
 
 def open_index(

@@ -208,10 +208,7 @@ class LedgerFile:
         offsets, cum = self.offsets, self.cum_messages
         if isinstance(offsets, PagedIndex) or len(offsets) - 1 < MIN_INDEXED_ENTRIES:
             return None  # sealed already, or small
-        if isinstance(offsets, TailIndex):
-            assert isinstance(cum, TailIndex)
-            offsets, cum = offsets.whole(), cum.whole()
-        assert isinstance(offsets, array) and isinstance(cum, array)
+        assert not isinstance(cum, PagedIndex)
         write_index(self.path, offsets, cum)
         fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
         try:

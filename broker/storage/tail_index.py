@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import os
 from array import array
+from collections.abc import Iterator
 from typing import overload
 
 PART_SUFFIX = ".idx.part"
@@ -132,11 +133,12 @@ class TailIndex:
         """The ledger's index file took over. *Blocking* (an unlink)."""
         self._spill.remove()
 
-    def whole(self) -> array[int]:
-        """Every value, for the sealed index file. *Blocking*."""
-        out = self._spill.read(self._column, 0, self._spill.base)
-        out.extend(self.tail)
-        return out
+    def chunks(self) -> Iterator[bytes]:
+        """Every value as bytes, a spilled block at a time, for the sealed
+        index file. *Blocking*."""
+        for start in range(0, self._spill.base, SPILL_BLOCK):
+            yield self._spill.read(self._column, start, start + SPILL_BLOCK).tobytes()
+        yield self.tail.tobytes()
 
 
 def spill_if_long(
