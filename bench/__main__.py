@@ -1,4 +1,6 @@
-"""``python -m bench [NAME ...] [-- ARGS]``: run the named benchmarks (default: all but soak).
+"""``python -m bench [NAME ...] [-- ARGS]``: run the named benchmarks.
+
+The default is all but the long ones (soak, backlog).
 
 A short dispatcher: each benchmark is a module with ``main(argv) -> int``.
 """
@@ -28,7 +30,7 @@ BENCHMARKS = {
     "backlog": "bench.backlog",
 }
 # Runs of many minutes: only when named.
-ON_REQUEST = {"soak"}
+ON_REQUEST = {"soak", "backlog"}
 
 
 def main(argv: list[str]) -> int:
