@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.compare import LIKE_FOR_LIKE, LITE, PAYLOAD_100B, _client, start_broker
+from bench.compare import LIKE_FOR_LIKE, LITE, PAYLOAD_100B, _client, _producer, start_broker
 from bench.soak import _rss_mib
 
 TOPIC = "persistent://public/default/backlog"
@@ -32,9 +32,7 @@ def write(url: str, count: int) -> float:
     client = _client(url)
     try:
         client.subscribe(TOPIC, "hold").close()
-        producer = client.create_producer(
-            TOPIC, batching_enabled=False, max_pending_messages=5000, block_if_queue_full=True
-        )
+        producer = _producer(client, TOPIC, batched=False)
         start = time.perf_counter()
         for _ in range(count):
             producer.send_async(PAYLOAD_100B, None)
