@@ -16,7 +16,7 @@ venv: $(STAMP)
 $(STAMP): pyproject.toml setup.py proto/batch_walk.py
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev,spark,cluster]'
+	$(BIN)/pip install --quiet -e '.[dev,spark,cluster,objects]'
 	touch $(STAMP)
 
 run: $(STAMP)

@@ -44,6 +44,31 @@ ROLLOVERS = Counter(
 LEDGERS_TRIMMED = Counter(
     "magnetar_storage_ledgers_trimmed", "Ledgers deleted by trimming", registry=None
 )
+OBJECT_REQUESTS = Counter(
+    "magnetar_object_store_requests",
+    "Object store requests by kind (put, get, head, list, delete), failed ones included",
+    ["kind"],
+    registry=None,
+)
+OBJECT_ERRORS = Counter(
+    "magnetar_object_store_errors",
+    "Object store requests that failed after the client's own retries, by kind",
+    ["kind"],
+    registry=None,
+)
+OBJECT_BYTES = Counter(
+    "magnetar_object_store_bytes",
+    "Object bytes moved, by direction (read, written)",
+    ["direction"],
+    registry=None,
+)
+OBJECT_SECONDS = Histogram(
+    "magnetar_object_store_request_seconds",
+    "Time of one successful object store request, by kind",
+    ["kind"],
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0),
+    registry=None,
+)
 
 ALL = (
     ENTRIES_WRITTEN,
@@ -56,6 +81,10 @@ ALL = (
     DISK_READ_BYTES,
     ROLLOVERS,
     LEDGERS_TRIMMED,
+    OBJECT_REQUESTS,
+    OBJECT_ERRORS,
+    OBJECT_BYTES,
+    OBJECT_SECONDS,
 )
 
 

