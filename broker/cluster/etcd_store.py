@@ -10,9 +10,10 @@ changes made through this store, like the embedded store's.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -34,6 +35,13 @@ from magnetar.broker.storage.api import (
     Stat,
     StorageError,
     validate_path,
+)
+from magnetar.broker.storage.metadata_api import (
+    Check,
+    CommitOp,
+    Delete,
+    Put,
+    validate_commit,
 )
 
 log = structlog.get_logger(__name__)
@@ -169,6 +177,65 @@ class EtcdMetadataStore(MetadataStore):
                 Notification(NotificationType.CHILDREN_CHANGED, _parent(path)),
             ]
         )
+
+    async def commit(self, ops: Sequence[CommitOp]) -> list[Stat | None]:
+        validate_commit(ops)
+        self._check_open()
+        ops = list(ops)
+        notes: list[Notification] = []
+        for op in ops:
+            if isinstance(op, Put):  # empty parents may exist alone, as put makes them
+                await self._create_parents(_parent(op.path), notes)
+        txn = self.client.transactions
+        while True:
+            keys = [self.key(op.path) for op in ops]
+            currents = await asyncio.gather(*(self._call(self.client.get(k)) for k in keys))
+            now = int(time.time() * 1000)
+            compare: list[Any] = []
+            success: list[Any] = []
+            stats: list[Stat | None] = []
+            changes: list[Notification] = []
+            for op, key, current in zip(ops, keys, currents, strict=True):
+                version = 0 if current is None else current.version
+                expected = op.version if isinstance(op, Check) else op.expected_version
+                if expected is not None and expected != version - 1:
+                    state = "absent" if current is None else f"is {version - 1}"
+                    raise BadVersion(f"{op.path}: expected version {expected}, {state}")
+                compare.append(txn.version(key) == version)
+                if isinstance(op, Put):
+                    ctime = now if current is None else _decode(current.value)[1]
+                    success.append(txn.put(key, _encode(bytes(op.value), ctime, now)))
+                    stats.append(Stat(version, ctime, now))
+                    if current is None:
+                        changes.append(Notification(NotificationType.CREATED, op.path))
+                        changes.append(
+                            Notification(NotificationType.CHILDREN_CHANGED, _parent(op.path))
+                        )
+                    else:
+                        changes.append(Notification(NotificationType.MODIFIED, op.path))
+                elif isinstance(op, Delete):
+                    if current is None:
+                        raise NotFound(op.path)
+                    below = await self._call(self.client.get_prefix(key + b"/", keys_only=True))
+                    if list(below):
+                        raise NotEmpty(op.path)
+                    success.append(txn.delete(key))
+                    stats.append(None)
+                    changes.append(Notification(NotificationType.DELETED, op.path))
+                    changes.append(
+                        Notification(NotificationType.CHILDREN_CHANGED, _parent(op.path))
+                    )
+                else:
+                    stats.append(None)
+            ok, _ = await self._call(
+                self.client.transaction(compare=compare, success=success, failure=[])
+            )
+            if ok:
+                break
+            # Something changed between the reads and the transaction: read
+            # again; a condition that no longer holds raises above.
+        self._notify(notes + changes)
+        return stats
 
     async def delete_recursive(self, path: str) -> None:
         validate_path(path)

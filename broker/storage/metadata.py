@@ -21,7 +21,7 @@ import queue
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import structlog
@@ -39,6 +39,13 @@ from magnetar.broker.storage.api import (
     Stat,
     StorageError,
     validate_path,
+)
+from magnetar.broker.storage.metadata_api import (
+    Check,
+    CommitOp,
+    Delete,
+    Put,
+    validate_commit,
 )
 
 log = structlog.get_logger(__name__)
@@ -160,30 +167,7 @@ class SqliteMetadataStore(MetadataStore):
         data = bytes(value)
 
         def op(conn: sqlite3.Connection, notes: list[Notification]) -> Stat:
-            now = int(time.time() * 1000)
-            row = conn.execute(
-                "SELECT version, ctime FROM nodes WHERE path = ?", (path,)
-            ).fetchone()
-            if row is None:
-                if expected_version is not None and expected_version != -1:
-                    raise BadVersion(f"{path}: expected version {expected_version}, absent")
-                self._create_parents(conn, _parent(path), now, notes)
-                conn.execute(
-                    "INSERT INTO nodes VALUES (?, ?, ?, 0, ?, ?)",
-                    (path, _parent(path), data, now, now),
-                )
-                notes.append(Notification(NotificationType.CREATED, path))
-                notes.append(Notification(NotificationType.CHILDREN_CHANGED, _parent(path)))
-                return Stat(0, now, now)
-            version, ctime = int(row[0]), int(row[1])
-            if expected_version is not None and expected_version != version:
-                raise BadVersion(f"{path}: expected version {expected_version}, is {version}")
-            conn.execute(
-                "UPDATE nodes SET value = ?, version = ?, mtime = ? WHERE path = ?",
-                (data, version + 1, now, path),
-            )
-            notes.append(Notification(NotificationType.MODIFIED, path))
-            return Stat(version + 1, ctime, now)
+            return self._put_row(conn, path, data, expected_version, notes)
 
         result: Stat = await self._submit(op, path)
         return result
@@ -192,18 +176,39 @@ class SqliteMetadataStore(MetadataStore):
         validate_path(path)
 
         def op(conn: sqlite3.Connection, notes: list[Notification]) -> None:
-            row = conn.execute("SELECT version FROM nodes WHERE path = ?", (path,)).fetchone()
-            if row is None:
-                raise NotFound(path)
-            if expected_version is not None and expected_version != int(row[0]):
-                raise BadVersion(f"{path}: expected version {expected_version}, is {row[0]}")
-            if conn.execute("SELECT 1 FROM nodes WHERE parent = ? LIMIT 1", (path,)).fetchone():
-                raise NotEmpty(path)
-            conn.execute("DELETE FROM nodes WHERE path = ?", (path,))
-            notes.append(Notification(NotificationType.DELETED, path))
-            notes.append(Notification(NotificationType.CHILDREN_CHANGED, _parent(path)))
+            self._delete_row(conn, path, expected_version, notes)
 
         await self._submit(op, path)
+
+    async def commit(self, ops: Sequence[CommitOp]) -> list[Stat | None]:
+        validate_commit(ops)
+        ops = list(ops)
+
+        def op(conn: sqlite3.Connection, notes: list[Notification]) -> list[Stat | None]:
+            # Conditions first, so that a failed one changes nothing; the
+            # call's savepoint undoes the writes if a later step still fails.
+            for o in ops:
+                expected = o.version if isinstance(o, Check) else o.expected_version
+                if expected is None:
+                    continue
+                row = conn.execute("SELECT version FROM nodes WHERE path = ?", (o.path,)).fetchone()
+                if (-1 if row is None else int(row[0])) != expected:
+                    state = "absent" if row is None else f"is {row[0]}"
+                    raise BadVersion(f"{o.path}: expected version {expected}, {state}")
+            stats: list[Stat | None] = []
+            for o in ops:
+                if isinstance(o, Put):
+                    stats.append(self._put_row(conn, o.path, bytes(o.value), None, notes))
+                elif isinstance(o, Delete):
+                    self._delete_row(conn, o.path, None, notes)
+                    stats.append(None)
+                else:
+                    stats.append(None)
+            return stats
+
+        touched = [o.path for o in ops if not isinstance(o, Check)]
+        result: list[Stat | None] = await self._submit(op, *touched)
+        return result
 
     async def delete_recursive(self, path: str) -> None:
         validate_path(path)
@@ -279,6 +284,55 @@ class SqliteMetadataStore(MetadataStore):
 
     # -------------------------------------------------------------------- internals
 
+    def _put_row(
+        self,
+        conn: sqlite3.Connection,
+        path: str,
+        data: bytes,
+        expected_version: int | None,
+        notes: list[Notification],
+    ) -> Stat:
+        now = int(time.time() * 1000)
+        row = conn.execute("SELECT version, ctime FROM nodes WHERE path = ?", (path,)).fetchone()
+        if row is None:
+            if expected_version is not None and expected_version != -1:
+                raise BadVersion(f"{path}: expected version {expected_version}, absent")
+            self._create_parents(conn, _parent(path), now, notes)
+            conn.execute(
+                "INSERT INTO nodes VALUES (?, ?, ?, 0, ?, ?)",
+                (path, _parent(path), data, now, now),
+            )
+            notes.append(Notification(NotificationType.CREATED, path))
+            notes.append(Notification(NotificationType.CHILDREN_CHANGED, _parent(path)))
+            return Stat(0, now, now)
+        version, ctime = int(row[0]), int(row[1])
+        if expected_version is not None and expected_version != version:
+            raise BadVersion(f"{path}: expected version {expected_version}, is {version}")
+        conn.execute(
+            "UPDATE nodes SET value = ?, version = ?, mtime = ? WHERE path = ?",
+            (data, version + 1, now, path),
+        )
+        notes.append(Notification(NotificationType.MODIFIED, path))
+        return Stat(version + 1, ctime, now)
+
+    @staticmethod
+    def _delete_row(
+        conn: sqlite3.Connection,
+        path: str,
+        expected_version: int | None,
+        notes: list[Notification],
+    ) -> None:
+        row = conn.execute("SELECT version FROM nodes WHERE path = ?", (path,)).fetchone()
+        if row is None:
+            raise NotFound(path)
+        if expected_version is not None and expected_version != int(row[0]):
+            raise BadVersion(f"{path}: expected version {expected_version}, is {row[0]}")
+        if conn.execute("SELECT 1 FROM nodes WHERE parent = ? LIMIT 1", (path,)).fetchone():
+            raise NotEmpty(path)
+        conn.execute("DELETE FROM nodes WHERE path = ?", (path,))
+        notes.append(Notification(NotificationType.DELETED, path))
+        notes.append(Notification(NotificationType.CHILDREN_CHANGED, _parent(path)))
+
     @staticmethod
     def _create_parents(
         conn: sqlite3.Connection, path: str, now: int, notes: list[Notification]
@@ -308,12 +362,12 @@ class SqliteMetadataStore(MetadataStore):
                         return fn(self._reader, [])
         return await self._submit(fn)
 
-    async def _submit(self, fn: _Op, writes: str | None = None, recursive: bool = False) -> Any:
+    async def _submit(self, fn: _Op, *writes: str, recursive: bool = False) -> Any:
         if self._closed:
             raise MetadataStoreClosed("metadata store is closed")
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[Any] = loop.create_future()
-        touched = _with_ancestors(writes) if writes is not None else ()
+        touched = tuple({p for w in writes for p in _with_ancestors(w)})
         if touched:
             with self._pending_lock:
                 for p in touched:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import enum
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 
@@ -36,6 +36,49 @@ class Notification(NamedTuple):
 
 
 NotificationListener = Callable[[Notification], None]
+
+
+class Put(NamedTuple):
+    """In :meth:`MetadataStore.commit`: create or replace, as ``put``."""
+
+    path: str
+    value: bytes
+    expected_version: int | None = None
+
+
+class Delete(NamedTuple):
+    """In :meth:`MetadataStore.commit`: delete a node without children, as ``delete``."""
+
+    path: str
+    expected_version: int | None = None
+
+
+class Check(NamedTuple):
+    """In :meth:`MetadataStore.commit`: a condition only, the node's version
+    is ``version`` (-1: the node is absent). A writer's fence goes here."""
+
+    path: str
+    version: int
+
+
+CommitOp = Put | Delete | Check
+# etcd refuses transactions of more than 128 operations by default; parents
+# and conditions need room beside the caller's own.
+MAX_COMMIT_OPS = 100
+
+
+def validate_commit(ops: Sequence[CommitOp]) -> None:
+    """The checks every store makes before a commit."""
+    if len(ops) > MAX_COMMIT_OPS:
+        raise ValueError(f"a commit takes at most {MAX_COMMIT_OPS} operations, got {len(ops)}")
+    seen: set[str] = set()
+    for op in ops:
+        validate_path(op.path)
+        if op.path == "/":
+            raise ValueError("cannot change the root node")
+        if op.path in seen:
+            raise ValueError(f"{op.path} appears twice in one commit")
+        seen.add(op.path)
 
 
 def validate_path(path: str) -> None:
@@ -73,6 +116,14 @@ class MetadataStore(ABC):
     @abstractmethod
     async def delete(self, path: str, expected_version: int | None = None) -> None:
         """Delete a node. Raises NotFound, BadVersion, or NotEmpty (has children)."""
+
+    @abstractmethod
+    async def commit(self, ops: Sequence[CommitOp]) -> list[Stat | None]:
+        """All of ``ops`` or none of them, atomically: every Check and every
+        expected version holds, then every Put and Delete applies. Returns a
+        Stat per Put (None for the others). Raises BadVersion (nothing
+        changed) when a condition fails, NotFound / NotEmpty as ``delete``
+        does, ValueError for more than MAX_COMMIT_OPS ops or a path twice."""
 
     @abstractmethod
     async def delete_recursive(self, path: str) -> None:

@@ -20,6 +20,7 @@ from magnetar.broker.storage import (
     NotificationType,
     SqliteMetadataStore,
 )
+from magnetar.broker.storage.metadata_api import MAX_COMMIT_OPS, Check, Delete, Put
 from tests.support.etcd import EtcdServer
 
 Opener = Callable[[], Awaitable[MetadataStore]]
@@ -108,6 +109,68 @@ async def test_concurrent_compare_and_set_lets_exactly_one_win(open_store: Opene
         assert all(isinstance(r, BadVersion) for r in results if isinstance(r, BaseException))
         got = await store.get("/c")
         assert got is not None and got.stat.version == 1
+    finally:
+        await store.close()
+
+
+async def test_commit_applies_all_or_nothing(open_store: Opener) -> None:
+    store = await open_store()
+    try:
+        await store.put("/fence", b"owner-1")
+        await store.put("/old", b"gone soon")
+        stats = await store.commit(
+            [
+                Check("/fence", 0),
+                Put("/idx/1/0", b"extent a", expected_version=-1),
+                Put("/idx/2/0", b"extent b"),
+                Delete("/old"),
+            ]
+        )
+        assert [s.version if s else None for s in stats] == [None, 0, 0, None]
+        assert (await store.get("/idx/1/0")).value == b"extent a"  # type: ignore[union-attr]
+        assert await store.get("/old") is None
+        assert await store.get_children("/idx") == ["1", "2"]
+
+        # The fence moved: nothing of this commit lands.
+        await store.put("/fence", b"owner-2")
+        with pytest.raises(BadVersion, match="/fence"):
+            await store.commit([Put("/idx/1/5", b"late"), Check("/fence", 0)])
+        assert await store.get("/idx/1/5") is None
+        # A failed create-only put undoes the others too.
+        with pytest.raises(BadVersion):
+            await store.commit([Put("/idx/3/0", b"x"), Put("/idx/1/0", b"y", expected_version=-1)])
+        assert await store.get("/idx/3/0") is None
+        assert (await store.get("/idx/1/0")).value == b"extent a"  # type: ignore[union-attr]
+        with pytest.raises(NotEmpty):
+            await store.commit([Put("/idx/4/0", b"x"), Delete("/idx")])
+        assert await store.get("/idx/4/0") is None
+        with pytest.raises(NotFound):
+            await store.commit([Delete("/never")])
+
+        with pytest.raises(ValueError, match="twice"):
+            await store.commit([Put("/d", b"1"), Check("/d", 0)])
+        with pytest.raises(ValueError, match="at most"):
+            await store.commit([Put(f"/many/{i}", b"") for i in range(MAX_COMMIT_OPS + 1)])
+    finally:
+        await store.close()
+
+
+async def test_concurrent_commits_under_one_fence_let_exactly_one_win(
+    open_store: Opener,
+) -> None:
+    store = await open_store()
+    try:
+        await store.put("/fence", b"")
+        results = await asyncio.gather(
+            *[
+                store.commit([Put("/fence", str(i).encode(), 0), Put(f"/w/{i}", b"won")])
+                for i in range(10)
+            ],
+            return_exceptions=True,
+        )
+        winners = [i for i, r in enumerate(results) if not isinstance(r, BaseException)]
+        assert len(winners) == 1
+        assert await store.get_children("/w") == [str(winners[0])]
     finally:
         await store.close()
 
