@@ -21,9 +21,9 @@ from magnetar.broker.storage.api import (
     Position,
 )
 from magnetar.broker.storage.cache import EntryCacheManager
+from magnetar.broker.storage.group import RoundWriter
 from magnetar.broker.storage.handles import OpenFiles
 from magnetar.broker.storage.index_file import IndexMaps
-from magnetar.broker.storage.journal import Journal
 from magnetar.broker.storage.layout import LedgerInfo, LedgerLayout
 from magnetar.broker.storage.metrics import LedgerStats
 from magnetar.broker.storage.segment import LedgerFile
@@ -69,7 +69,7 @@ class LedgerContext:
     # A new ledger id greater than the argument (the ledger's newest id).
     allocate_ledger_id: Callable[[int], Awaitable[int]]
     on_closed: Callable[[OwningLedger], None]
-    journal: Journal
+    journal: RoundWriter
     files: OpenFiles
     write_health: WriteHealth = field(default_factory=WriteHealth)
     # Sealed ledgers' index files mapped at once (index_file.py).
@@ -130,5 +130,7 @@ class OwningLedger(Protocol):
         self, position: Position, fut: asyncio.Future[None] | None = None
     ) -> None: ...
     def cursor_detached(self, cursor: ManagedCursor) -> None: ...
+    async def new_ledger_file(self, ledger_id: int) -> LedgerFile: ...
+    async def discard_files(self, files: list[LedgerFile]) -> None: ...
     def cursor_persisted(self, name: str, mark_delete: Position) -> None: ...
     def schedule_trim(self) -> None: ...

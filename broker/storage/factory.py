@@ -28,18 +28,15 @@ from magnetar.broker.storage.api import (
 )
 from magnetar.broker.storage.cache import EntryCacheManager
 from magnetar.broker.storage.context import LedgerContext, OwningLedger, WriteGuard
+from magnetar.broker.storage.group import RoundWriter
 from magnetar.broker.storage.handles import DEFAULT_MAX_OPEN_FILES, OpenFiles
 from magnetar.broker.storage.journal import Journal
-from magnetar.broker.storage.ledger import (
-    ML_ROOT,
-    ManagedLedgerImpl,
-    _remove_tree,
-    ledger_dir,
-    ledger_meta_path,
-)
+from magnetar.broker.storage.ledger import ManagedLedgerImpl
 from magnetar.broker.storage.metadata import SqliteMetadataStore
+from magnetar.broker.storage.paths import ML_ROOT, ledger_dir, ledger_meta_path
 from magnetar.broker.storage.recovery import open_ledger
 from magnetar.broker.storage.replay import replay_journals
+from magnetar.broker.storage.trim import remove_tree
 
 log = structlog.get_logger(__name__)
 
@@ -61,7 +58,7 @@ class FileManagedLedgerFactory(ManagedLedgerFactory):
         lock_fd: int,
         trim_interval_s: float,
         executor: ThreadPoolExecutor,
-        journal: Journal,
+        journal: RoundWriter,
         write_guard: WriteGuard | None = None,
     ) -> None:
         self.data_dir = data_dir
@@ -203,7 +200,7 @@ class FileManagedLedgerFactory(ManagedLedgerFactory):
             return
         await self.store.delete_recursive(ledger_meta_path(name))
         await asyncio.get_running_loop().run_in_executor(
-            self._executor, _remove_tree, ledger_dir(self.data_dir, name)
+            self._executor, remove_tree, ledger_dir(self.data_dir, name)
         )
 
     async def exists(self, name: str) -> bool:
@@ -216,6 +213,12 @@ class FileManagedLedgerFactory(ManagedLedgerFactory):
         # One metadata node per ledger, its name quoted whole (ledger_meta_path).
         stored = [unquote(child) for child in await self.store.get_children(ML_ROOT)]
         return sorted(name for name in stored if name.startswith(prefix))
+
+    @property
+    def file_journal(self) -> Journal:
+        """The journal, as the file engine's (tests look into its files)."""
+        assert isinstance(self.journal, Journal), "not on files"
+        return self.journal
 
     @property
     def write_error(self) -> str | None:

@@ -8,6 +8,7 @@ import asyncio
 from typing import Protocol
 
 from magnetar.broker.storage.api import Position, SyncPolicy
+from magnetar.broker.storage.handles import OpenFiles
 from magnetar.broker.storage.journal_format import encode_group_header
 from magnetar.broker.storage.layout import LedgerInfo
 from magnetar.broker.storage.segment import LedgerFile, WriteFailed
@@ -27,6 +28,24 @@ class GroupOwner(Protocol):
 
     def finish(self, group: PendingGroup, refused: str | None) -> None:
         """The round that held `group` is on disk (or failed, or was refused)."""
+
+
+class RoundWriter(Protocol):
+    """The broker's group commit as the ledgers and their factory see it: the
+    file journal (journal.py) or the object journal (objects/journal.py)."""
+
+    @property
+    def files(self) -> OpenFiles:
+        """The open-file limit the rounds respect."""
+
+    def schedule(self, writer: GroupOwner) -> None:
+        """``writer`` has appends queued: take them in a coming round."""
+
+    def forget(self, lf: LedgerFile) -> None:
+        """A ledger deleted: nothing more to sync for it."""
+
+    async def close(self) -> None:
+        """Finish the rounds, then stop (every ledger has stopped writing)."""
 
 
 class PendingGroup:

@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import bisect
-import hashlib
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeVar
-from urllib.parse import quote
 
 import structlog
 
@@ -44,6 +42,7 @@ from magnetar.broker.storage.layout import (
     encode_ledger_list,
 )
 from magnetar.broker.storage.metrics import LedgerStats
+from magnetar.broker.storage.paths import ledger_dir, ledger_meta_path
 from magnetar.broker.storage.records import CorruptEntryError
 from magnetar.broker.storage.sealer import IndexSealer
 from magnetar.broker.storage.segment import LedgerFile
@@ -57,30 +56,6 @@ log = structlog.get_logger(__name__)
 T = TypeVar("T")
 
 _OPEN, _CLOSING, _CLOSED, _FENCED = "open", "closing", "closed", "fenced"
-ML_ROOT = "/managed-ledgers"
-
-
-def ledger_meta_path(name: str) -> str:
-    return f"{ML_ROOT}/{quote(name, safe='')}"
-
-
-# File names stay well below the common 255-byte limit whatever the topic.
-_MAX_FILE_NAME = 200
-
-
-def storage_file_name(name: str) -> str:
-    """A bounded file-system name for a ledger: the percent-encoded name while
-    it is short (so directories made before keep their place), else a prefix
-    of it plus a hash of the whole."""
-    encoded = quote(name, safe="")
-    if len(encoded) <= _MAX_FILE_NAME:
-        return encoded
-    digest = hashlib.sha256(name.encode()).hexdigest()[:32]
-    return f"{encoded[:120]}~{digest}"
-
-
-def ledger_dir(data_dir: str, name: str) -> str:
-    return os.path.join(data_dir, "ledgers", storage_file_name(name))
 
 
 class ManagedLedgerImpl(ManagedLedger):
@@ -372,7 +347,10 @@ class ManagedLedgerImpl(ManagedLedger):
                 f"read of {self._name} {info.ledger_id}:{first} failed: {exc}"
             ) from exc
         try:
-            entries = await self.run_blocking(lf.read, first, span)
+            if lf.remote:
+                entries = await lf.fetch(first, span)
+            else:
+                entries = await self.run_blocking(lf.read, first, span)
         except (CorruptEntryError, OSError) as exc:
             raise StorageError(
                 f"read of {self._name} {info.ledger_id}:{first} failed: {exc}"
@@ -588,12 +566,24 @@ class ManagedLedgerImpl(ManagedLedger):
     async def delete(self) -> None:
         await self.close()
         await self._ctx.store.delete_recursive(self.meta_path)
-        await self.run_blocking(_remove_tree, self.dir)
+        await self.remove_storage()
 
+    # ------------------------------------------- where the records live (files)
+    # The object engine (objects/ledger.py) overrides these three.
 
-def _remove_tree(path: str) -> None:
-    if not os.path.isdir(path):
-        return
-    for entry in os.listdir(path):
-        os.unlink(os.path.join(path, entry))
-    os.rmdir(path)
+    async def new_ledger_file(self, ledger_id: int) -> LedgerFile:
+        """A new, empty ledger's file (a rollover)."""
+        path = os.path.join(self.dir, f"{ledger_id}.log")
+        return await self.run_blocking(LedgerFile.create, path, ledger_id, False)
+
+    async def discard_files(self, files: list[LedgerFile]) -> None:
+        """Ledgers no record names any more (trimmed, a rollover undone)."""
+        from magnetar.broker.storage.trim import unlink_ledger_files
+
+        await self.run_blocking(unlink_ledger_files, [f.path for f in files])
+
+    async def remove_storage(self) -> None:
+        """Everything of a deleted managed ledger below the metadata."""
+        from magnetar.broker.storage.trim import remove_tree
+
+        await self.run_blocking(remove_tree, self.dir)

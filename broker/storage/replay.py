@@ -25,7 +25,7 @@ from magnetar.broker.storage.api import MetadataStore
 from magnetar.broker.storage.journal import JOURNALS_DIR, LOCK_NAME
 from magnetar.broker.storage.journal_format import JournalGroup, read_groups
 from magnetar.broker.storage.layout import decode_ledger_list
-from magnetar.broker.storage.ledger import ledger_dir, ledger_meta_path
+from magnetar.broker.storage.paths import ledger_dir, ledger_meta_path
 from magnetar.broker.storage.records import scan
 from magnetar.broker.storage.segment import (
     SYNCFS_MIN_FILES,

@@ -387,6 +387,14 @@ class LedgerFile:
         finally:
             os.close(fd)
 
+    # A file whose records are elsewhere (objects/ledger_file.py): read with
+    # ``fetch`` on the loop instead of ``read`` on an I/O thread.
+    remote = False
+
+    async def fetch(self, first_entry_id: int, offsets: array[int]) -> list[Entry]:
+        """``read`` for a remote file, awaited on the loop."""
+        raise NotImplementedError(f"{self.path} is a local file: use read")
+
     def read(self, first_entry_id: int, offsets: array[int]) -> list[Entry]:
         """Entries ``first_entry_id ..`` whose record bounds are ``offsets``. *Blocking*."""
         base = offsets[0]

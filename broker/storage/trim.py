@@ -66,7 +66,7 @@ async def trim_ledgers(ml: OwningLedger) -> int:
         if info.file.refs == 0:
             files.close(info.file)
         # else: the last reader closes the fd (ManagedLedgerImpl.read_in_ledger)
-    await ml.run_blocking(_unlink, [i.file.path for i in victims])
+    await ml.discard_files([i.file for i in victims])
     metrics.LEDGERS_TRIMMED.inc(len(victims))
     log.info(
         "trimmed ledgers",
@@ -76,8 +76,18 @@ async def trim_ledgers(ml: OwningLedger) -> int:
     return len(victims)
 
 
-def _unlink(paths: list[str]) -> None:
+def unlink_ledger_files(paths: list[str]) -> None:
+    """Ledger files and their index files, when there. *Blocking*."""
     for path in paths:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path)
         remove_index(path)
+
+
+def remove_tree(path: str) -> None:
+    """A managed ledger's directory and its files. *Blocking*."""
+    if not os.path.isdir(path):
+        return
+    for entry in os.listdir(path):
+        os.unlink(os.path.join(path, entry))
+    os.rmdir(path)

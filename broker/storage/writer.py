@@ -12,8 +12,6 @@ in one C-level pass.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import os
 import time
 from itertools import repeat
 from typing import TYPE_CHECKING, Any
@@ -269,8 +267,7 @@ class LedgerWriter:
         ml = self._ml
         ctx = ml.ctx
         new_id = await ctx.allocate_ledger_id(ml.layout.current.ledger_id)
-        path = os.path.join(ml.dir, f"{new_id}.log")
-        lf = await ml.run_blocking(LedgerFile.create, path, new_id, False)
+        lf = await ml.new_ledger_file(new_id)
         ctx.files.adopt(lf)
         old = ml.layout.current
         old.closed_at = ctx.clock()
@@ -281,7 +278,7 @@ class LedgerWriter:
             ml.layout.remove(new_id)
             old.closed_at = None
             ctx.files.close(lf)
-            await ml.run_blocking(_unlink, lf.path)
+            await ml.discard_files([lf])
             raise
         self._ledger_since = ctx.clock()
         ml.stats.rollovers += 1
@@ -295,8 +292,3 @@ def fail_all(futs: Sequence[asyncio.Future[Any]], exc: BaseException) -> None:
     for fut in futs:
         if not fut.done():
             fut.set_exception(exc)
-
-
-def _unlink(path: str) -> None:
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(path)

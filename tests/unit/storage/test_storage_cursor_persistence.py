@@ -22,7 +22,8 @@ from magnetar.broker.storage import (
     StorageError,
 )
 from magnetar.broker.storage.cursor import ManagedCursorImpl, cursor_path
-from magnetar.broker.storage.ledger import ManagedLedgerImpl, ledger_meta_path
+from magnetar.broker.storage.ledger import ManagedLedgerImpl
+from magnetar.broker.storage.paths import ledger_meta_path
 from tests.unit.storage.storage_support import OpenFactory
 
 NAME = "public/default/persistent/p"

@@ -64,7 +64,7 @@ async def test_synced_journal_pages_leave_the_page_cache(
         payloads = [os.urandom(100_000) for _ in range(120)]
         for payload in payloads:
             await ml.add_entry(payload)
-        journal = f.journal.current_path
+        journal = f.file_journal.current_path
         data_end = 12_000_000 - 12_000_000 % _PAGE  # within the entries written
         bound = PREALLOCATION_STEP + UNCACHE_STEP
         await eventually_async(

@@ -460,7 +460,7 @@ async def test_zeros_are_written_ahead_of_the_journal_while_it_is_idle(tmp_path:
     f = await FileManagedLedgerFactory.create(str(tmp_path))
     try:
         ml = await f.open_impl(NAME)
-        path = f.journal.current_path
+        path = f.file_journal.current_path
         await eventually_async(
             "the first preallocation", lambda: _file_size(path) == FIRST_PREALLOCATION_STEP
         )
@@ -487,7 +487,7 @@ async def test_a_clean_close_checkpoints_and_removes_the_journal(tmp_path: Path)
     ml = await f.open_impl(NAME)
     await ml.open_cursor("keep")
     positions = [await ml.add_entry(b"r%d" % i) for i in range(3)]
-    journal_dir = Path(f.journal.current_path).parent
+    journal_dir = Path(f.file_journal.current_path).parent
     assert journal_dir.is_dir()
     await f.close()
     assert not journal_dir.exists()
@@ -508,7 +508,7 @@ async def test_a_clean_close_of_many_ledgers_syncs_the_filesystem_once(tmp_path:
     assert syncfs_available()  # Linux: the path under test
     count = SYNCFS_MIN_FILES + 16
     f = await FileManagedLedgerFactory.create(str(tmp_path))
-    journal_dir = Path(f.journal.current_path).parent
+    journal_dir = Path(f.file_journal.current_path).parent
     for i in range(count):
         ml = await f.open_impl(f"{NAME}-{i}")
         await ml.open_cursor("keep")
