@@ -180,7 +180,7 @@ class FileManagedLedgerFactory(ManagedLedgerFactory):
         fut: asyncio.Future[ManagedLedgerImpl] = asyncio.get_running_loop().create_future()
         self._opening[name] = fut
         try:
-            ml = await open_ledger(self._ctx, name, config or self.config)
+            ml = await self._open_ledger(name, config or self.config)
         except BaseException as exc:
             fut.set_exception(exc)
             fut.exception()
@@ -199,9 +199,7 @@ class FileManagedLedgerFactory(ManagedLedgerFactory):
             await ml.delete()
             return
         await self.store.delete_recursive(ledger_meta_path(name))
-        await asyncio.get_running_loop().run_in_executor(
-            self._executor, remove_tree, ledger_dir(self.data_dir, name)
-        )
+        await self._remove_closed(name)
 
     async def exists(self, name: str) -> bool:
         self._check_open()
@@ -254,6 +252,15 @@ class FileManagedLedgerFactory(ManagedLedgerFactory):
             os.close(self._lock_fd)
 
     # -------------------------------------------------------------------- internals
+
+    async def _open_ledger(self, name: str, config: ManagedLedgerConfig) -> ManagedLedgerImpl:
+        return await open_ledger(self._ctx, name, config)
+
+    async def _remove_closed(self, name: str) -> None:
+        """A deleted managed ledger's files, when it is not open."""
+        await asyncio.get_running_loop().run_in_executor(
+            self._executor, remove_tree, ledger_dir(self.data_dir, name)
+        )
 
     async def _sweep_loop(self) -> None:
         while True:

@@ -29,8 +29,6 @@ log = structlog.get_logger(__name__)
 async def open_ledger(
     ctx: LedgerContext, name: str, config: ManagedLedgerConfig
 ) -> ManagedLedgerImpl:
-    from magnetar.broker.storage.cursor import ManagedCursorImpl
-
     ml = ManagedLedgerImpl(ctx, name, config)
     try:
         got = await ctx.store.get(ml.meta_path)
@@ -80,11 +78,7 @@ async def open_ledger(
             empty = ml.layout.remove(ml.layout.current.ledger_id)
             ctx.files.close(empty.file)
             await ml.run_blocking(os.unlink, empty.file.path)
-        lac = Position(-1, -1)
-        for info in reversed(ml.layout.infos()):
-            if info.entry_count:
-                lac = Position(info.ledger_id, info.entry_count - 1)
-                break
+        lac = last_confirmed(ml)
         # Above every recorded id, even one whose file was missing.
         newest = max((rec.ledger_id for rec in records), default=-1)
         new_id = await ctx.allocate_ledger_id(newest)
@@ -106,19 +100,34 @@ async def open_ledger(
             ml.store_first_record(partial(_prepare_new, ml.dir, new_id))
             return ml
         await ml.write_ledger_list()
-        for encoded in await ctx.store.get_children(ml.meta_path):
-            cursor_got = await ctx.store.get(f"{ml.meta_path}/{encoded}")
-            if cursor_got is None:
-                continue
-            cname = unquote(encoded)
-            cursor = ManagedCursorImpl.restore(ml, cname, cursor_got.value, cursor_got.stat.version)
-            ml.cursors_by_name[cname] = cursor
+        await restore_cursors(ml)
     except BaseException:
         for info in ml.layout.infos():
             ctx.files.close(info.file)
         raise
     ml.start(lac)
     return ml
+
+
+def last_confirmed(ml: ManagedLedgerImpl) -> Position:
+    """The last entry of the newest ledger that has one."""
+    for info in reversed(ml.layout.infos()):
+        if info.entry_count:
+            return Position(info.ledger_id, info.entry_count - 1)
+    return Position(-1, -1)
+
+
+async def restore_cursors(ml: ManagedLedgerImpl) -> None:
+    """Every durable cursor stored under the managed ledger's node."""
+    from magnetar.broker.storage.cursor import ManagedCursorImpl
+
+    store = ml.ctx.store
+    for encoded in await store.get_children(ml.meta_path):
+        got = await store.get(f"{ml.meta_path}/{encoded}")
+        if got is None:
+            continue
+        name = unquote(encoded)
+        ml.cursors_by_name[name] = ManagedCursorImpl.restore(ml, name, got.value, got.stat.version)
 
 
 def _prepare_new(path: str, new_id: int) -> None:

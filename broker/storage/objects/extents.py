@@ -131,11 +131,12 @@ class ExtentMap:
     """A ledger's extents in stream order: the object ranges behind a range
     of its virtual offsets, found by bisection."""
 
-    __slots__ = ("_extents", "_starts")
+    __slots__ = ("_entries", "_extents", "_starts")
 
     def __init__(self) -> None:
         self._extents: list[Extent] = []
         self._starts: list[int] = []
+        self._entries = 0
 
     def __len__(self) -> int:
         return len(self._extents)
@@ -148,12 +149,14 @@ class ExtentMap:
         return self._extents[-1].vend if self._extents else 0
 
     def append(self, extent: Extent) -> None:
-        if extent.vstart != self.end:
+        if extent.vstart != self.end or extent.first_entry != self._entries:
             raise ExtentFormatError(
-                f"extent at {extent.vstart} does not follow the previous one (ends at {self.end})"
+                f"extent of entries {extent.first_entry}.. at {extent.vstart} does not follow "
+                f"the previous ones ({self._entries} entries, {self.end} bytes)"
             )
         self._extents.append(extent)
         self._starts.append(extent.vstart)
+        self._entries += extent.count
 
     def ranges(self, start: int, end: int) -> list[tuple[str, int, int]]:
         """(object key, offset, length) covering virtual bytes ``[start, end)``,

@@ -1,0 +1,142 @@
+"""Managed ledgers on a real SeaweedFS: appends become one object per round,
+reads come back from the objects after a restart, the owner's fence stops an
+old owner, a truncated object is an error naming it."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+
+import pytest
+
+from magnetar.broker.storage.api import (
+    InitialPosition,
+    ManagedLedgerConfig,
+    MetadataStore,
+    StorageError,
+)
+from magnetar.broker.storage.metadata import SqliteMetadataStore
+from magnetar.broker.storage.objects.factory import ObjectManagedLedgerFactory
+from magnetar.broker.storage.objects.journal import ROUNDS_PREFIX
+from magnetar.broker.storage.objects.store import ObjectStore, ObjectStoreConfig
+from tests.support.seaweedfs import SeaweedServer
+
+Opener = Callable[..., Awaitable[ObjectManagedLedgerFactory]]
+
+
+@pytest.fixture
+async def open_factory(
+    seaweedfs: SeaweedServer, object_store_url: str, tmp_path: Path
+) -> AsyncIterator[Opener]:
+    opened: list[ObjectManagedLedgerFactory] = []
+
+    async def make(
+        data_dir: Path = tmp_path / "broker", store: MetadataStore | None = None, **kw: object
+    ) -> ObjectManagedLedgerFactory:
+        factory = await ObjectManagedLedgerFactory.open_on(
+            ObjectStoreConfig(object_store_url, endpoint=seaweedfs.endpoint),
+            str(data_dir),
+            ManagedLedgerConfig(),
+            store=store,
+            shared=store is not None,
+            **kw,  # type: ignore[arg-type]
+        )
+        opened.append(factory)
+        return factory
+
+    yield make
+    for factory in opened:
+        await factory.close()
+
+
+def _bucket(seaweedfs: SeaweedServer, url: str) -> ObjectStore:
+    return ObjectStore(ObjectStoreConfig(url, endpoint=seaweedfs.endpoint))
+
+
+async def test_entries_written_come_back_after_a_restart(open_factory: Opener) -> None:
+    factory = await open_factory()
+    ml = await factory.open("tenant/ns/persistent/t1")
+    cursor = await ml.open_cursor("sub", InitialPosition.EARLIEST)
+    positions = []
+    for burst in range(5):
+        positions += await asyncio.gather(
+            *(ml.add_entry(f"m-{burst}-{i}".encode(), 1) for i in range(40))
+        )
+    assert positions == sorted(positions)
+    entries = await cursor.read_entries(500)
+    assert [e.data for e in entries] == [f"m-{b}-{i}".encode() for b in range(5) for i in range(40)]
+    await factory.close()
+
+    # A new process: the index comes from the extents, the data from objects.
+    factory = await open_factory()
+    ml = await factory.open("tenant/ns/persistent/t1")
+    assert ml.number_of_entries == 200
+    cursor = await ml.open_cursor("sub", InitialPosition.EARLIEST)
+    entries = await cursor.read_entries(500)
+    assert [e.position for e in entries] == positions
+    assert entries[-1].data == b"m-4-39"
+    # And it takes appends after them.
+    more = await ml.add_entry(b"after", 1)
+    assert more > positions[-1]
+
+
+async def test_one_round_is_one_object_for_many_topics(
+    open_factory: Opener, seaweedfs: SeaweedServer, object_store_url: str
+) -> None:
+    """DESIGN "Processes": a broker's appends for all its topics in one round
+    go into one object."""
+    factory = await open_factory(max_in_flight=1)
+    ledgers = [await factory.open(f"t/ns/persistent/topic-{i}") for i in range(60)]
+    bucket = _bucket(seaweedfs, object_store_url)
+    before = len(await bucket.list_objects(ROUNDS_PREFIX))
+    # Hold the journal with one round in flight, queue one entry on each topic.
+    await asyncio.gather(*(ml.add_entry(b"x", 1) for ml in ledgers[:1]))
+    await asyncio.gather(*(ml.add_entry(f"to {i}".encode(), 1) for i, ml in enumerate(ledgers)))
+    rounds = len(await bucket.list_objects(ROUNDS_PREFIX)) - before
+    assert 2 <= rounds <= 3, rounds  # 61 appends, at most one round more than needed
+
+
+async def test_a_new_owner_fences_the_old_one(open_factory: Opener, tmp_path: Path) -> None:
+    store = await SqliteMetadataStore.open(str(tmp_path / "shared.db"))
+    try:
+        old = await open_factory(tmp_path / "a", store=store)
+        new = await open_factory(tmp_path / "b", store=store)
+        ml_old = await old.open("t/ns/persistent/owned")
+        await ml_old.open_cursor("c", InitialPosition.EARLIEST)  # keeps the data
+        first = await ml_old.add_entry(b"by the old owner", 1)
+
+        ml_new = await new.open("t/ns/persistent/owned")
+        with pytest.raises(StorageError, match="fenced"):
+            await ml_old.add_entry(b"after the fence", 1)
+        second = await ml_new.add_entry(b"by the new owner", 1)
+        cursor = await ml_new.open_cursor("c", InitialPosition.EARLIEST)
+        entries = await cursor.read_entries(10)
+        assert [(e.position, e.data) for e in entries] == [
+            (first, b"by the old owner"),
+            (second, b"by the new owner"),
+        ]
+    finally:
+        for f in (old, new):
+            await f.close()
+        await store.close()
+
+
+async def test_a_truncated_object_is_an_error_naming_it(
+    open_factory: Opener, seaweedfs: SeaweedServer, object_store_url: str
+) -> None:
+    factory = await open_factory()
+    ml = await factory.open("t/ns/persistent/cut")
+    await ml.open_cursor("c", InitialPosition.EARLIEST)
+    await asyncio.gather(*(ml.add_entry(b"%05d" % i, 1) for i in range(20)))
+    await factory.close()
+    bucket = _bucket(seaweedfs, object_store_url)
+    (obj,) = [o for o in await bucket.list_objects(ROUNDS_PREFIX)]
+    data = await bucket.get(obj.key)
+    await bucket.put(obj.key, data[: len(data) // 2], create=False)
+
+    factory = await open_factory()
+    ml = await factory.open("t/ns/persistent/cut")
+    cursor = await ml.open_cursor("c", InitialPosition.EARLIEST)
+    with pytest.raises(StorageError, match=obj.key):
+        await cursor.read_entries(20)
