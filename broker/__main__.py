@@ -67,6 +67,12 @@ def _add_common_options(parser: argparse.ArgumentParser) -> None:
         "--sync-policy", choices=["fsync", "interval", "none"], help="default fsync"
     )
     parser.add_argument(
+        "--storage", choices=["files", "object"], help="where entries live (default files)"
+    )
+    parser.add_argument("--object-store-url", help="s3://bucket/prefix (storage object)")
+    parser.add_argument("--object-store-endpoint", help="http(s)://host:port for non-AWS stores")
+    parser.add_argument("--object-store-region", help="the bucket's region")
+    parser.add_argument(
         "--entry-cache-size", help="entry cache budget in bytes of memory (default 134217728)"
     )
     parser.add_argument(
@@ -89,6 +95,10 @@ def config_from_args(args: argparse.Namespace, warnings: list[str] | None = None
             "sync_policy",
             "entry_cache_size",
             "entry_cache_eviction_threshold_seconds",
+            "storage",
+            "object_store_url",
+            "object_store_endpoint",
+            "object_store_region",
             "metadata_url",
             "cluster_name",
         )

@@ -20,6 +20,7 @@ ENV_PREFIX = "MAGNETAR_"
 LogFormat = Literal["console", "json"]
 LogLevel = Literal["debug", "info", "warning", "error"]
 SyncPolicy = Literal["fsync", "interval", "none"]
+StorageKind = Literal["files", "object"]
 TopicType = Literal["non-partitioned", "partitioned"]
 TlsVersion = Literal["tlsv1.2", "tlsv1.3"]
 
@@ -104,6 +105,19 @@ class BrokerConfig:
     # Above this many bytes queued on a socket, dispatch to it pauses.
     connection_write_high_water_mark: int = 1024 * 1024
     sync_policy: SyncPolicy = "fsync"
+    # Where ledgers keep their entries: "files" (the journal and ledger files
+    # in data_dir, the fast default) or "object" (an S3-compatible bucket,
+    # README "Object storage"; credentials from the standard AWS_* variables).
+    storage: StorageKind = "files"
+    # s3://bucket/prefix; the endpoint for anything but AWS itself (MinIO,
+    # SeaweedFS, Ceph RGW: http://host:port); the region when it matters.
+    object_store_url: str = ""
+    object_store_endpoint: str = ""
+    object_store_region: str = ""
+    # A round of appends (one object) closes at this many bytes; this many
+    # rounds are written at once.
+    object_store_max_round_bytes: int = 8 * 1024 * 1024
+    object_store_max_rounds_in_flight: int = 4
     # A ledger file rolls over to a new one past this size; retention and
     # trimming delete whole ledgers, so smaller files free space sooner
     # (Pulsar's managedLedgerMaxSizePerLedgerMbytes, here in bytes).
@@ -196,6 +210,7 @@ _LITERALS: dict[str, tuple[str, ...]] = {
     "log_format": get_args(LogFormat),
     "log_level": get_args(LogLevel),
     "sync_policy": get_args(SyncPolicy),
+    "storage": get_args(StorageKind),
     "allow_auto_topic_creation_type": get_args(TopicType),
     "tls_min_version": get_args(TlsVersion),
 }
@@ -317,6 +332,27 @@ def _validated(config: BrokerConfig) -> BrokerConfig:
         "must be >= 0",
     )
     need(config.entry_cache_size >= 0, "entry_cache_size", "must be >= 0 (0: no cache)")
+    need(
+        config.storage != "object" or config.object_store_url.startswith("s3://"),
+        "object_store_url",
+        "must be s3://bucket/prefix when storage is object",
+    )
+    need(
+        not config.object_store_endpoint
+        or config.object_store_endpoint.startswith(("http://", "https://")),
+        "object_store_endpoint",
+        "must be an http:// or https:// URL",
+    )
+    need(
+        config.object_store_max_round_bytes >= 1024,
+        "object_store_max_round_bytes",
+        "must be >= 1024",
+    )
+    need(
+        config.object_store_max_rounds_in_flight >= 1,
+        "object_store_max_rounds_in_flight",
+        "must be at least 1",
+    )
     need(
         config.entry_cache_eviction_threshold_seconds > 0,
         "entry_cache_eviction_threshold_seconds",

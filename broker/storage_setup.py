@@ -11,6 +11,7 @@ from magnetar.broker.storage.api import (
     MetadataStore,
     SyncPolicy,
 )
+from magnetar.broker.storage.context import WriteGuard
 
 METADATA_FILE = "metadata.db"
 
@@ -26,15 +27,49 @@ def ledger_config(config: BrokerConfig) -> ManagedLedgerConfig:
     )
 
 
+async def open_factory(
+    config: BrokerConfig,
+    store: MetadataStore,
+    *,
+    shared: bool = False,
+    write_guard: WriteGuard | None = None,
+) -> FileManagedLedgerFactory:
+    """The managed ledger factory the configuration names, on ``store``."""
+    if config.storage == "object":
+        # Imported here: the object store client is an optional extra.
+        from magnetar.broker.storage.objects.factory import ObjectManagedLedgerFactory
+        from magnetar.broker.storage.objects.store import ObjectStoreConfig
+
+        return await ObjectManagedLedgerFactory.open_on(
+            ObjectStoreConfig(
+                config.object_store_url,
+                endpoint=config.object_store_endpoint or None,
+                region=config.object_store_region or None,
+            ),
+            str(config.data_dir),
+            ledger_config(config),
+            store=store,
+            shared=shared,
+            write_guard=write_guard,
+            max_round_bytes=config.object_store_max_round_bytes,
+            max_in_flight=config.object_store_max_rounds_in_flight,
+        )
+    return await FileManagedLedgerFactory.create(
+        str(config.data_dir),
+        ledger_config(config),
+        store=store,
+        shared=shared,
+        write_guard=write_guard,
+    )
+
+
 async def open_storage(config: BrokerConfig) -> tuple[ManagedLedgerFactory, MetadataStore]:
     """The factory and the metadata store; the caller closes both (factory first)."""
     data_dir = config.data_dir
     data_dir.mkdir(parents=True, exist_ok=True)
     store = await SqliteMetadataStore.open(str(data_dir / METADATA_FILE))
     try:
-        factory = await FileManagedLedgerFactory.create(
-            str(data_dir), ledger_config(config), store=store
-        )
+        factory = await open_factory(config, store)
     except BaseException:
         await store.close()
         raise

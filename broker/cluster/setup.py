@@ -10,9 +10,8 @@ from magnetar.broker.cluster.etcd_store import EtcdMetadataStore
 from magnetar.broker.cluster.member import ClusterMember
 from magnetar.broker.cluster.metrics import ClusterMetrics
 from magnetar.broker.config import BrokerConfig
-from magnetar.broker.storage import FileManagedLedgerFactory
 from magnetar.broker.storage.api import ManagedLedgerFactory, MetadataStore
-from magnetar.broker.storage_setup import ledger_config
+from magnetar.broker.storage_setup import open_factory
 
 
 async def open_cluster_storage(
@@ -28,13 +27,7 @@ async def open_cluster_storage(
         await member.open_session()
         try:
             config.data_dir.mkdir(parents=True, exist_ok=True)
-            factory = await FileManagedLedgerFactory.create(
-                str(config.data_dir),
-                ledger_config(config),
-                store=store,
-                shared=True,
-                write_guard=member.write_guard,
-            )
+            factory = await open_factory(config, store, shared=True, write_guard=member.write_guard)
         except BaseException:
             await member.close()
             raise
