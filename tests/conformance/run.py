@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from tests.conformance import service
+from tests.support.seaweedfs import BUCKET, SeaweedServer
 
 FILES = (
     "pulsar_test.py",
@@ -109,16 +110,36 @@ SETUP: list[tuple[str, Callable[[str], str]]] = [
 
 
 @contextlib.contextmanager
-def broker(workdir: Path, suite: Path) -> Iterator[tuple[Path, str]]:
+def broker(workdir: Path, suite: Path, storage: str = "files") -> Iterator[tuple[Path, str]]:
     """The broker as the suite's CI runs Pulsar (standalone-ssl.toml, started
-    in the suite's folder), and a superuser token for the set-up."""
+    in the suite's folder), and a superuser token for the set-up. With
+    ``storage`` "object" its ledgers go to a SeaweedFS started here."""
     secret_key = workdir / "secret.key"
     service.create_secret_key(secret_key)
     # What the suite's script writes for its token tests.
     (suite / ".test-token.txt").write_text(service.token(secret_key, "token-principal") + "\n")
-    with service.broker(
-        name="broker", workdir=workdir, cwd=suite, config=CONFIG, ports=PORTS, secret_key=secret_key
-    ) as log_path:
+    with contextlib.ExitStack() as stack:
+        settings: dict[str, object] = {}
+        if storage == "object":
+            bucket = SeaweedServer(workdir / "seaweedfs").start()
+            stack.callback(bucket.stop)
+            os.environ.update(bucket.env())  # the broker's credentials, the standard way
+            settings = {
+                "storage": "object",
+                "object_store_url": f"s3://{BUCKET}/conformance",
+                "object_store_endpoint": bucket.endpoint,
+            }
+        log_path = stack.enter_context(
+            service.broker(
+                name="broker",
+                workdir=workdir,
+                cwd=suite,
+                config=CONFIG,
+                ports=PORTS,
+                secret_key=secret_key,
+                **settings,
+            )
+        )
         yield log_path, service.token(secret_key, "superUser")
 
 
@@ -233,6 +254,12 @@ def main(argv: list[str] | None = None) -> int:
         default="official",
         help="the client the suite imports as `pulsar` (default: the official one)",
     )
+    parser.add_argument(
+        "--storage",
+        choices=("files", "object"),
+        default="files",
+        help="the broker's ledgers on files (default) or on a local SeaweedFS bucket",
+    )
     parser.add_argument("--files", default="", help="comma-separated test files")
     parser.add_argument("--keep", action="store_true", help="keep the broker log and test logs")
     args = parser.parse_args(argv)
@@ -251,8 +278,11 @@ def main(argv: list[str] | None = None) -> int:
     logs.mkdir()
     results: list[Result] = []
     try:
-        with broker(workdir, suite) as (broker_log, superuser):
-            print(f"broker started (log: {broker_log}); client: {args.client}")
+        with broker(workdir, suite, args.storage) as (broker_log, superuser):
+            print(
+                f"broker started (log: {broker_log}); client: {args.client}; "
+                f"storage: {args.storage}"
+            )
             for what, step in SETUP:
                 print(f"set-up: {what}: {step(superuser)}")
             for node in nodes:

@@ -128,7 +128,14 @@ class SuiteBroker(BrokerProcess):
 
 @contextlib.contextmanager
 def broker(
-    *, name: str, workdir: Path, cwd: Path, config: Path, ports: Ports, secret_key: Path
+    *,
+    name: str,
+    workdir: Path,
+    cwd: Path,
+    config: Path,
+    ports: Ports,
+    secret_key: Path,
+    **settings: object,
 ) -> Iterator[Path]:
     """A standalone broker configured by `config`, started in `cwd`; yields
     its log file once it serves, and stops it on exit."""
@@ -143,6 +150,7 @@ def broker(
         cwd=cwd,
         log_level="info",
         token_secret_key=str(secret_key),
+        **settings,
     )
     try:
         process.start()

@@ -9,8 +9,8 @@ which object and byte range hold them; with the record sizes and message
 counts the ledger's index is rebuilt at open without a read of the data.
 
 Each extent is one metadata node, ``/storage/extents/<quoted ledger
-name>/<ledger id>/<first entry id, 19 digits>`` (names sort as numbers),
-committed with the round under the ledger owner's fence.
+name>/<ledger id>/<first entry id, 19 digits>@<object key>`` (names sort as
+entry numbers), committed with the round under the ledger owner's fence.
 """
 
 from __future__ import annotations
@@ -40,8 +40,19 @@ def ledger_extents_path(name: str, ledger_id: int) -> str:
     return f"{extents_path(name)}/{ledger_id}"
 
 
-def extent_node(first_entry: int) -> str:
-    return f"{first_entry:019d}"
+def extent_node(first_entry: int, key: str) -> str:
+    """The node's name: the first entry (sorting as a number), then the
+    object's key with '/' as '|', so that the collector learns every key a
+    ledger names from a listing, without reading each extent."""
+    return f"{first_entry:019d}@{key.replace('/', '|')}"
+
+
+def key_of_node(node: str) -> str:
+    """The object key an extent node's name carries."""
+    _, sep, key = node.partition("@")
+    if not sep:
+        raise ExtentFormatError(f"extent node {node!r} names no object")
+    return key.replace("|", "/")
 
 
 def fence_path(name: str) -> str:

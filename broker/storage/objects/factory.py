@@ -24,6 +24,11 @@ from magnetar.broker.storage.context import WriteGuard
 from magnetar.broker.storage.factory import FileManagedLedgerFactory, _lock_dir
 from magnetar.broker.storage.ledger import ManagedLedgerImpl
 from magnetar.broker.storage.metadata import SqliteMetadataStore
+from magnetar.broker.storage.objects.collector import (
+    DEFAULT_GRACE_S,
+    DEFAULT_INTERVAL_S,
+    RoundCollector,
+)
 from magnetar.broker.storage.objects.extents import extents_path, fence_path
 from magnetar.broker.storage.objects.journal import (
     DEFAULT_MAX_IN_FLIGHT,
@@ -39,6 +44,7 @@ class ObjectManagedLedgerFactory(FileManagedLedgerFactory):
 
     objects: ObjectStore
     owner: str
+    collector: RoundCollector
 
     @classmethod
     async def open_on(
@@ -54,6 +60,8 @@ class ObjectManagedLedgerFactory(FileManagedLedgerFactory):
         write_guard: WriteGuard | None = None,
         max_round_bytes: int = DEFAULT_MAX_ROUND_BYTES,
         max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+        collect_interval_s: float = DEFAULT_INTERVAL_S,
+        collect_grace_s: float = DEFAULT_GRACE_S,
     ) -> ObjectManagedLedgerFactory:
         """Check the bucket (a missing one or refused credentials fail here,
         with one line saying which), then open. Without ``store`` an embedded
@@ -97,7 +105,16 @@ class ObjectManagedLedgerFactory(FileManagedLedgerFactory):
         )
         factory.objects = objects
         factory.owner = uuid.uuid4().hex
+        factory.collector = RoundCollector(
+            objects, store, grace_s=collect_grace_s, interval_s=collect_interval_s
+        )
+        if collect_interval_s > 0:
+            factory.collector.start()
         return factory
+
+    async def close(self) -> None:
+        await self.collector.close()
+        await super().close()
 
     async def _open_ledger(self, name: str, config: ManagedLedgerConfig) -> ManagedLedgerImpl:
         return await open_object_ledger(self._ctx, name, config, self.objects, self.owner)

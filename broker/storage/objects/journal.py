@@ -50,6 +50,10 @@ DEFAULT_MAX_IN_FLIGHT = 4
 # Backoff between attempts of a failing PUT or commit.
 RETRY_FIRST_S = 0.05
 RETRY_MAX_S = 2.0
+# A round whose extents are not committed this long after its PUT is given
+# up (its groups fail): the collector deletes unnamed objects only past twice
+# this age, so no commit can ever name an object it deleted.
+COMMIT_DEADLINE_S = 300.0
 
 
 class Fenced(Exception):
@@ -67,6 +71,7 @@ class ObjectJournal:
         max_round_bytes: int = DEFAULT_MAX_ROUND_BYTES,
         max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
         write_guard: Callable[[], str | None] | None = None,
+        commit_deadline_s: float = COMMIT_DEADLINE_S,
     ) -> None:
         if max_round_bytes < 1 or max_in_flight < 1:
             raise ValueError("max_round_bytes and max_in_flight must be >= 1")
@@ -74,6 +79,7 @@ class ObjectJournal:
         self.meta = meta
         self.max_round_bytes = max_round_bytes
         self._guard = write_guard
+        self.commit_deadline_s = commit_deadline_s
         # Unique to this process's life: keys never collide with another
         # broker's or an earlier run's (a PUT is create-only besides).
         self.journal_id = uuid.uuid4().hex
@@ -180,10 +186,11 @@ class ObjectJournal:
             offset += g.record_bytes
         body = b"".join(parts)
         await self._retry(f"put of {key}", lambda: self._put(key, body))
+        deadline = time.monotonic() + self.commit_deadline_s
         # Each ledger's extent, with its fence, in commits the store accepts.
         per_commit = MAX_COMMIT_OPS // 2
         chunks = [extents[i : i + per_commit] for i in range(0, len(extents), per_commit)]
-        await asyncio.gather(*(self._commit(chunk, key) for chunk in chunks))
+        await asyncio.gather(*(self._commit(chunk, key, deadline) for chunk in chunks))
         for g, extent in extents:
             if g.error is None:
                 lf = g.file
@@ -201,27 +208,33 @@ class ObjectJournal:
             if size != len(body):
                 raise StorageError(f"{key} exists with {size} bytes, wrote {len(body)}") from None
 
-    async def _commit(self, chunk: list[tuple[PendingGroup, Extent]], key: str) -> None:
+    async def _commit(
+        self, chunk: list[tuple[PendingGroup, Extent]], key: str, deadline: float
+    ) -> None:
         ops: list[CommitOp] = []
         for g, extent in chunk:
             lf = g.file
             assert isinstance(lf, ObjectLedgerFile)
-            ops.append(Put(f"{lf.extent_path}/{extent_node(extent.first_entry)}", extent.encode()))
+            node = extent_node(extent.first_entry, extent.key)
+            ops.append(Put(f"{lf.extent_path}/{node}", extent.encode()))
             ops.append(Check(*lf.fence))
         try:
-            await self._retry(f"index commit of {key}", lambda: self.meta.commit(ops))
+            await self._retry(f"index commit of {key}", lambda: self.meta.commit(ops), deadline)
         except BadVersion:
             if len(chunk) > 1:
                 # Which ledger's fence moved? Commit them one by one.
-                await asyncio.gather(*(self._commit([item], key) for item in chunk))
+                await asyncio.gather(*(self._commit([item], key, deadline) for item in chunk))
                 return
             g = chunk[0][0]
             g.error = WriteFailed(
                 f"fenced: another broker owns {g.file.path} now (round {key})", False
             )
 
-    async def _retry(self, what: str, attempt: Callable[[], object]) -> None:
-        """Until ``attempt`` succeeds; BadVersion (a fence) is final."""
+    async def _retry(
+        self, what: str, attempt: Callable[[], object], deadline: float | None = None
+    ) -> None:
+        """Until ``attempt`` succeeds; BadVersion (a fence) is final, and so
+        is a failure past ``deadline`` (monotonic)."""
         delay = RETRY_FIRST_S
         failing_since: float | None = None
         while True:
@@ -244,5 +257,7 @@ class ObjectJournal:
                     log.warning("object journal write failed; retrying", what=what, error=str(exc))
                 if self._closing and time.monotonic() - failing_since > RETRY_MAX_S * 5:
                     raise  # closing: give up after a few attempts
+                if deadline is not None and time.monotonic() > deadline:
+                    raise StorageError(f"{what} gave up at its deadline: {exc}") from exc
             await asyncio.sleep(delay)
             delay = min(RETRY_MAX_S, delay * 2)

@@ -120,6 +120,8 @@ class ObjectStoreConfig:
 class ObjectInfo:
     key: str
     size: int
+    # When it was written (epoch seconds, the store's clock).
+    modified: float = 0.0
 
 
 def _first_line(exc: BaseException) -> str:
@@ -246,7 +248,11 @@ class ObjectStore:
         started = time.monotonic()
         try:
             pages = obstore.list(self._store, prefix=prefix or None)
-            found = [ObjectInfo(m["path"], int(m["size"])) async for page in pages for m in page]
+            found = [
+                ObjectInfo(m["path"], int(m["size"]), m["last_modified"].timestamp())
+                async for page in pages
+                for m in page
+            ]
         except (BaseError, OSError) as exc:
             raise self._failed("list", prefix, exc) from exc
         self._done("list", started, 0)

@@ -140,3 +140,41 @@ async def test_a_truncated_object_is_an_error_naming_it(
     cursor = await ml.open_cursor("c", InitialPosition.EARLIEST)
     with pytest.raises(StorageError, match=obj.key):
         await cursor.read_entries(20)
+
+
+async def test_the_collector_deletes_only_objects_no_extent_names(
+    open_factory: Opener, seaweedfs: SeaweedServer, object_store_url: str
+) -> None:
+    """An object goes once no extent names it and it is older than the grace
+    (so a round between its PUT and its commit is never taken)."""
+    factory = await open_factory(collect_interval_s=0)
+    kept = await factory.open("t/ns/persistent/kept")
+    gone = await factory.open("t/ns/persistent/gone")
+    await kept.open_cursor("c", InitialPosition.EARLIEST)
+    await gone.open_cursor("c", InitialPosition.EARLIEST)
+    for i in range(3):  # separate rounds: some objects hold one topic only
+        await kept.add_entry(b"k%d" % i, 1)
+        await gone.add_entry(b"g%d" % i, 1)
+    bucket = _bucket(seaweedfs, object_store_url)
+    orphan = f"{ROUNDS_PREFIX}crashed-broker/000000000001"
+    await bucket.put(orphan, b"a round whose commit never happened")
+    everything = {o.key for o in await bucket.list_objects(ROUNDS_PREFIX)}
+    await factory.delete("t/ns/persistent/gone")
+
+    collector = factory.collector
+    live = await collector.live_keys()
+    assert orphan not in live and live < everything
+    # Within the grace nothing goes, named or not.
+    assert await collector.collect_once() == 0
+    collector.grace_s = 0.0
+    collector._clock = lambda: 4_000_000_000.0  # every object is old now
+    deleted = await collector.collect_once()
+    left = {o.key for o in await bucket.list_objects(ROUNDS_PREFIX)}
+    assert left == live and deleted == len(everything) - len(live)
+    assert orphan not in left
+    # What is named still reads.
+    cursor = await kept.open_cursor("again", InitialPosition.EARLIEST)
+    kept_ml = factory.open_ledgers["t/ns/persistent/kept"]
+    for info in kept_ml.layout.infos():
+        info.cache.clear()  # from the objects, not the cache
+    assert [e.data for e in await cursor.read_entries(10)] == [b"k0", b"k1", b"k2"]
