@@ -30,6 +30,7 @@ from magnetar.broker.storage.objects.extents import (
     key_of_node,
 )
 from magnetar.broker.storage.objects.journal import COMMIT_DEADLINE_S, ROUNDS_PREFIX
+from magnetar.broker.storage.objects.sealer import LEDGERS_PREFIX
 from magnetar.broker.storage.objects.store import ObjectStore
 
 log = structlog.get_logger(__name__)
@@ -75,6 +76,8 @@ class RoundCollector:
         # Objects first, extents second: an extent committed between the two
         # listings is seen (it can only name an object younger than grace).
         listed = await self.objects.list_objects(ROUNDS_PREFIX)
+        # Ledger objects too: a seal that died before its commit leaves one.
+        listed += await self.objects.list_objects(LEDGERS_PREFIX)
         live = await self.live_keys()
         cutoff = self._clock() - self.grace_s
         dead = [o.key for o in listed if o.key not in live and o.modified < cutoff]

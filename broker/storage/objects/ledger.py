@@ -22,9 +22,16 @@ from magnetar.broker.storage.objects.extents import (
     ExtentMap,
     extents_path,
     fence_path,
+    key_of_node,
     ledger_extents_path,
 )
 from magnetar.broker.storage.objects.ledger_file import ObjectLedgerFile
+from magnetar.broker.storage.objects.sealer import (
+    LEDGERS_PREFIX,
+    ObjectSealer,
+    drop_extent,
+    is_sealed,
+)
 from magnetar.broker.storage.objects.store import ObjectStore
 from magnetar.broker.storage.recovery import last_confirmed, restore_cursors
 from magnetar.broker.storage.segment import LedgerFile
@@ -43,6 +50,7 @@ class ObjectManagedLedger(ManagedLedgerImpl):
         objects: ObjectStore,
     ) -> None:
         super().__init__(ctx, name, config)
+        self._sealer = ObjectSealer(self)
         self.objects = objects
         self.dir = ""  # no local directory
         # (node, version) of the owner's fence, taken at open.
@@ -67,6 +75,8 @@ class ObjectManagedLedger(ManagedLedgerImpl):
         for lf in files:
             if isinstance(lf, ObjectLedgerFile):
                 await self.ctx.store.delete_recursive(lf.extent_path)
+                if is_sealed(lf):  # its own object: no other ledger names it
+                    await self.objects.delete([next(iter(lf.extents)).key])
 
     async def remove_storage(self) -> None:
         await self.ctx.store.delete_recursive(extents_path(self.name))
@@ -91,7 +101,7 @@ async def open_object_ledger(
     stat = await store.put(ml.fence_node[0], owner.encode())
     ml.fence_node = (ml.fence_node[0], stat.version)
     for rec in records:
-        extents = await _load_extents(ctx, name, rec.ledger_id, rec.entries)
+        extents = await _load_extents(ml, rec.ledger_id, rec.entries)
         lf = ml.object_file(rec.ledger_id, extents)
         if rec.entries >= 0 and rec.entries != lf.entry_count:
             log.error(
@@ -119,15 +129,28 @@ async def open_object_ledger(
     await ml.write_ledger_list()
     await restore_cursors(ml)
     ml.start(lac)
+    for info in ml.layout.infos()[:-1]:  # closed now, the previous current too
+        lf = info.file
+        if info.entry_count and isinstance(lf, ObjectLedgerFile) and not is_sealed(lf):
+            ml.seal_later(info)
     return ml
 
 
-async def _load_extents(ctx: LedgerContext, name: str, ledger_id: int, entries: int) -> ExtentMap:
+async def _load_extents(ml: ObjectManagedLedger, ledger_id: int, entries: int) -> ExtentMap:
     """The committed extents of one ledger, in order; those past a closed
     ledger's recorded count, or after a gap, are not its entries."""
+    ctx, name = ml.ctx, ml.name
     path = ledger_extents_path(name, ledger_id)
     extents = ExtentMap()
-    for child in await ctx.store.get_children(path):
+    children = await ctx.store.get_children(path)
+    sealed = [c for c in children if key_of_node(c).startswith(LEDGERS_PREFIX)]
+    if sealed:
+        # Sealed, and died before the round extents were all dropped.
+        for child in children:
+            if child != sealed[0]:
+                await drop_extent(ml, f"{path}/{child}")
+        children = sealed[:1]
+    for child in children:
         got = await ctx.store.get(f"{path}/{child}")
         if got is None:
             continue

@@ -18,7 +18,9 @@ from magnetar.broker.storage.api import (
 )
 from magnetar.broker.storage.metadata import SqliteMetadataStore
 from magnetar.broker.storage.objects.factory import ObjectManagedLedgerFactory
+from magnetar.broker.storage.objects.extents import extent_node, extents_path
 from magnetar.broker.storage.objects.journal import ROUNDS_PREFIX
+from magnetar.broker.storage.objects.sealer import LEDGERS_PREFIX
 from magnetar.broker.storage.objects.store import ObjectStore, ObjectStoreConfig
 from tests.support.seaweedfs import SeaweedServer
 
@@ -178,3 +180,64 @@ async def test_the_collector_deletes_only_objects_no_extent_names(
     for info in kept_ml.layout.infos():
         info.cache.clear()  # from the objects, not the cache
     assert [e.data for e in await cursor.read_entries(10)] == [b"k0", b"k1", b"k2"]
+
+
+async def test_sealed_ledgers_become_one_object_each(
+    open_factory: Opener, seaweedfs: SeaweedServer, object_store_url: str, tmp_path: Path
+) -> None:
+    """A rolled-over ledger is rewritten into one object and one extent; the
+    round objects it leaves are garbage; everything still reads, also after
+    a death between the sealed extent's commit and the round extents' removal."""
+    config = ManagedLedgerConfig(max_entries_per_ledger=10, min_rollover_time_s=0)
+    meta = await SqliteMetadataStore.open(str(tmp_path / "m.db"))
+    try:
+        await _sealing(open_factory, seaweedfs, object_store_url, config, meta)
+    finally:
+        await meta.close()
+
+
+async def _sealing(
+    open_factory: Opener,
+    seaweedfs: SeaweedServer,
+    object_store_url: str,
+    config: ManagedLedgerConfig,
+    meta: MetadataStore,
+) -> None:
+    factory = await open_factory(store=meta, collect_interval_s=0)
+    ml = await factory.open_impl("t/ns/persistent/sealed", config)
+    await ml.open_cursor("c", InitialPosition.EARLIEST)
+    for i in range(35):
+        await ml.add_entry(b"e%02d" % i, 1)
+    await factory.close()  # awaits the sealing in flight
+
+    bucket = _bucket(seaweedfs, object_store_url)
+    sealed = sorted(o.key for o in await bucket.list_objects(LEDGERS_PREFIX))
+    assert len(sealed) == 3  # three full ledgers rolled over; the fourth was current
+    topic = extents_path("t/ns/persistent/sealed")
+    ledger_ids = await meta.get_children(topic)
+    nodes = {lid: await meta.get_children(f"{topic}/{lid}") for lid in ledger_ids}
+    assert sum(len(v) == 1 and "@ledgers|" in v[0] for v in nodes.values()) == 3
+
+    # Died before dropping the round extents: put one back as a leftover.
+    lid = sorted(ledger_ids, key=int)[0]
+    leftover = f"{topic}/{lid}/{extent_node(0, ROUNDS_PREFIX + 'x/000000000001')}"
+    await meta.put(leftover, b"a leftover round extent")
+
+    factory = await open_factory(store=meta, collect_interval_s=0)
+    ml = await factory.open_impl("t/ns/persistent/sealed", config)
+    assert not await meta.exists(leftover)
+    # The ledger that was current is closed by this open, and sealed now.
+    for _ in range(200):
+        if len(await bucket.list_objects(LEDGERS_PREFIX)) == 4:
+            break
+        await asyncio.sleep(0.05)
+    factory.collector.grace_s = 0.0
+    factory.collector._clock = lambda: 4_000_000_000.0
+    await factory.collector.collect_once()
+    # Every round object is garbage now: four ledgers, four objects.
+    left = {o.key for o in await bucket.list_objects("")}
+    assert len(left) == 4 and left > set(sealed)
+    assert left == await factory.collector.live_keys()
+    cursor = await ml.open_cursor("again", InitialPosition.EARLIEST)
+    entries = await cursor.read_entries(100)
+    assert [e.data for e in entries] == [b"e%02d" % i for i in range(35)]
