@@ -17,8 +17,8 @@ from magnetar.broker.storage.api import (
     StorageError,
 )
 from magnetar.broker.storage.metadata import SqliteMetadataStore
-from magnetar.broker.storage.objects.factory import ObjectManagedLedgerFactory
 from magnetar.broker.storage.objects.extents import extent_node, extents_path
+from magnetar.broker.storage.objects.factory import ObjectManagedLedgerFactory
 from magnetar.broker.storage.objects.journal import ROUNDS_PREFIX
 from magnetar.broker.storage.objects.sealer import LEDGERS_PREFIX
 from magnetar.broker.storage.objects.store import ObjectStore, ObjectStoreConfig
