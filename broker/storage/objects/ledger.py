@@ -130,8 +130,8 @@ async def open_object_ledger(
     await restore_cursors(ml)
     ml.start(lac)
     for info in ml.layout.infos()[:-1]:  # closed now, the previous current too
-        lf = info.file
-        if info.entry_count and isinstance(lf, ObjectLedgerFile) and not is_sealed(lf):
+        held = info.file
+        if info.entry_count and isinstance(held, ObjectLedgerFile) and not is_sealed(held):
             ml.seal_later(info)
     return ml
 
