@@ -241,3 +241,43 @@ async def _sealing(
     cursor = await ml.open_cursor("again", InitialPosition.EARLIEST)
     entries = await cursor.read_entries(100)
     assert [e.data for e in entries] == [b"e%02d" % i for i in range(35)]
+
+
+async def test_a_store_that_stops_delays_receipts_and_loses_nothing(tmp_path: Path) -> None:
+    """While the object store is frozen no append is acknowledged; once it is
+    back every append is, in order, and reads back."""
+    server = SeaweedServer(tmp_path / "weed").start()
+    factory: ObjectManagedLedgerFactory | None = None
+    try:
+        config = ObjectStoreConfig(
+            "s3://magnetar/stops",
+            endpoint=server.endpoint,
+            request_timeout_s=1.0,
+            connect_timeout_s=0.5,
+            max_retries=0,
+        )
+        with pytest.MonkeyPatch.context() as env:
+            for key, value in server.env().items():
+                env.setenv(key, value)
+            factory = await ObjectManagedLedgerFactory.open_on(
+                config, str(tmp_path / "broker"), collect_interval_s=0
+            )
+            ml = await factory.open("t/ns/persistent/stops")
+            await ml.open_cursor("c", InitialPosition.EARLIEST)
+            first = await ml.add_entry(b"before", 1)
+            server.pause()
+            during = [ml.add_entry(b"during %d" % i, 1) for i in range(20)]
+            done, _ = await asyncio.wait(during, timeout=3.0)
+            assert not done, "a receipt for data the store never took"
+            server.resume()
+            positions = await asyncio.wait_for(asyncio.gather(*during), 30)
+            assert positions == sorted(positions) and positions[0] > first
+            cursor = await ml.open_cursor("again", InitialPosition.EARLIEST)
+            for info in factory.open_ledgers["t/ns/persistent/stops"].layout.infos():
+                info.cache.clear()
+            entries = await cursor.read_entries(100)
+            assert [e.data for e in entries] == [b"before"] + [b"during %d" % i for i in range(20)]
+    finally:
+        if factory is not None:
+            await factory.close()
+        server.stop()
