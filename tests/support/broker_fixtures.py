@@ -15,11 +15,19 @@ from tests.support.brokers import BrokerFactory, BrokerThread, broker_config
 
 
 @pytest.fixture
-def broker_factory(tmp_path: Path) -> Iterator[BrokerFactory]:
+def broker_defaults() -> dict[str, Any]:
+    """Settings every broker of the test starts with (a conftest may override:
+    the object storage suite puts every broker's ledgers in a bucket)."""
+    return {}
+
+
+@pytest.fixture
+def broker_factory(tmp_path: Path, broker_defaults: dict[str, Any]) -> Iterator[BrokerFactory]:
     """Start brokers with config changes; every one is stopped after the test."""
     started: list[BrokerThread] = []
 
     def make(**changes: Any) -> BrokerThread:
+        changes = {**broker_defaults, **changes}
         data_dir = changes.pop("data_dir", tmp_path / f"data-{len(started)}")
         broker = BrokerThread(broker_config(data_dir, **changes)).start()
         started.append(broker)

@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from tests.support.broker_fixtures import broker, broker_factory
+from tests.support.broker_fixtures import broker, broker_defaults, broker_factory
 
-__all__ = ["broker", "broker_factory"]
+__all__ = ["broker", "broker_defaults", "broker_factory"]
