@@ -118,6 +118,9 @@ class BrokerConfig:
     # rounds are written at once.
     object_store_max_round_bytes: int = 8 * 1024 * 1024
     object_store_max_rounds_in_flight: int = 4
+    # Rounds start at most this often (each PUT is billed on a cloud store;
+    # also the most a send waits for its round to start).
+    object_store_round_interval_ms: float = 5.0
     # A ledger file rolls over to a new one past this size; retention and
     # trimming delete whole ledgers, so smaller files free space sooner
     # (Pulsar's managedLedgerMaxSizePerLedgerMbytes, here in bytes).
@@ -347,6 +350,11 @@ def _validated(config: BrokerConfig) -> BrokerConfig:
         config.object_store_max_round_bytes >= 1024,
         "object_store_max_round_bytes",
         "must be >= 1024",
+    )
+    need(
+        config.object_store_round_interval_ms >= 0,
+        "object_store_round_interval_ms",
+        "must be >= 0",
     )
     need(
         config.object_store_max_rounds_in_flight >= 1,

@@ -53,6 +53,7 @@ async def open_factory(
             write_guard=write_guard,
             max_round_bytes=config.object_store_max_round_bytes,
             max_in_flight=config.object_store_max_rounds_in_flight,
+            round_interval_s=config.object_store_round_interval_ms / 1000,
         )
     return await FileManagedLedgerFactory.create(
         str(config.data_dir),

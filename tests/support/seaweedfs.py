@@ -149,6 +149,15 @@ class SeaweedServer:
             if exc.code != 409:  # 409: it is there already
                 raise
 
+    async def warm_up(self, url: str) -> None:
+        """One write with ordinary timeouts: a fresh server allocates its
+        volumes on the first write (a second or more on a busy machine), which
+        a test with tight timeouts must not take for an outage."""
+        from magnetar.broker.storage.objects.store import ObjectStore, ObjectStoreConfig
+
+        store = ObjectStore(ObjectStoreConfig(url, endpoint=self.endpoint))
+        await store.check()  # the broker's own first requests
+
     def pause(self) -> None:
         """Freeze the whole server (requests hang, as on a network partition)."""
         assert self.proc is not None

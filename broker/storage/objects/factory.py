@@ -33,6 +33,7 @@ from magnetar.broker.storage.objects.extents import extents_path, fence_path
 from magnetar.broker.storage.objects.journal import (
     DEFAULT_MAX_IN_FLIGHT,
     DEFAULT_MAX_ROUND_BYTES,
+    DEFAULT_ROUND_INTERVAL_S,
     ObjectJournal,
 )
 from magnetar.broker.storage.objects.ledger import open_object_ledger
@@ -60,6 +61,7 @@ class ObjectManagedLedgerFactory(FileManagedLedgerFactory):
         write_guard: WriteGuard | None = None,
         max_round_bytes: int = DEFAULT_MAX_ROUND_BYTES,
         max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+        round_interval_s: float = DEFAULT_ROUND_INTERVAL_S,
         collect_interval_s: float = DEFAULT_INTERVAL_S,
         collect_grace_s: float = DEFAULT_GRACE_S,
     ) -> ObjectManagedLedgerFactory:
@@ -83,6 +85,7 @@ class ObjectManagedLedgerFactory(FileManagedLedgerFactory):
                 max_round_bytes=max_round_bytes,
                 max_in_flight=max_in_flight,
                 write_guard=write_guard,
+                round_interval_s=round_interval_s,
             )
         except BaseException:
             executor.shutdown(wait=False)

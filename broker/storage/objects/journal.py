@@ -47,6 +47,10 @@ ROUNDS_PREFIX = "rounds/"
 # rounds are in flight at once.
 DEFAULT_MAX_ROUND_BYTES = 8 * 1024 * 1024
 DEFAULT_MAX_IN_FLIGHT = 4
+# Rounds start at most this often: the PUT rate stays 1 / interval at most,
+# whatever the number of topics (each PUT is billed), for at most this much
+# added latency.
+DEFAULT_ROUND_INTERVAL_S = 0.005
 # Backoff between attempts of a failing PUT or commit.
 RETRY_FIRST_S = 0.05
 RETRY_MAX_S = 2.0
@@ -72,6 +76,7 @@ class ObjectJournal:
         max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
         write_guard: Callable[[], str | None] | None = None,
         commit_deadline_s: float = COMMIT_DEADLINE_S,
+        round_interval_s: float = DEFAULT_ROUND_INTERVAL_S,
     ) -> None:
         if max_round_bytes < 1 or max_in_flight < 1:
             raise ValueError("max_round_bytes and max_in_flight must be >= 1")
@@ -80,6 +85,8 @@ class ObjectJournal:
         self.max_round_bytes = max_round_bytes
         self._guard = write_guard
         self.commit_deadline_s = commit_deadline_s
+        self.round_interval_s = round_interval_s
+        self._next_round_at = 0.0
         # Unique to this process's life: keys never collide with another
         # broker's or an earlier run's (a PUT is create-only besides).
         self.journal_id = uuid.uuid4().hex
@@ -133,6 +140,10 @@ class ObjectJournal:
                 await wakeup
                 continue
             await self._slots.acquire()
+            wait = self._next_round_at - self._loop.time()
+            if wait > 0 and not self._closing:
+                await asyncio.sleep(wait)  # what queues meanwhile joins this round
+            self._next_round_at = self._loop.time() + self.round_interval_s
             groups = self._take_round()
             if not groups:
                 self._slots.release()

@@ -50,7 +50,7 @@ class ObjectManagedLedger(ManagedLedgerImpl):
         objects: ObjectStore,
     ) -> None:
         super().__init__(ctx, name, config)
-        self._sealer = ObjectSealer(self)
+        self._sealer = ObjectSealer(self, objects)
         self.objects = objects
         self.dir = ""  # no local directory
         # (node, version) of the owner's fence, taken at open.
@@ -148,7 +148,7 @@ async def _load_extents(ml: ObjectManagedLedger, ledger_id: int, entries: int) -
         # Sealed, and died before the round extents were all dropped.
         for child in children:
             if child != sealed[0]:
-                await drop_extent(ml, f"{path}/{child}")
+                await drop_extent(ctx.store, f"{path}/{child}")
         children = sealed[:1]
     for child in children:
         got = await ctx.store.get(f"{path}/{child}")

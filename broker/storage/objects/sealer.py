@@ -18,22 +18,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from array import array
-from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 import structlog
 
-from magnetar.broker.storage.api import NotFound, StorageError
+from magnetar.broker.storage.api import MetadataStore, NotFound, StorageError
+from magnetar.broker.storage.context import OwningLedger
 from magnetar.broker.storage.layout import LedgerInfo
 from magnetar.broker.storage.metadata_api import Check, Put
 from magnetar.broker.storage.objects.extents import Extent, ExtentMap, extent_node
 from magnetar.broker.storage.objects.ledger_file import MAX_PARALLEL_GETS, ObjectLedgerFile
-from magnetar.broker.storage.objects.store import ObjectCorrupt, ObjectExists
+from magnetar.broker.storage.objects.store import ObjectCorrupt, ObjectExists, ObjectStore
 from magnetar.broker.storage.records import scan
 from magnetar.broker.storage.sealer import IndexSealer
-
-if TYPE_CHECKING:
-    from magnetar.broker.storage.objects.ledger import ObjectManagedLedger
 
 log = structlog.get_logger(__name__)
 
@@ -52,20 +49,20 @@ def is_sealed(lf: ObjectLedgerFile) -> bool:
 class ObjectSealer(IndexSealer):
     """Seals the ledgers of one managed ledger in the background; close awaits."""
 
-    def __init__(self, ml: ObjectManagedLedger) -> None:
+    def __init__(self, ml: OwningLedger, objects: ObjectStore) -> None:
         super().__init__(ml)
-        self._oml = ml
+        self._objects = objects
 
     async def _seal(self, info: LedgerInfo) -> None:
         lf = info.file
         if not isinstance(lf, ObjectLedgerFile) or lf.entry_count == 0 or is_sealed(lf):
             return
         try:
-            await seal_ledger(self._oml, info, lf)
+            await seal_ledger(self._ml, self._objects, info, lf)
         except StorageError as exc:  # the round extents stay: the next open retries
             log.warning(
                 "sealing a ledger failed",
-                ledger=self._oml.name,
+                ledger=self._ml.name,
                 ledger_id=info.ledger_id,
                 error=str(exc),
             )
@@ -77,8 +74,9 @@ class ObjectSealer(IndexSealer):
             await asyncio.wait(list(self._tasks))
 
 
-async def seal_ledger(ml: ObjectManagedLedger, info: LedgerInfo, lf: ObjectLedgerFile) -> None:
-    objects = ml.objects
+async def seal_ledger(
+    ml: OwningLedger, objects: ObjectStore, info: LedgerInfo, lf: ObjectLedgerFile
+) -> None:
     store = ml.ctx.store
     offsets = lf.offsets
     count = lf.entry_count
@@ -122,10 +120,10 @@ async def seal_ledger(ml: ObjectManagedLedger, info: LedgerInfo, lf: ObjectLedge
     extents.append(sealed)
     lf.extents = extents
     for node in old_nodes:
-        await drop_extent(ml, f"{lf.extent_path}/{node}")
+        await drop_extent(store, f"{lf.extent_path}/{node}")
     log.debug("ledger sealed into one object", ledger=ml.name, ledger_id=info.ledger_id, key=key)
 
 
-async def drop_extent(ml: ObjectManagedLedger, path: str) -> None:
+async def drop_extent(store: MetadataStore, path: str) -> None:
     with contextlib.suppress(NotFound):
-        await ml.ctx.store.delete(path)
+        await store.delete(path)

@@ -252,13 +252,14 @@ async def test_a_store_that_stops_delays_receipts_and_loses_nothing(tmp_path: Pa
         config = ObjectStoreConfig(
             "s3://magnetar/stops",
             endpoint=server.endpoint,
-            request_timeout_s=1.0,
-            connect_timeout_s=0.5,
+            request_timeout_s=2.0,
+            connect_timeout_s=1.0,
             max_retries=0,
         )
         with pytest.MonkeyPatch.context() as env:
             for key, value in server.env().items():
                 env.setenv(key, value)
+            await server.warm_up("s3://magnetar/stops")
             factory = await ObjectManagedLedgerFactory.open_on(
                 config, str(tmp_path / "broker"), collect_interval_s=0
             )
@@ -267,7 +268,7 @@ async def test_a_store_that_stops_delays_receipts_and_loses_nothing(tmp_path: Pa
             first = await ml.add_entry(b"before", 1)
             server.pause()
             during = [ml.add_entry(b"during %d" % i, 1) for i in range(20)]
-            done, _ = await asyncio.wait(during, timeout=3.0)
+            done, _ = await asyncio.wait(during, timeout=5.0)
             assert not done, "a receipt for data the store never took"
             server.resume()
             positions = await asyncio.wait_for(asyncio.gather(*during), 30)

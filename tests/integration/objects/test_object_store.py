@@ -125,14 +125,16 @@ async def test_an_outage_is_logged_once_and_its_end_once(
     try:
         for key, value in server.env().items():
             monkeypatch.setenv(key, value)
+        await server.warm_up("s3://magnetar/outage")
+        await _store(server, "s3://magnetar/outage").put("a", b"1")
         store = _store(
             server,
             "s3://magnetar/outage",
-            request_timeout_s=0.5,
-            connect_timeout_s=0.5,
+            request_timeout_s=1.0,
+            connect_timeout_s=1.0,
             max_retries=0,
         )
-        await store.put("a", b"1")
+        assert await store.get("a") == b"1"
         errors = _sample("magnetar_object_store_errors_total", kind="get")
         server.pause()
         with capture_logs() as logs:

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.broker_fixtures import broker_factory
+from tests.support.broker_fixtures import broker_defaults, broker_factory
 from tests.support.brokers import BrokerFactory, BrokerThread
 
 pyspark = pytest.importorskip("pyspark", reason="pip install magnetar[spark]")
@@ -54,4 +54,4 @@ def broker(broker_factory: BrokerFactory) -> BrokerThread:
     return broker_factory(broker_deduplication_enabled=True)
 
 
-__all__ = ["broker", "broker_factory", "spark"]
+__all__ = ["broker", "broker_defaults", "broker_factory", "spark"]
