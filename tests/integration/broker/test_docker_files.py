@@ -1,10 +1,11 @@
-"""docker/ without a Docker engine: the compose file and configs parse and
+"""docker/ without a Docker engine: the compose files and configs parse and
 point at files that exist; every metric the Grafana dashboard and the
 Prometheus config use is one a live broker exports on /metrics; the
 Dockerfile starts the broker with the command README documents."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import urllib.request
@@ -13,6 +14,7 @@ from pathlib import Path
 import yaml
 
 from magnetar.broker.__main__ import build_parser
+from magnetar.broker.config import BrokerConfig
 from tests.support.brokers import BrokerThread
 from tests.support.official import official_client
 
@@ -33,6 +35,35 @@ def test_compose_and_configs_parse() -> None:
     assert prometheus["scrape_configs"][0]["static_configs"][0]["targets"] == ["broker:8080"]
     for path in (DOCKER / "grafana" / "provisioning").rglob("*.yml"):
         assert yaml.safe_load(path.read_text())["apiVersion"] == 1
+
+
+def test_object_storage_compose_wires_the_broker_to_its_bucket() -> None:
+    """docker/objects.yaml: the broker's object store settings point at the
+    SeaweedFS service with the credentials its identities file grants."""
+    compose = yaml.safe_load((DOCKER / "objects.yaml").read_text())
+    services = compose["services"]
+    assert set(services) == {"seaweedfs", "bucket", "broker"}
+    env = services["broker"]["environment"]
+    assert env["MAGNETAR_STORAGE"] == "object"
+    assert env["MAGNETAR_OBJECT_STORE_ENDPOINT"] == "http://seaweedfs:8333"
+    bucket = env["MAGNETAR_OBJECT_STORE_URL"].removeprefix("s3://").split("/")[0]
+    assert f"/buckets/{bucket}/" in services["bucket"]["command"]
+    identities = json.loads((DOCKER / "seaweedfs" / "identities.json").read_text())
+    (credentials,) = identities["identities"][0]["credentials"]
+    assert credentials == {
+        "accessKey": env["AWS_ACCESS_KEY_ID"],
+        "secretKey": env["AWS_SECRET_ACCESS_KEY"],
+    }
+    for service in services.values():
+        for volume in service.get("volumes", []):
+            source = volume.split(":")[0]
+            if source.startswith("./"):
+                assert (DOCKER / source).exists(), source
+    # Every MAGNETAR_ variable is a broker setting.
+    keys = {f.name for f in dataclasses.fields(BrokerConfig)}
+    for name in env:
+        if name.startswith("MAGNETAR_"):
+            assert name.removeprefix("MAGNETAR_").lower() in keys, name
 
 
 def test_dashboard_metrics_exist_on_live_metrics(broker: BrokerThread) -> None:
