@@ -86,6 +86,8 @@ class ObjectManagedLedgerFactory(FileManagedLedgerFactory):
                 max_in_flight=max_in_flight,
                 write_guard=write_guard,
                 round_interval_s=round_interval_s,
+                # No commit may name an object the collector could take.
+                commit_deadline_s=collect_grace_s / 2,
             )
         except BaseException:
             executor.shutdown(wait=False)
@@ -120,7 +122,9 @@ class ObjectManagedLedgerFactory(FileManagedLedgerFactory):
         await super().close()
 
     async def _open_ledger(self, name: str, config: ManagedLedgerConfig) -> ManagedLedgerImpl:
-        return await open_object_ledger(self._ctx, name, config, self.objects, self.owner)
+        return await open_object_ledger(
+            self._ctx, name, config, self.objects, self.owner, self.collector.grace_s / 2
+        )
 
     async def _remove_closed(self, name: str) -> None:
         await self.store.delete_recursive(extents_path(name))

@@ -25,6 +25,7 @@ from magnetar.broker.storage.objects.extents import (
     key_of_node,
     ledger_extents_path,
 )
+from magnetar.broker.storage.objects.journal import COMMIT_DEADLINE_S
 from magnetar.broker.storage.objects.ledger_file import ObjectLedgerFile
 from magnetar.broker.storage.objects.sealer import (
     LEDGERS_PREFIX,
@@ -48,9 +49,10 @@ class ObjectManagedLedger(ManagedLedgerImpl):
         name: str,
         config: ManagedLedgerConfig,
         objects: ObjectStore,
+        commit_deadline_s: float = COMMIT_DEADLINE_S,
     ) -> None:
         super().__init__(ctx, name, config)
-        self._sealer = ObjectSealer(self, objects)
+        self._sealer = ObjectSealer(self, objects, commit_deadline_s)
         self.objects = objects
         self.dir = ""  # no local directory
         # (node, version) of the owner's fence, taken at open.
@@ -89,8 +91,9 @@ async def open_object_ledger(
     config: ManagedLedgerConfig,
     objects: ObjectStore,
     owner: str,
+    commit_deadline_s: float = COMMIT_DEADLINE_S,
 ) -> ObjectManagedLedger:
-    ml = ObjectManagedLedger(ctx, name, config, objects)
+    ml = ObjectManagedLedger(ctx, name, config, objects, commit_deadline_s)
     store = ctx.store
     got = await store.get(ml.meta_path)
     records = decode_ledger_list(got.value) if got is not None else []

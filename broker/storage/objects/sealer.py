@@ -4,7 +4,7 @@ tiered storage: a ledger, one object), and its extents replaced by one.
 
 Steps, each safe to die after:
 1. read the ledger's records back from the round objects, checksums checked;
-2. PUT ``ledgers/<quoted name>/<ledger id>`` (create-only);
+2. PUT ``ledgers/<quoted name>/<ledger id>-<random>`` (create-only);
 3. commit the one extent naming it, under the owner's fence;
 4. delete the round extents (the collector then takes round objects that
    no extent names any more).
@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
+import uuid
 from array import array
 from urllib.parse import quote
 
@@ -27,8 +29,9 @@ from magnetar.broker.storage.context import OwningLedger
 from magnetar.broker.storage.layout import LedgerInfo
 from magnetar.broker.storage.metadata_api import Check, Put
 from magnetar.broker.storage.objects.extents import Extent, ExtentMap, extent_node
+from magnetar.broker.storage.objects.journal import COMMIT_DEADLINE_S
 from magnetar.broker.storage.objects.ledger_file import MAX_PARALLEL_GETS, ObjectLedgerFile
-from magnetar.broker.storage.objects.store import ObjectCorrupt, ObjectExists, ObjectStore
+from magnetar.broker.storage.objects.store import ObjectCorrupt, ObjectStore
 from magnetar.broker.storage.records import scan
 from magnetar.broker.storage.sealer import IndexSealer
 
@@ -38,7 +41,7 @@ LEDGERS_PREFIX = "ledgers/"
 
 
 def ledger_object_key(name: str, ledger_id: int) -> str:
-    return f"{LEDGERS_PREFIX}{quote(name, safe='')}/{ledger_id}"
+    return f"{LEDGERS_PREFIX}{quote(name, safe='')}/{ledger_id}-{uuid.uuid4().hex[:12]}"
 
 
 def is_sealed(lf: ObjectLedgerFile) -> bool:
@@ -49,16 +52,19 @@ def is_sealed(lf: ObjectLedgerFile) -> bool:
 class ObjectSealer(IndexSealer):
     """Seals the ledgers of one managed ledger in the background; close awaits."""
 
-    def __init__(self, ml: OwningLedger, objects: ObjectStore) -> None:
+    def __init__(
+        self, ml: OwningLedger, objects: ObjectStore, commit_deadline_s: float = COMMIT_DEADLINE_S
+    ) -> None:
         super().__init__(ml)
         self._objects = objects
+        self._deadline_s = commit_deadline_s
 
     async def _seal(self, info: LedgerInfo) -> None:
         lf = info.file
         if not isinstance(lf, ObjectLedgerFile) or lf.entry_count == 0 or is_sealed(lf):
             return
         try:
-            await seal_ledger(self._ml, self._objects, info, lf)
+            await seal_ledger(self._ml, self._objects, info, lf, self._deadline_s)
         except StorageError as exc:  # the round extents stay: the next open retries
             log.warning(
                 "sealing a ledger failed",
@@ -75,8 +81,15 @@ class ObjectSealer(IndexSealer):
 
 
 async def seal_ledger(
-    ml: OwningLedger, objects: ObjectStore, info: LedgerInfo, lf: ObjectLedgerFile
+    ml: OwningLedger,
+    objects: ObjectStore,
+    info: LedgerInfo,
+    lf: ObjectLedgerFile,
+    commit_deadline_s: float = COMMIT_DEADLINE_S,
 ) -> None:
+    """Steps 1-4 (module docstring); the commit is not made past
+    ``commit_deadline_s`` after the start (the collector's rule)."""
+    started = time.monotonic()
     store = ml.ctx.store
     offsets = lf.offsets
     count = lf.entry_count
@@ -93,12 +106,12 @@ async def seal_ledger(
     checked = scan(body, verify=True)
     if checked.valid_end != len(body) or len(checked.offsets) - 1 != count:
         raise ObjectCorrupt(f"{lf.path}: a record fails its checksum; not sealed")
+    # A key of its own per attempt: an earlier attempt's object is an orphan
+    # for the collector, never something this one might name after it went.
     key = ledger_object_key(ml.name, info.ledger_id)
-    try:
-        await objects.put(key, body)
-    except ObjectExists:  # an earlier attempt got this far
-        if await objects.size(key) != len(body):
-            raise StorageError(f"{key} exists with another size") from None
+    await objects.put(key, body)
+    if time.monotonic() - started > commit_deadline_s:
+        raise StorageError(f"sealing {lf.path} took too long to commit {key}; not sealed")
     cum = lf.cum_messages
     sealed = Extent(
         0,

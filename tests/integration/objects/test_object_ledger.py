@@ -226,9 +226,17 @@ async def _sealing(
     factory = await open_factory(store=meta, collect_interval_s=0)
     ml = await factory.open_impl("t/ns/persistent/sealed", config)
     assert not await meta.exists(leftover)
-    # The ledger that was current is closed by this open, and sealed now.
+
+    # The ledger that was current is closed by this open, and sealed now
+    # (done once its round extents are gone: collecting before that could
+    # take the ledger object between its upload and its commit).
+    async def sealed_ledgers() -> int:
+        ids = await meta.get_children(topic)
+        nodes = [await meta.get_children(f"{topic}/{i}") for i in ids]
+        return sum(len(n) == 1 and "@ledgers|" in n[0] for n in nodes)
+
     for _ in range(200):
-        if len(await bucket.list_objects(LEDGERS_PREFIX)) == 4:
+        if await sealed_ledgers() == 4:
             break
         await asyncio.sleep(0.05)
     factory.collector.grace_s = 0.0
