@@ -54,8 +54,16 @@ def _put_count(broker: Broker) -> float:
     if not broker.http_port:
         return float("nan")
     url = f"http://127.0.0.1:{broker.http_port}/metrics"
-    with urllib.request.urlopen(url, timeout=5) as rsp:
-        text = rsp.read().decode()
+    deadline = time.monotonic() + 20
+    while True:  # the HTTP port opens a moment after the binary one
+        try:
+            with urllib.request.urlopen(url, timeout=5) as rsp:
+                text = rsp.read().decode()
+            break
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
     for line in text.splitlines():
         if line.startswith('magnetar_object_store_requests_total{kind="put"}'):
             return float(line.split()[-1])

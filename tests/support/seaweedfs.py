@@ -37,6 +37,10 @@ def weed_binary() -> str | None:
     return str(beside) if beside.exists() else shutil.which("weed")
 
 
+class _PortTaken(Exception):
+    """weed exited because a port chosen for it was taken meanwhile."""
+
+
 class SeaweedServer:
     """Master, volume server, filer and S3 gateway in one `weed server`."""
 
@@ -48,16 +52,7 @@ class SeaweedServer:
         self.root = root
         self.data_dir = root / "data"
         self.log_path = root / "weed.log"
-        (
-            self.master,
-            self.master_grpc,
-            self.volume,
-            self.volume_grpc,
-            self.filer,
-            self.filer_grpc,
-            self.s3,
-            self.s3_grpc,
-        ) = free_ports(8)
+        self._choose_ports()
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -73,6 +68,33 @@ class SeaweedServer:
         }
 
     def start(self) -> SeaweedServer:
+        """Start and wait until it serves. Eight ports are chosen free and
+        released before weed binds them: when another process takes one
+        meanwhile, weed exits at once, and the start is tried on new ports."""
+        for attempt in range(3):
+            try:
+                return self._start_once()
+            except _PortTaken:
+                if attempt == 2:
+                    raise RuntimeError(
+                        f"weed could not bind its ports; see {self.log_path}"
+                    ) from None
+                self._choose_ports()
+        raise AssertionError("not reached")
+
+    def _choose_ports(self) -> None:
+        (
+            self.master,
+            self.master_grpc,
+            self.volume,
+            self.volume_grpc,
+            self.filer,
+            self.filer_grpc,
+            self.s3,
+            self.s3_grpc,
+        ) = free_ports(8)
+
+    def _start_once(self) -> SeaweedServer:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         identities = self.root / "identities.json"
         identities.write_text(
@@ -124,6 +146,9 @@ class SeaweedServer:
         while time.monotonic() < deadline:
             assert self.proc is not None
             if self.proc.poll() is not None:
+                if "address already in use" in self.log_path.read_text(errors="replace"):
+                    self.log_path.write_text("")  # the next attempt's log starts clean
+                    raise _PortTaken
                 raise RuntimeError(f"weed exited with {self.proc.returncode}; see {self.log_path}")
             try:
                 self.create_bucket(BUCKET)
