@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from array import array
+from collections import OrderedDict
 
 from magnetar.broker.storage.api import Entry
 from magnetar.broker.storage.objects.extents import Extent, ExtentMap
@@ -21,6 +22,46 @@ from magnetar.broker.storage.segment import LedgerFile
 
 # Ranges of one read fetched at once (a far-behind read spans many rounds).
 MAX_PARALLEL_GETS = 8
+# A read from the objects fetches this much more of its ledger, kept for
+# the reads that follow, within READ_AHEAD_BUDGET for the whole broker.
+READ_AHEAD_BYTES = 4 * 1024 * 1024
+READ_AHEAD_BUDGET = 64 * 1024 * 1024
+
+
+class ReadAhead:
+    """The bytes fetched ahead of catch-up reads, per ledger, least recently
+    used first out past the budget (loop thread only)."""
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self.size = 0
+        self._held: OrderedDict[LedgerFile, tuple[int, bytes]] = OrderedDict()
+
+    def get(self, lf: LedgerFile, start: int, end: int) -> tuple[bytes, int] | None:
+        held = self._held.get(lf)
+        if held is None:
+            return None
+        at, buf = held
+        if at <= start and end <= at + len(buf):
+            self._held.move_to_end(lf)
+            return buf, at
+        return None
+
+    def put(self, lf: LedgerFile, start: int, buf: bytes) -> None:
+        self.drop(lf)
+        self._held[lf] = (start, buf)
+        self.size += len(buf)
+        while self.size > self.budget and self._held:
+            _, (_, old) = self._held.popitem(last=False)
+            self.size -= len(old)
+
+    def drop(self, lf: LedgerFile) -> None:
+        held = self._held.pop(lf, None)
+        if held is not None:
+            self.size -= len(held[1])
+
+
+READ_AHEAD = ReadAhead(READ_AHEAD_BUDGET)
 
 
 class ObjectLedgerFile(LedgerFile):
@@ -57,21 +98,36 @@ class ObjectLedgerFile(LedgerFile):
     # ------------------------------------------------------------------ reads
 
     async def fetch(self, first_entry_id: int, offsets: array[int]) -> list[Entry]:
-        base = offsets[0]
-        pieces = self.extents.ranges(base, offsets[-1])
+        base, end = offsets[0], offsets[-1]
+        ahead = READ_AHEAD.get(self, base, end)
+        if ahead is not None:
+            buf, start = ahead
+        else:
+            # A catch-up reader comes back for what follows: fetch it now,
+            # in the same requests (a far-behind consumer would otherwise pay
+            # a GET's latency for every read of a few entries).
+            stop = max(end, min(self.extents.end, base + READ_AHEAD_BYTES))
+            buf = await self._get(base, stop)
+            start = base
+            if stop > end:
+                READ_AHEAD.put(self, start, buf)
+        try:
+            return decode_range(buf, self.ledger_id, first_entry_id, offsets, start)
+        except CorruptEntryError as exc:
+            READ_AHEAD.drop(self)
+            keys = ", ".join(sorted({p[0] for p in self.extents.ranges(base, end)}))
+            raise ObjectCorrupt(f"{exc} in object(s) {keys}") from exc
+
+    async def _get(self, start: int, stop: int) -> bytes:
+        pieces = self.extents.ranges(start, stop)
         sem = asyncio.Semaphore(MAX_PARALLEL_GETS)
 
-        async def get(key: str, start: int, length: int) -> bytes:
+        async def get(key: str, at: int, length: int) -> bytes:
             async with sem:
-                return await self.store.get_range(key, start, length)
+                return await self.store.get_range(key, at, length)
 
         chunks = await asyncio.gather(*(get(*p) for p in pieces))
-        buf = chunks[0] if len(chunks) == 1 else b"".join(chunks)
-        try:
-            return decode_range(buf, self.ledger_id, first_entry_id, offsets, base)
-        except CorruptEntryError as exc:
-            keys = ", ".join(sorted({p[0] for p in pieces}))
-            raise ObjectCorrupt(f"{exc} in object(s) {keys}") from exc
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
     def read(self, first_entry_id: int, offsets: array[int]) -> list[Entry]:
         raise NotImplementedError(f"{self.path} is on object storage: use fetch")
@@ -126,6 +182,7 @@ class ObjectLedgerFile(LedgerFile):
 
     def close(self) -> None:
         self._closed = True
+        READ_AHEAD.drop(self)
 
     def seal_index(self, maps: object) -> None:
         # Sealing rewrites the ledger into one object (not yet): the index

@@ -290,3 +290,35 @@ async def test_a_store_that_stops_delays_receipts_and_loses_nothing(tmp_path: Pa
         if factory is not None:
             await factory.close()
         server.stop()
+
+
+async def test_a_catch_up_reader_does_not_pay_a_get_per_read(open_factory: Opener) -> None:
+    """Reads from the objects fetch ahead: a consumer taking ten entries at a
+    time through a 300-entry backlog costs a few GETs, not thirty reads' worth."""
+    factory = await open_factory(collect_interval_s=0)
+    ml = await factory.open("t/ns/persistent/behind")
+    await ml.open_cursor("c", InitialPosition.EARLIEST)
+    for burst in range(3):
+        await asyncio.gather(*(ml.add_entry(b"%d-%03d" % (burst, i), 1) for i in range(100)))
+    await factory.close()
+
+    factory = await open_factory(collect_interval_s=0)
+    ml = await factory.open("t/ns/persistent/behind")
+    cursor = await ml.open_cursor("c", InitialPosition.EARLIEST)
+    gets = _sample_gets()
+    got = []
+    while batch := await cursor.read_entries(10):
+        got += batch
+    assert len(got) == 300
+    assert _sample_gets() - gets <= 8
+
+
+def _sample_gets() -> float:
+    from prometheus_client import CollectorRegistry
+
+    from magnetar.broker.storage import metrics
+
+    registry = CollectorRegistry()
+    metrics.register(registry)
+    value = registry.get_sample_value("magnetar_object_store_requests_total", {"kind": "get"})
+    return 0.0 if value is None else value
