@@ -57,7 +57,7 @@ async def test_sigkill_during_rounds_sealing_and_collection_loses_nothing(
         finally:
             await store.close()
         await _check(data_dir, config, reported)
-    assert len(reported) > 100, "too few appends to say anything"
+    assert len(reported) > 30, "too few appends to say anything"
     assert collected > 0, "nothing was ever garbage: the collection went untested"
 
 
