@@ -18,7 +18,7 @@ import structlog
 from magnetar.broker.storage.api import ManagedLedgerConfig, Position
 from magnetar.broker.storage.context import LedgerContext
 from magnetar.broker.storage.index_file import SUFFIX, TMP_SUFFIX
-from magnetar.broker.storage.layout import LedgerInfo, decode_ledger_list
+from magnetar.broker.storage.layout import LedgerInfo, LedgerRecord, decode_ledger_list
 from magnetar.broker.storage.ledger import ManagedLedgerImpl
 from magnetar.broker.storage.segment import LedgerFile, fsync_dir
 from magnetar.broker.storage.tail_index import PART_SUFFIX
@@ -59,14 +59,7 @@ async def open_ledger(
                     ledger_id=rec.ledger_id,
                     bytes=cut,
                 )
-            if rec.entries >= 0 and rec.entries != lf.entry_count:
-                log.error(
-                    "ledger entry count differs from its record",
-                    ledger=name,
-                    ledger_id=rec.ledger_id,
-                    recorded=rec.entries,
-                    found=lf.entry_count,
-                )
+            check_recorded_count(name, rec, lf)
             ctx.files.adopt(lf)
             info = LedgerInfo(
                 rec.ledger_id, lf, ctx.cache.new_cache(rec.ledger_id, ml.slowest_read)
@@ -107,6 +100,18 @@ async def open_ledger(
         raise
     ml.start(lac)
     return ml
+
+
+def check_recorded_count(name: str, rec: LedgerRecord, lf: LedgerFile) -> None:
+    """A closed ledger holds the entries its record counted; say so when not."""
+    if rec.entries >= 0 and rec.entries != lf.entry_count:
+        log.error(
+            "ledger entry count differs from its record",
+            ledger=name,
+            ledger_id=rec.ledger_id,
+            recorded=rec.entries,
+            found=lf.entry_count,
+        )
 
 
 def last_confirmed(ml: ManagedLedgerImpl) -> Position:

@@ -19,7 +19,7 @@ import struct
 from array import array
 from bisect import bisect_right
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import pairwise
 from urllib.parse import quote
 
@@ -77,17 +77,17 @@ class Extent:
     sizes: array[int]
     nmsgs: array[int]
 
+    # Derived once: ranges() and append() ask for them per extent.
+    length: int = field(init=False)
+    vend: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "length", sum(self.sizes))
+        object.__setattr__(self, "vend", self.vstart + self.length)
+
     @property
     def count(self) -> int:
         return len(self.sizes)
-
-    @property
-    def length(self) -> int:
-        return sum(self.sizes)
-
-    @property
-    def vend(self) -> int:
-        return self.vstart + self.length
 
     def encode(self) -> bytes:
         key = self.key.encode()

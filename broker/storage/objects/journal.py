@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import structlog
 
@@ -242,7 +242,10 @@ class ObjectJournal:
             )
 
     async def _retry(
-        self, what: str, attempt: Callable[[], object], deadline: float | None = None
+        self,
+        what: str,
+        attempt: Callable[[], Awaitable[object]],
+        deadline: float | None = None,
     ) -> None:
         """Until ``attempt`` succeeds; BadVersion (a fence) is final, and so
         is a failure past ``deadline`` (monotonic)."""
@@ -250,9 +253,7 @@ class ObjectJournal:
         failing_since: float | None = None
         while True:
             try:
-                result = attempt()
-                if asyncio.iscoroutine(result):
-                    await result
+                await attempt()
                 if failing_since is not None:
                     log.info(
                         "object journal write succeeded after retries",

@@ -34,7 +34,11 @@ from magnetar.broker.storage.objects.sealer import (
     is_sealed,
 )
 from magnetar.broker.storage.objects.store import ObjectStore
-from magnetar.broker.storage.recovery import last_confirmed, restore_cursors
+from magnetar.broker.storage.recovery import (
+    check_recorded_count,
+    last_confirmed,
+    restore_cursors,
+)
 from magnetar.broker.storage.segment import LedgerFile
 
 log = structlog.get_logger(__name__)
@@ -106,14 +110,7 @@ async def open_object_ledger(
     for rec in records:
         extents = await _load_extents(ml, rec.ledger_id, rec.entries)
         lf = ml.object_file(rec.ledger_id, extents)
-        if rec.entries >= 0 and rec.entries != lf.entry_count:
-            log.error(
-                "ledger entry count differs from its record",
-                ledger=name,
-                ledger_id=rec.ledger_id,
-                recorded=rec.entries,
-                found=lf.entry_count,
-            )
+        check_recorded_count(name, rec, lf)
         info = LedgerInfo(rec.ledger_id, lf, ctx.cache.new_cache(rec.ledger_id, ml.slowest_read))
         info.closed_at = rec.closed_at if rec.closed_at is not None else ctx.clock()
         ml.layout.append(info)
