@@ -121,6 +121,10 @@ class BrokerConfig:
     # Rounds start at most this often (each PUT is billed on a cloud store;
     # also the most a send waits for its round to start).
     object_store_round_interval_ms: float = 5.0
+    # The collector deletes round objects no extent names, this often, once
+    # older than the grace (a round must commit within half of it).
+    object_store_collect_interval_s: float = 300.0
+    object_store_collect_grace_s: float = 600.0
     # A ledger file rolls over to a new one past this size; retention and
     # trimming delete whole ledgers, so smaller files free space sooner
     # (Pulsar's managedLedgerMaxSizePerLedgerMbytes, here in bytes).
@@ -355,6 +359,16 @@ def _validated(config: BrokerConfig) -> BrokerConfig:
         config.object_store_round_interval_ms >= 0,
         "object_store_round_interval_ms",
         "must be >= 0",
+    )
+    need(
+        config.object_store_collect_interval_s >= 0,
+        "object_store_collect_interval_s",
+        "must be >= 0 (0: no collection)",
+    )
+    need(
+        config.object_store_collect_grace_s >= 1,
+        "object_store_collect_grace_s",
+        "must be >= 1 (a round commits within half of it)",
     )
     need(
         config.object_store_max_rounds_in_flight >= 1,

@@ -54,6 +54,8 @@ async def open_factory(
             max_round_bytes=config.object_store_max_round_bytes,
             max_in_flight=config.object_store_max_rounds_in_flight,
             round_interval_s=config.object_store_round_interval_ms / 1000,
+            collect_interval_s=config.object_store_collect_interval_s,
+            collect_grace_s=config.object_store_collect_grace_s,
         )
     return await FileManagedLedgerFactory.create(
         str(config.data_dir),

@@ -37,6 +37,7 @@ from magnetar.broker.storage.objects.journal import (
     ObjectJournal,
 )
 from magnetar.broker.storage.objects.ledger import open_object_ledger
+from magnetar.broker.storage.objects.read_ahead import ReadAhead
 from magnetar.broker.storage.objects.store import ObjectStore, ObjectStoreConfig
 
 
@@ -46,6 +47,7 @@ class ObjectManagedLedgerFactory(FileManagedLedgerFactory):
     objects: ObjectStore
     owner: str
     collector: RoundCollector
+    read_ahead: ReadAhead
 
     @classmethod
     async def open_on(
@@ -110,6 +112,7 @@ class ObjectManagedLedgerFactory(FileManagedLedgerFactory):
         )
         factory.objects = objects
         factory.owner = uuid.uuid4().hex
+        factory.read_ahead = ReadAhead()
         factory.collector = RoundCollector(
             objects, store, grace_s=collect_grace_s, interval_s=collect_interval_s
         )
@@ -120,10 +123,17 @@ class ObjectManagedLedgerFactory(FileManagedLedgerFactory):
     async def close(self) -> None:
         await self.collector.close()
         await super().close()
+        await self.read_ahead.close()  # after the ledgers: no read is left
 
     async def _open_ledger(self, name: str, config: ManagedLedgerConfig) -> ManagedLedgerImpl:
         return await open_object_ledger(
-            self._ctx, name, config, self.objects, self.owner, self.collector.grace_s / 2
+            self._ctx,
+            name,
+            config,
+            self.objects,
+            self.owner,
+            self.read_ahead,
+            self.collector.grace_s / 2,
         )
 
     async def _remove_closed(self, name: str) -> None:

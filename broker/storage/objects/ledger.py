@@ -27,6 +27,7 @@ from magnetar.broker.storage.objects.extents import (
 )
 from magnetar.broker.storage.objects.journal import COMMIT_DEADLINE_S
 from magnetar.broker.storage.objects.ledger_file import ObjectLedgerFile
+from magnetar.broker.storage.objects.read_ahead import ReadAhead
 from magnetar.broker.storage.objects.sealer import (
     LEDGERS_PREFIX,
     ObjectSealer,
@@ -53,9 +54,11 @@ class ObjectManagedLedger(ManagedLedgerImpl):
         name: str,
         config: ManagedLedgerConfig,
         objects: ObjectStore,
+        read_ahead: ReadAhead,
         commit_deadline_s: float = COMMIT_DEADLINE_S,
     ) -> None:
         super().__init__(ctx, name, config)
+        self.read_ahead = read_ahead
         self._sealer = ObjectSealer(self, objects, commit_deadline_s)
         self.objects = objects
         self.dir = ""  # no local directory
@@ -69,6 +72,7 @@ class ObjectManagedLedger(ManagedLedgerImpl):
             ledger_id,
             ledger_extents_path(self.name, ledger_id),
             self.fence_node,
+            self.read_ahead,
             extents,
         )
 
@@ -95,9 +99,10 @@ async def open_object_ledger(
     config: ManagedLedgerConfig,
     objects: ObjectStore,
     owner: str,
+    read_ahead: ReadAhead,
     commit_deadline_s: float = COMMIT_DEADLINE_S,
 ) -> ObjectManagedLedger:
-    ml = ObjectManagedLedger(ctx, name, config, objects, commit_deadline_s)
+    ml = ObjectManagedLedger(ctx, name, config, objects, read_ahead, commit_deadline_s)
     store = ctx.store
     got = await store.get(ml.meta_path)
     records = decode_ledger_list(got.value) if got is not None else []

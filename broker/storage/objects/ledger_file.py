@@ -12,62 +12,23 @@ from __future__ import annotations
 
 import asyncio
 from array import array
-from collections import OrderedDict
 
 from magnetar.broker.storage.api import Entry
 from magnetar.broker.storage.objects.extents import Extent, ExtentMap
+from magnetar.broker.storage.objects.read_ahead import ReadAhead
 from magnetar.broker.storage.objects.store import ObjectCorrupt, ObjectStore
 from magnetar.broker.storage.records import CorruptEntryError, ScanResult, decode_range
 from magnetar.broker.storage.segment import LedgerFile
 
-# Ranges of one read fetched at once (a far-behind read spans many rounds).
-MAX_PARALLEL_GETS = 8
-# A read from the objects fetches this much more of its ledger, kept for
-# the reads that follow, within READ_AHEAD_BUDGET for the whole broker.
-READ_AHEAD_BYTES = 4 * 1024 * 1024
-READ_AHEAD_BUDGET = 64 * 1024 * 1024
-
-
-class ReadAhead:
-    """The bytes fetched ahead of catch-up reads, per ledger, least recently
-    used first out past the budget (loop thread only)."""
-
-    def __init__(self, budget: int) -> None:
-        self.budget = budget
-        self.size = 0
-        self._held: OrderedDict[LedgerFile, tuple[int, bytes]] = OrderedDict()
-
-    def get(self, lf: LedgerFile, start: int, end: int) -> tuple[bytes, int] | None:
-        held = self._held.get(lf)
-        if held is None:
-            return None
-        at, buf = held
-        if at <= start and end <= at + len(buf):
-            self._held.move_to_end(lf)
-            return buf, at
-        return None
-
-    def put(self, lf: LedgerFile, start: int, buf: bytes) -> None:
-        self.drop(lf)
-        self._held[lf] = (start, buf)
-        self.size += len(buf)
-        while self.size > self.budget and self._held:
-            _, (_, old) = self._held.popitem(last=False)
-            self.size -= len(old)
-
-    def drop(self, lf: LedgerFile) -> None:
-        held = self._held.pop(lf, None)
-        if held is not None:
-            self.size -= len(held[1])
-
-
-READ_AHEAD = ReadAhead(READ_AHEAD_BUDGET)
+# Ranges of one window fetched at once: an unsealed ledger's window spans
+# as many round objects as rounds wrote it, each a GET.
+MAX_PARALLEL_GETS = 32
 
 
 class ObjectLedgerFile(LedgerFile):
     """One ledger id on object storage; ``path`` names it for messages only."""
 
-    __slots__ = ("extent_path", "extents", "fence", "store")
+    __slots__ = ("extent_path", "extents", "fence", "read_ahead", "store")
 
     remote = True
 
@@ -78,12 +39,14 @@ class ObjectLedgerFile(LedgerFile):
         ledger_id: int,
         extent_path: str,
         fence: tuple[str, int],
+        read_ahead: ReadAhead,
         extents: ExtentMap | None = None,
     ) -> None:
         extents = extents if extents is not None else ExtentMap()
         offsets, cum = extents.index()
         super().__init__(f"{name}/{ledger_id}", ledger_id, -1, ScanResult(offsets, cum, False))
         self.store = store
+        self.read_ahead = read_ahead
         self.extents = extents
         # The metadata node under which this ledger's extents are committed,
         # and the owner's fence (node, version) every commit checks.
@@ -99,22 +62,11 @@ class ObjectLedgerFile(LedgerFile):
 
     async def fetch(self, first_entry_id: int, offsets: array[int]) -> list[Entry]:
         base, end = offsets[0], offsets[-1]
-        ahead = READ_AHEAD.get(self, base, end)
-        if ahead is not None:
-            buf, start = ahead
-        else:
-            # A catch-up reader comes back for what follows: fetch it now,
-            # in the same requests (a far-behind consumer would otherwise pay
-            # a GET's latency for every read of a few entries).
-            stop = max(end, min(self.extents.end, base + READ_AHEAD_BYTES))
-            buf = await self._get(base, stop)
-            start = base
-            if stop > end:
-                READ_AHEAD.put(self, start, buf)
+        buf, start = await self.read_ahead.read(self, base, end, self.extents.end, self._get)
         try:
             return decode_range(buf, self.ledger_id, first_entry_id, offsets, start)
         except CorruptEntryError as exc:
-            READ_AHEAD.drop(self)
+            self.read_ahead.drop(self)
             keys = ", ".join(sorted({p[0] for p in self.extents.ranges(base, end)}))
             raise ObjectCorrupt(f"{exc} in object(s) {keys}") from exc
 
@@ -182,7 +134,7 @@ class ObjectLedgerFile(LedgerFile):
 
     def close(self) -> None:
         self._closed = True
-        READ_AHEAD.drop(self)
+        self.read_ahead.drop(self)
 
     def seal_index(self, maps: object) -> None:
         # Sealing rewrites the ledger into one object (not yet): the index

@@ -8,6 +8,8 @@ Steps, each safe to die after:
 3. commit the one extent naming it, under the owner's fence;
 4. delete the round extents (the collector then takes round objects that
    no extent names any more).
+A ledger is sealed when it rolls over, when its managed ledger closes (the
+one being written, if large) and at the next open (what is left).
 A ledger found with both at open reads from its sealed object and drops the
 leftover round extents; an object left by a death before step 3 is garbage
 for the collector.
@@ -38,6 +40,8 @@ from magnetar.broker.storage.sealer import IndexSealer
 log = structlog.get_logger(__name__)
 
 LEDGERS_PREFIX = "ledgers/"
+# The ledger being written is sealed on close from this size up.
+SEAL_AT_CLOSE_MIN_BYTES = 1024 * 1024
 
 
 def ledger_object_key(name: str, ledger_id: int) -> str:
@@ -74,10 +78,19 @@ class ObjectSealer(IndexSealer):
             )
 
     async def close(self, seal_current: bool) -> None:
-        # The ledger being written is sealed at the next open (it is closed
-        # then); only the sealing in flight is awaited here.
+        """Await the sealing in flight; then seal the ledger being written
+        if it is large (a reader after the next open, a restart or an owner
+        change, would otherwise pay a GET per round it spans). A small one,
+        or one whose last write may have failed, is sealed at the next open:
+        that spares a broker of many topics a PUT each on its way down."""
         if self._tasks:
             await asyncio.wait(list(self._tasks))
+        ml = self._ml
+        if not seal_current or not len(ml.layout) or ml.ctx.write_health.failing:
+            return
+        info = ml.layout.current
+        if info.file.size >= SEAL_AT_CLOSE_MIN_BYTES:
+            await self._seal(info)
 
 
 async def seal_ledger(

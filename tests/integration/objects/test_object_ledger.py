@@ -322,3 +322,44 @@ def _sample_gets() -> float:
     metrics.register(registry)
     value = registry.get_sample_value("magnetar_object_store_requests_total", {"kind": "get"})
     return 0.0 if value is None else value
+
+
+async def test_a_steady_reader_finds_the_next_window_fetched(
+    open_factory: Opener, seaweedfs: SeaweedServer, object_store_url: str
+) -> None:
+    """A large ledger being written is sealed as its managed ledger closes;
+    a reader going through it after a restart finds each next window already
+    fetched in the background (one GET a window, none waited for past the
+    first), and a factory closing with a prefetch in flight leaves no task."""
+    name = "t/ns/persistent/windows"
+    factory = await open_factory(collect_interval_s=0)
+    ml = await factory.open(name)
+    await ml.open_cursor("c", InitialPosition.EARLIEST)
+    body = bytes(range(256)) * 8  # 2 KiB
+    for burst in range(6):
+        await asyncio.gather(
+            *(ml.add_entry(b"%04d" % (burst * 100 + i) + body, 1) for i in range(100))
+        )
+    await factory.close()
+    bucket = _bucket(seaweedfs, object_store_url)
+    assert len(await bucket.list_objects(LEDGERS_PREFIX)) == 1  # sealed on close
+
+    factory = await open_factory(collect_interval_s=0)
+    factory.read_ahead.window = 128 * 1024  # ten windows in the ledger
+    ml = await factory.open(name)
+    cursor = await ml.open_cursor("c", InitialPosition.EARLIEST)
+    gets = _sample_gets()
+    got = []
+    while batch := await cursor.read_entries(8):
+        got += batch
+    assert [int(e.data[:4]) for e in got] == list(range(600))
+    windows = -(-ml.layout.infos()[0].file.size // factory.read_ahead.window)
+    assert factory.read_ahead.prefetch_hits >= windows - 2
+    assert _sample_gets() - gets <= windows + 1
+
+    # Back to the start: a seek drops the prefetch that is not wanted.
+    await cursor.reset_cursor(got[0].position)
+    assert len(await cursor.read_entries(8)) == 8
+    assert len(await cursor.read_entries(8)) == 8  # back for more: a prefetch starts
+    await factory.close()
+    assert factory.read_ahead.size == 0 and not factory.read_ahead.tasks()
