@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
+from typing import Any
 
 import structlog
 
@@ -30,7 +31,7 @@ DEFAULT_WINDOW = 4 * 1024 * 1024
 DEFAULT_BUDGET = 64 * 1024 * 1024
 
 # (start, stop) -> the bytes of a ledger between them.
-Fetcher = Callable[[int, int], Awaitable[bytes]]
+Fetcher = Callable[[int, int], Coroutine[Any, Any, bytes]]
 
 
 class ReadAheadClosed(Exception):
