@@ -180,7 +180,7 @@ def retention(b: Broker, bucket: SeaweedServer, url: str, count: int) -> float:
         time.sleep(1)
         with urllib.request.urlopen(stats, timeout=10) as rsp:
             ledgers = json.load(rsp)["ledgers"]
-        retained = sum(max(0, led["size"]) for led in ledgers)
+        retained: int = sum(max(0, int(led["size"])) for led in ledgers)
         held = sum(o.size for o in asyncio.run(store.list_objects("")))
         if held <= retained * 1.15 or time.monotonic() > deadline:
             return held / retained

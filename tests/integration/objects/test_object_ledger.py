@@ -353,7 +353,8 @@ async def test_a_steady_reader_finds_the_next_window_fetched(
     while batch := await cursor.read_entries(8):
         got += batch
     assert [int(e.data[:4]) for e in got] == list(range(600))
-    windows = -(-ml.layout.infos()[0].file.size // factory.read_ahead.window)
+    size = factory.open_ledgers[name].layout.infos()[0].file.size
+    windows = -(-size // factory.read_ahead.window)
     assert factory.read_ahead.prefetch_hits >= windows - 2
     assert _sample_gets() - gets <= windows + 1
 
