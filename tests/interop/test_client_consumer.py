@@ -253,7 +253,8 @@ async def test_chunked_message_ack_acks_every_chunk(
 
 
 async def test_dead_letter_after_max_redeliveries(client: Client, broker: BrokerUnderTest) -> None:
-    """SEM-6.1: after max_redeliver_count nacks the message goes to the DLQ, acked here."""
+    """SEM-6.1 (amended): delivered with redelivery counts 0 .. max; the nack of
+    the last delivery sends it to the DLQ, acked here, never delivered again."""
     topic = broker.topic("dlq")
     producer = await _producer(client, topic)
     consumer = await _sub(
@@ -265,11 +266,11 @@ async def test_dead_letter_after_max_redeliveries(client: Client, broker: Broker
     )
     await producer.send(OutgoingMessage(b"poison", properties={"k": "v"}))
     counts = []
-    for _ in range(2):
+    for _ in range(3):
         msg = await consumer.receive(5000)
         counts.append(msg.redelivery_count())
         consumer.negative_acknowledge(msg)
-    assert counts == [0, 1]
+    assert counts == [0, 1, 2]
     # Subscribed while the DLQ publish may be under way: the initial subscription
     # (created first by the handler, or by us) holds the message either way.
     # Shared: the handler's own short-lived consumer of it may still be there.
@@ -312,8 +313,9 @@ async def test_reconsume_later_counts_then_dead_letters(
 
 
 async def test_dead_letter_after_ack_timeouts(client: Client, broker: BrokerUnderTest) -> None:
-    """SEM-6.1 / 6.3: ack timeouts count through the broker's redelivery count; at the
-    maximum the message goes to the DLQ instead of the application."""
+    """SEM-6.1 / 6.3: ack timeouts count through the broker's redelivery count; the
+    delivery at the maximum that times out sends the message to the DLQ instead
+    of the application."""
     topic = broker.topic("dlqtimeout")
     producer = await _producer(client, topic)
     consumer = await _sub(
@@ -327,6 +329,8 @@ async def test_dead_letter_after_ack_timeouts(client: Client, broker: BrokerUnde
     await producer.send(OutgoingMessage(b"slow"))
     first = await consumer.receive(5000)
     assert first.redelivery_count() == 0  # never acked: times out, comes back with count 1
+    last = await consumer.receive(5000)
+    assert last.redelivery_count() == 1  # the last delivery: its time-out dead-letters it
     dead = await dlq.receive(10000)
     assert dead.data() == b"slow" and dead.properties()[REAL_TOPIC] == topic
     assert await _drain(consumer, 1500) == []

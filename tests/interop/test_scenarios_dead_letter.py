@@ -3,10 +3,9 @@ client (`import pulsar`) and through ours (`magnetar.client`) (issue 12's
 conformance set, with test_scenarios_consumer.py). What the official Python
 client lacks (reconsume_later, priority_level) runs through ours only.
 
-SEMANTICS 6.1 is deliberately ours: a message arriving with redelivery_count
->= max_redeliver_count goes to the dead letter topic, so our application sees
-counts 0 .. max-1; the official client delivers it once more (0 .. max) and
-dead-letters the next arrival. Each client's own behaviour is asserted.
+SEMANTICS 6.1 (amended 2026-11-26): a message reaches the application
+max_redeliver_count + 1 times (redelivery counts 0 .. max), then goes to the
+dead letter topic instead of coming once more: both clients alike.
 """
 
 from __future__ import annotations
@@ -40,11 +39,10 @@ def _nothing_more(consumer: Any, api: ModuleType, timeout_ms: int = 500) -> None
         consumer.receive(timeout_millis=timeout_ms)
 
 
-def _delivered_counts(max_redeliver_count: int, api: ModuleType) -> list[int]:
-    """The redelivery counts the application sees before the dead letter topic
-    (SEM-6.1 for ours; one more delivery for the official client)."""
-    last = max_redeliver_count if is_official(api) else max_redeliver_count - 1
-    return list(range(last + 1))
+def _delivered_counts(max_redeliver_count: int) -> list[int]:
+    """The redelivery counts the application sees before the dead letter
+    topic (SEM-6.1)."""
+    return list(range(max_redeliver_count + 1))
 
 
 def test_dead_letter_after_max_nacks(broker: BrokerUnderTest, api: ModuleType) -> None:
@@ -64,11 +62,11 @@ def test_dead_letter_after_max_nacks(broker: BrokerUnderTest, api: ModuleType) -
         )
         client.create_producer(topic).send(b"poison", properties={"k": "v"})
         counts = []
-        for _ in _delivered_counts(2, api):
+        for _ in _delivered_counts(2):
             msg = consumer.receive(timeout_millis=5000)
             counts.append(msg.redelivery_count())
             consumer.negative_acknowledge(msg)
-        assert counts == _delivered_counts(2, api)
+        assert counts == _delivered_counts(2)
         dlq = _sub(
             client, api, f"{topic}-sub-DLQ", "dlq-sub", consumer_type=api.ConsumerType.Shared
         )
@@ -104,9 +102,9 @@ def test_dead_letter_after_ack_timeouts(broker: BrokerUnderTest, api: ModuleType
         client.create_producer(topic).send(b"slow")
         counts = [
             consumer.receive(timeout_millis=3 * timeout_ms).redelivery_count()
-            for _ in _delivered_counts(1, api)
+            for _ in _delivered_counts(1)
         ]  # never acked
-        assert counts == _delivered_counts(1, api)
+        assert counts == _delivered_counts(1)
         dead = dlq.receive(timeout_millis=3 * timeout_ms)
         assert dead.data() == b"slow" and dead.properties()[REAL_TOPIC] == topic
         _nothing_more(consumer, api)

@@ -23,6 +23,7 @@ from typing import Any, Protocol
 
 from magnetar.client.aio.config import ConsumerConfiguration
 from magnetar.client.aio.consumer.ack_grouping import AckGroupingTracker, PendingAcks
+from magnetar.client.aio.consumer.dead_letter import LastChance
 from magnetar.client.aio.consumer.nack_tracker import NegativeAcksTracker
 from magnetar.client.aio.consumer.stats import ConsumerStats
 from magnetar.client.aio.consumer.unacked_tracker import UnAckedMessageTracker
@@ -73,6 +74,8 @@ class ConsumerAcks:
             else None
         )
         self.nacks = NegativeAcksTracker(conf.negative_ack_redelivery_delay_ms / 1000.0)
+        # Messages on their last delivery (dead letter policy, SEM-6.1).
+        self.last_chance: LastChance | None = None
         # (ledger, entry) of a batch -> indexes handed out and not yet acked.
         self.batch_unacked: dict[tuple[int, int], set[int]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
@@ -158,6 +161,8 @@ class ConsumerAcks:
     def _ack_id(self, msg_id: MessageId) -> bool:
         if self.unacked is not None:
             self.unacked.remove(msg_id)
+        if self.last_chance:
+            self.last_chance.forget(msg_id)
         self.nacks.remove(msg_id)
         self.stats.acked += 1
         if msg_id.batch_index >= 0:
@@ -181,7 +186,10 @@ class ConsumerAcks:
         batch_unacked = self.batch_unacked
         # Trackers to update, or batch-index acks: the per-id path.
         slow = (
-            self.unacked is not None or bool(len(self.nacks)) or self.conf.batch_index_ack_enabled
+            self.unacked is not None
+            or bool(len(self.nacks))
+            or self.conf.batch_index_ack_enabled
+            or bool(self.last_chance)
         )
         acked = 0
         for target in targets:
@@ -236,6 +244,8 @@ class ConsumerAcks:
         """SEM-3.2: everything up to `msg_id` (the consumer checked the subscription type)."""
         if self.unacked is not None:
             self.unacked.remove_up_to(msg_id)
+        if self.last_chance:
+            self.last_chance.forget_up_to(msg_id)
         key = msg_id.entry_key()
         if self.batch_unacked:
             for older in [k for k in self.batch_unacked if k < key]:

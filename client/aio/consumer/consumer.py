@@ -102,6 +102,7 @@ class Consumer(ConnectionHandler):
         )
         self.stats = ConsumerStats()
         self.acks = ConsumerAcks(self, conf, self.stats, self._log)
+        self._dead_letter_handler: DeadLetterHandler | None = None
         self.dead_letter = dead_letter
         self.retry_consumer: Consumer | None = None
         self.is_active: bool | None = None
@@ -114,6 +115,15 @@ class Consumer(ConnectionHandler):
         self._listener: ListenerRunner | None = None
         if conf.message_listener is not None:
             self._listener = ListenerRunner(self, conf.message_listener, self._next_for_listener)
+
+    @property
+    def dead_letter(self) -> DeadLetterHandler | None:
+        return self._dead_letter_handler
+
+    @dead_letter.setter
+    def dead_letter(self, handler: DeadLetterHandler | None) -> None:
+        self._dead_letter_handler = handler
+        self.acks.last_chance = handler.last_chance if handler is not None else None
 
     def topic(self) -> str:
         return str(self.topic_name)
@@ -239,14 +249,8 @@ class Consumer(ConnectionHandler):
         if decoded.batch_indexes:
             self.acks.batch_unacked[decoded.entry] = decoded.batch_indexes
         dead_letter = self.dead_letter
-        if dead_letter is not None and dead_letter.should_dead_letter(messages[0]):
-            self._free_permits(len(messages))
-            for msg in messages:
-                dead_letter.dead_letter_in_background(
-                    msg,
-                    functools.partial(self.acks.ack_ids, msg.ack_ids),
-                    functools.partial(self.negative_acknowledge, msg),
-                )
+        if dead_letter is not None and dead_letter.is_dooming(messages[0]):
+            self._free_permits(len(messages))  # on its way to the dead letter topic
             return
         self.stats.received += len(messages)
         self.stats.received_bytes += decoded.size
@@ -329,6 +333,8 @@ class Consumer(ConnectionHandler):
         if messages:
             self._free_permits(len(messages))
             self.acks.delivered(messages)
+            if self.dead_letter is not None:
+                self.dead_letter.handed_out(messages)
 
     def _check_receive(self) -> None:
         if self._listener is not None:
@@ -464,10 +470,32 @@ class Consumer(ConnectionHandler):
         if self.conf.consumer_type not in SHARED_TYPES:
             self.redeliver_unacknowledged_messages()
             return
+        dead_letter = self.dead_letter
+        if dead_letter is not None and len(dead_letter.last_chance):
+            doomed, rest = dead_letter.last_chance.take(list(ids))
+            self._dead_letter(doomed)
+            ids = rest
         self.acks.request_redelivery(ids)
 
+    def _dead_letter(self, doomed: list[Message]) -> None:
+        """SEM-6.1: these would come a time too many: to the dead letter topic,
+        then acked here (nacked again when the publish fails)."""
+        dead_letter = self.dead_letter
+        assert dead_letter is not None
+        for msg in doomed:
+            dead_letter.dead_letter_in_background(
+                msg,
+                # Through the owner: a retry topic's message is its consumer's.
+                functools.partial(self.ack_nowait, msg),
+                functools.partial(self.negative_acknowledge, msg),
+            )
+
     def redeliver_unacknowledged_messages(self) -> None:
-        """Everything delivered and unacked comes again; the incoming queue is emptied."""
+        """Everything delivered and unacked comes again, but for messages on
+        their last delivery, which go to the dead letter topic (SEM-6.1); the
+        incoming queue is emptied."""
+        if self.dead_letter is not None:
+            self._dead_letter(self.dead_letter.last_chance.take_all())
         cleared = self._clear_queue()
         self._decoder.clear()
         self.acks.forget_delivered()

@@ -2,7 +2,11 @@
 
 DeadLetterHandler publishes a consumer's messages to its dead letter topic
 (redelivered too often, SEM-6.1) or to its retry topic (`reconsume_later`,
-SEM-6.2), then acks the original. Producers are created on first use, one per
+SEM-6.2), then acks the original. A message reaches the application
+max_redeliver_count + 1 times: one handed out with redelivery_count >= the
+maximum is remembered (LastChance), and when it would come once more (nack,
+ack timeout, redelivery of everything unacked) it goes to the dead letter
+topic instead. Producers are created on first use, one per
 topic, and reused until close. The dead letter topic's initial subscription
 is created before the first publish so nothing sent there is missed.
 """
@@ -12,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol
 
 from magnetar.client.aio.errors import AlreadyClosed
@@ -47,6 +51,49 @@ def origin_id(msg: Message) -> str:
     return f"{msg_id.ledger_id}:{msg_id.entry_id}:{msg_id.partition}:{msg_id.batch_index}"
 
 
+class LastChance:
+    """Messages handed out on their last delivery, by each of their ack ids;
+    an ack forgets them (SEM-6.1)."""
+
+    def __init__(self) -> None:
+        self._by_id: dict[MessageId, Message] = {}
+
+    def __len__(self) -> int:
+        return len(self._by_id)
+
+    def remember(self, msg: Message) -> None:
+        for msg_id in msg.ack_ids:
+            self._by_id[msg_id] = msg
+
+    def forget(self, msg_id: MessageId) -> None:
+        msg = self._by_id.pop(msg_id, None)
+        if msg is not None:
+            for other in msg.ack_ids:
+                self._by_id.pop(other, None)
+
+    def forget_up_to(self, msg_id: MessageId) -> None:
+        for older in [k for k in self._by_id if k <= msg_id]:
+            self.forget(older)
+
+    def take(self, ids: list[MessageId]) -> tuple[list[Message], list[MessageId]]:
+        """The remembered messages among `ids` (forgotten now), and the other ids."""
+        doomed: list[Message] = []
+        rest: list[MessageId] = []
+        for msg_id in ids:
+            msg = self._by_id.get(msg_id)
+            if msg is None:
+                rest.append(msg_id)
+            else:
+                self.forget(msg_id)
+                doomed.append(msg)
+        return doomed, rest
+
+    def take_all(self) -> list[Message]:
+        doomed = list({id(m): m for m in self._by_id.values()}.values())
+        self._by_id.clear()
+        return doomed
+
+
 class DeadLetterHandler:
     def __init__(
         self,
@@ -66,14 +113,25 @@ class DeadLetterHandler:
         self._lock = asyncio.Lock()
         self._tasks: set[asyncio.Task[None]] = set()
         self._closed = False
+        self.last_chance = LastChance()
+        # Ack ids of messages on their way to the dead letter topic: a copy
+        # the broker redelivers meanwhile is not handed out again.
+        self._dooming: set[MessageId] = set()
 
     @property
     def max_redeliver_count(self) -> int:
         return self.policy.max_redeliver_count
 
-    def should_dead_letter(self, msg: Message) -> bool:
-        """SEM-6.1 / 6.3: the broker's redelivery count has reached the maximum."""
-        return msg.redelivery_count() >= self.policy.max_redeliver_count
+    def handed_out(self, messages: Sequence[Message]) -> None:
+        """SEM-6.1 / 6.3: a message on its last delivery (the broker's
+        redelivery count at the maximum) is remembered."""
+        limit = self.policy.max_redeliver_count
+        for msg in messages:
+            if msg.redelivery_count() >= limit:
+                self.last_chance.remember(msg)
+
+    def is_dooming(self, msg: Message) -> bool:
+        return bool(self._dooming) and msg.ack_ids[0] in self._dooming
 
     async def _producer(self, topic: str) -> _Sender:
         async with self._lock:
@@ -112,13 +170,19 @@ class DeadLetterHandler:
         """Publish to the DLQ, then call `then` (which acks the original); on failure
         call `failed` (which nacks it, so it comes back and is tried again)."""
 
+        ids = msg.ack_ids
+        self._dooming.update(ids)
+
         async def run() -> None:
             try:
                 await self.dead_letter(msg)
             except Exception as exc:
                 _log.warning("dead letter publish failed", topic=self.dlq_topic, error=str(exc))
+                self.last_chance.remember(msg)  # tried again at its next redelivery
                 failed()
                 return
+            finally:
+                self._dooming.difference_update(ids)
             then()
 
         task = asyncio.get_running_loop().create_task(run(), name="pulsar-dead-letter")
