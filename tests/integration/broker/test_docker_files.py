@@ -11,6 +11,7 @@ import re
 import urllib.request
 from pathlib import Path
 
+import pytest
 import yaml
 
 from magnetar.broker.__main__ import build_parser
@@ -37,33 +38,43 @@ def test_compose_and_configs_parse() -> None:
         assert yaml.safe_load(path.read_text())["apiVersion"] == 1
 
 
-def test_object_storage_compose_wires_the_broker_to_its_bucket() -> None:
-    """docker/objects.yaml: the broker's object store settings point at the
-    SeaweedFS service with the credentials its identities file grants."""
-    compose = yaml.safe_load((DOCKER / "objects.yaml").read_text())
+@pytest.mark.parametrize(
+    ("compose_file", "brokers"),
+    [("objects.yaml", ["broker"]), ("cluster.yaml", ["broker-1", "broker-2", "broker-3"])],
+)
+def test_object_storage_compose_wires_the_brokers_to_their_bucket(
+    compose_file: str, brokers: list[str]
+) -> None:
+    """docker/objects.yaml and docker/cluster.yaml: each broker's object store
+    settings point at the SeaweedFS service with the credentials its
+    identities file grants; the cluster's brokers share no volume."""
+    compose = yaml.safe_load((DOCKER / compose_file).read_text())
     services = compose["services"]
-    assert set(services) == {"seaweedfs", "bucket", "broker"}
-    env = services["broker"]["environment"]
-    assert env["MAGNETAR_STORAGE"] == "object"
-    assert env["MAGNETAR_OBJECT_STORE_ENDPOINT"] == "http://seaweedfs:8333"
-    bucket = env["MAGNETAR_OBJECT_STORE_URL"].removeprefix("s3://").split("/")[0]
-    assert f"/buckets/{bucket}/" in services["bucket"]["command"]
+    assert {"seaweedfs", "bucket", *brokers} <= set(services)
     identities = json.loads((DOCKER / "seaweedfs" / "identities.json").read_text())
     (credentials,) = identities["identities"][0]["credentials"]
-    assert credentials == {
-        "accessKey": env["AWS_ACCESS_KEY_ID"],
-        "secretKey": env["AWS_SECRET_ACCESS_KEY"],
-    }
+    keys = {f.name for f in dataclasses.fields(BrokerConfig)}
+    for name in brokers:
+        env = services[name]["environment"]
+        assert env["MAGNETAR_STORAGE"] == "object"
+        assert env["MAGNETAR_OBJECT_STORE_ENDPOINT"] == "http://seaweedfs:8333"
+        bucket = env["MAGNETAR_OBJECT_STORE_URL"].removeprefix("s3://").split("/")[0]
+        assert f"/buckets/{bucket}/" in services["bucket"]["command"]
+        assert credentials == {
+            "accessKey": env["AWS_ACCESS_KEY_ID"],
+            "secretKey": env["AWS_SECRET_ACCESS_KEY"],
+        }
+        if len(brokers) > 1:  # a standalone broker keeps its SQLite store in a volume
+            assert not services[name].get("volumes"), "a cluster broker's /data is its own"
+        # Every MAGNETAR_ variable is a broker setting.
+        for variable in env:
+            if variable.startswith("MAGNETAR_"):
+                assert variable.removeprefix("MAGNETAR_").lower() in keys, variable
     for service in services.values():
         for volume in service.get("volumes", []):
             source = volume.split(":")[0]
             if source.startswith("./"):
                 assert (DOCKER / source).exists(), source
-    # Every MAGNETAR_ variable is a broker setting.
-    keys = {f.name for f in dataclasses.fields(BrokerConfig)}
-    for name in env:
-        if name.startswith("MAGNETAR_"):
-            assert name.removeprefix("MAGNETAR_").lower() in keys, name
 
 
 def test_dashboard_metrics_exist_on_live_metrics(broker: BrokerThread) -> None:

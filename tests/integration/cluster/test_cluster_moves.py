@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pulsar
@@ -125,6 +126,18 @@ def test_a_lost_broker_topics_come_back_on_the_others(
     at once): every acknowledged message is stored exactly once, and
     consumers carry on from their cursors."""
     brokers = [cluster_broker(broker_deduplication_enabled="true") for _ in range(3)]
+    lose_a_broker_under_load(
+        brokers, lambda victim: victim.kill() if how == "kill" else victim.stop()
+    )
+
+
+def lose_a_broker_under_load(
+    brokers: list[ClusterBroker], lose: Callable[[ClusterBroker], None]
+) -> None:
+    """Eight topics produced to (dedup, send timeout 0) and consumed while
+    `lose` takes one of the brokers that serve some: its topics end up served
+    by the others, every acknowledged message is stored once and in order,
+    and every consumer got each of them."""
     topics = [f"persistent://public/default/crash-{i}" for i in range(8)]
     keep_everything(brokers[0])
     acked: dict[str, list[str]] = {t: [] for t in topics}
@@ -151,7 +164,7 @@ def test_a_lost_broker_topics_come_back_on_the_others(
 
         for round_ in range(60):
             if round_ == 20:
-                victim.kill() if how == "kill" else victim.stop()
+                lose(victim)
             for t, producer in producers.items():
                 payload = f"{t[-1]}:{round_}"
                 producer.send_async(payload.encode(), on_sent(t, payload))
