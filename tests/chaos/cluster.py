@@ -23,6 +23,7 @@ from pathlib import Path
 from tests.chaos.broker_variant import STALL_ENV
 from tests.chaos.netns import Network
 from tests.support.etcd import etcd_binary
+from tests.support.ports import free_ports
 from tests.support.seaweedfs import ACCESS_KEY, BUCKET, SECRET_KEY, weed_binary
 
 ETCD_CLIENT_PORT = 2379
@@ -30,8 +31,6 @@ ETCD_PEER_PORT = 2380
 BROKER_PORT = 6650
 BROKER_HTTP_PORT = 8080
 START_TIMEOUT = 60.0
-S3_PORT = 8333
-FILER_PORT = 8888
 LEASE_SECONDS = 2
 REPO = Path(__file__).resolve().parents[2]
 
@@ -89,7 +88,11 @@ class ChaosCluster:
         self.workdir = workdir
         self.data_dir = workdir / "data"
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
-        # Our end of each broker's `held` pipe while its writes are held.
+        # The S3 server's ports (master, volume, filer, S3 and their gRPC):
+        # free on the host, not its defaults, because weed also listens on
+        # Unix sockets in /tmp named by port, which no namespace separates
+        # from another weed on this machine.
+        self.s3_ports = free_ports(8) if storage == "object" else []
         self._listening: dict[str, int] = {}
         nodes = [*self.ETCDS, *self.BROKERS, self.CLIENT]
         if storage == "object":
@@ -123,17 +126,28 @@ class ChaosCluster:
                 {"identities": [{"name": "chaos", "credentials": [identity], "actions": grants}]}
             )
         )
+        master, master_grpc, volume, volume_grpc, filer, filer_grpc, s3, s3_grpc = self.s3_ports
         command = [
             binary,
             "server",
             f"-ip={addr}",
             f"-ip.bind={addr}",
             f"-dir={root / 'data'}",
+            f"-master.port={master}",
+            f"-master.port.grpc={master_grpc}",
             "-master.volumeSizeLimitMB=64",
+            f"-volume.port={volume}",
+            f"-volume.port.grpc={volume_grpc}",
             "-volume.max=32",
             "-volume.preStopSeconds=0",
             "-filer",
+            f"-filer.port={filer}",
+            f"-filer.port.grpc={filer_grpc}",
+            f"-filer.localSocket={root / 'filer.sock'}",
             "-s3",
+            f"-s3.port={s3}",
+            f"-s3.port.grpc={s3_grpc}",
+            f"-s3.localSocket={root / 's3.sock'}",
             "-s3.port.iceberg=0",
             "-s3.port.lance=0",
             f"-s3.config={identities}",
@@ -141,13 +155,15 @@ class ChaosCluster:
         (root / "data").mkdir(exist_ok=True)
         with (self.workdir / "s3.log").open("ab") as log:
             self.procs[self.S3] = self.net.popen(self.S3, command, log=log)
-        filer = f"http://{addr}:{FILER_PORT}/buckets/{BUCKET}/"
-        s3 = f"http://{addr}:{S3_PORT}/"
-        probe = self.net.popen(
-            self.CLIENT, [sys.executable, "-c", _MAKE_BUCKET, filer, s3, str(START_TIMEOUT)]
-        )
+        bucket_url = f"http://{addr}:{filer}/buckets/{BUCKET}/"
+        make = [sys.executable, "-c", _MAKE_BUCKET, bucket_url, self.s3_endpoint + "/"]
+        probe = self.net.popen(self.CLIENT, [*make, str(START_TIMEOUT)])
         if probe.wait(START_TIMEOUT + 10) != 0:
             raise TimeoutError(f"the S3 server did not start; logs in {self.workdir}")
+
+    @property
+    def s3_endpoint(self) -> str:
+        return f"http://{self.address(self.S3)}:{self.s3_ports[6]}"
 
     def _storage_env(self) -> dict[str, str]:
         if self.storage != "object":
@@ -155,7 +171,7 @@ class ChaosCluster:
         return {
             "MAGNETAR_STORAGE": "object",
             "MAGNETAR_OBJECT_STORE_URL": f"s3://{BUCKET}/chaos",
-            "MAGNETAR_OBJECT_STORE_ENDPOINT": f"http://{self.address(self.S3)}:{S3_PORT}",
+            "MAGNETAR_OBJECT_STORE_ENDPOINT": self.s3_endpoint,
             "AWS_ACCESS_KEY_ID": ACCESS_KEY,
             "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
             "AWS_REGION": "us-east-1",

@@ -127,9 +127,12 @@ class SeaweedServer:
             "-filer",
             f"-filer.port={self.filer}",
             f"-filer.port.grpc={self.filer_grpc}",
+            # Its Unix sockets here, not in /tmp (the gRPC ones have no flag).
+            f"-filer.localSocket={self.root / 'filer.sock'}",
             "-s3",
             f"-s3.port={self.s3}",
             f"-s3.port.grpc={self.s3_grpc}",
+            f"-s3.localSocket={self.root / 's3.sock'}",
             "-s3.port.iceberg=0",
             "-s3.port.lance=0",
             f"-s3.config={identities}",
