@@ -148,6 +148,6 @@ if __name__ == "__main__":
     stall_dir = os.environ.get(STALL_ENV)
     if stall_dir:
         stall = _Stall(Path(stall_dir))
-        journal._write_round = stall.write_round
+        journal._write_round = stall.write_round  # type: ignore[assignment]
         ObjectJournal._put = lambda self, key, body: stall.put(self, key, body)  # type: ignore[method-assign]
     sys.exit(main(sys.argv[2:]))
