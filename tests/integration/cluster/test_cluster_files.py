@@ -1,6 +1,7 @@
 """docker/cluster.yaml without a Docker engine: it parses, every broker runs
-`magnetar-broker cluster` with a command line our parser accepts, on the
-shared volume and its own ports, against the etcd service."""
+`magnetar-broker cluster` with a command line our parser accepts, on its
+own ports and a /data of its own (the ledgers are in the bucket: no volume
+is shared), against the etcd service."""
 
 from __future__ import annotations
 
@@ -30,7 +31,8 @@ def test_cluster_compose_file_runs_three_brokers_on_one_etcd() -> None:
         config = config_from_args(build_parser().parse_args(command[1:]))
         assert config.metadata_url == "etcd://etcd:2379"
         assert str(config.data_dir) == "/data"
-        assert "cluster-data:/data" in service["volumes"]
+        assert not service.get("volumes"), "nothing shared between brokers"
+        assert service["environment"]["MAGNETAR_STORAGE"] == "object"
         ports.add((config.port, config.http_port))
         assert f"{config.port}:{config.port}" in service["ports"]
     assert len(ports) == 3
