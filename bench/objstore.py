@@ -39,6 +39,8 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
+import pulsar
+
 from bench.compare import (
     LITE,
     PAYLOAD_100B,
@@ -80,20 +82,30 @@ def _put_count(broker: Broker) -> float:
     return 0.0
 
 
+def _round_robin(producers: list[pulsar.Producer], count: int, rate: float = 0.0) -> float:
+    """Seconds to send `count` messages round-robin over `producers` (at
+    `rate` msg/s when given), flushed; the producers are closed after."""
+    start = time.perf_counter()
+    for i in range(count):
+        if rate:
+            delay = start + i / rate - time.perf_counter()
+            if delay > 0:
+                time.sleep(delay)
+        producers[i % len(producers)].send_async(PAYLOAD_100B, None)
+    for p in producers:
+        p.flush()
+    elapsed = time.perf_counter() - start
+    for p in producers:
+        p.close()
+    return elapsed
+
+
 def produce_topics(url: str, prefix: str, topics: int, count: int) -> float:
     """msg/s for `count` batched sends round-robin over `topics` producers."""
     client = _client(url)
     try:
         producers = [_producer(client, f"{prefix}-{i}", True, 2000) for i in range(topics)]
-        start = time.perf_counter()
-        for i in range(count):
-            producers[i % topics].send_async(PAYLOAD_100B, None)
-        for p in producers:
-            p.flush()
-        elapsed = time.perf_counter() - start
-        for p in producers:
-            p.close()
-        return count / elapsed
+        return count / _round_robin(producers, count)
     finally:
         client.close()
 
@@ -112,19 +124,7 @@ def paced_produce(url: str, prefix: str, topics: int, rate: int, seconds: float)
             )
             for i in range(topics)
         ]
-        total = int(rate * seconds)
-        start = time.perf_counter()
-        for i in range(total):
-            delay = start + i / rate - time.perf_counter()
-            if delay > 0:
-                time.sleep(delay)
-            producers[i % topics].send_async(PAYLOAD_100B, None)
-        for p in producers:
-            p.flush()
-        elapsed = time.perf_counter() - start
-        for p in producers:
-            p.close()
-        return elapsed
+        return _round_robin(producers, int(rate * seconds), rate)
     finally:
         client.close()
 

