@@ -19,7 +19,10 @@ from setuptools import Extension, setup
 # is not visible to mypyc, which names a module after its folders: each file is
 # staged under build/mypyc-src/magnetar/... first, its COMPILED_FROM set to the
 # source's SHA-256 (a compiled module older than its source is then ignored).
-COMPILED = {"proto/batch_walk.py": "magnetar.proto.batch_walk"}
+COMPILED = {
+    "proto/batch_walk.py": "magnetar.proto.batch_walk",
+    "proto/send_scan.py": "magnetar.proto.send_scan",
+}
 STAGE = os.path.join("build", "mypyc-src")
 
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import logging
 import os
 import signal
 import socket
@@ -136,9 +135,9 @@ def produce(url: str, topics: list[str], messages: int, size: int, batched: bool
     """Seconds to publish `messages` spread over `topics`."""
     import pulsar
 
-    quiet = logging.getLogger("bench.cluster")
-    quiet.setLevel(logging.ERROR)
-    client = pulsar.Client(url, operation_timeout_seconds=60, logger=quiet)
+    client = pulsar.Client(
+        url, operation_timeout_seconds=60, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error)
+    )
     try:
         producers = [
             client.create_producer(

@@ -17,7 +17,6 @@ client in both modes.
 from __future__ import annotations
 
 import argparse
-import logging
 import statistics
 import tempfile
 import time
@@ -34,9 +33,9 @@ BATCH_POLICY = (1000, 10 * 1024 * 1024, 100)
 def _fill(url: str, topic: str, count: int, payload: bytes) -> None:
     import pulsar
 
-    quiet = logging.getLogger("bench.official")
-    quiet.setLevel(logging.ERROR)
-    client = pulsar.Client(url, operation_timeout_seconds=10, logger=quiet)
+    client = pulsar.Client(
+        url, operation_timeout_seconds=10, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error)
+    )
     try:
         producer = client.create_producer(
             topic, batching_enabled=True, block_if_queue_full=True, max_pending_messages=5000
@@ -88,9 +87,9 @@ def client_module(client: Any) -> Any:
 def run_official(url: str, topic: str, count: int, batched: bool) -> float:
     import pulsar
 
-    quiet = logging.getLogger("bench.official")
-    quiet.setLevel(logging.ERROR)
-    client = pulsar.Client(url, operation_timeout_seconds=10, logger=quiet)
+    client = pulsar.Client(
+        url, operation_timeout_seconds=10, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error)
+    )
     return _drain_blocking(
         client, topic, count, batched, pulsar.ConsumerBatchReceivePolicy(*BATCH_POLICY)
     )

@@ -15,6 +15,11 @@ CPU time of the thread doing the work (user + system), per message. The sum
 is what any broker built this way spends before decoding a single frame;
 pulsar-lite's whole broker, which does not fsync, is measured beside
 Magnetar in `bench compare`.
+
+A third figure is the disk's own latency: a 300-byte write and fdatasync,
+one at a time (p50 / p99 / p99.9), what a lone send's receipt must wait
+for under `fsync` before any broker work (issue 48's targets for the
+single-send and end-to-end rows add its p99 to pulsar-lite's).
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import os
 import socket
 import tempfile
 import threading
+import time
 from time import thread_time as _thread_cpu
 from typing import cast
 
@@ -70,6 +76,32 @@ def storage_floor(groups: int, directory: str) -> float:
     finally:
         os.close(ledger)
         os.close(journal)
+
+
+def fdatasync_percentiles(samples: int, directory: str) -> tuple[float, float, float]:
+    """p50, p99 and p99.9 in ms of appending 300 B to a preallocated file and
+    fdatasync, one at a time, as a lone receipt waits for it."""
+    path = os.path.join(directory, "fdatasync-probe")
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        os.pwrite(fd, bytes(PREALLOCATION_STEP), 0)
+        os.fdatasync(fd)
+        record = os.urandom(300)
+        times = []
+        for i in range(samples):
+            start = time.perf_counter()
+            os.pwrite(fd, record, (i * 300) % (PREALLOCATION_STEP - 300))
+            os.fdatasync(fd)
+            times.append((time.perf_counter() - start) * 1000)
+    finally:
+        os.close(fd)
+        os.unlink(path)
+    times.sort()
+    return (
+        times[samples // 2],
+        times[int(samples * 0.99)],
+        times[min(samples - 1, int(samples * 0.999))],
+    )
 
 
 def loop_floor(frames: int) -> float:
@@ -143,6 +175,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"event-loop floor:      {loop[mid]:.3f} us/msg  (rounds: "
           f"{', '.join(f'{v:.3f}' for v in loop)})")  # fmt: skip
     print(f"sum:                   {storage[mid] + loop[mid]:.3f} us/msg")
+    with tempfile.TemporaryDirectory(prefix="magnetar-floor-") as directory:
+        p50, p99, p999 = fdatasync_percentiles(2000, directory)
+    print(f"fdatasync of 300 B:    p50 {p50:.3f} ms, p99 {p99:.3f} ms, p99.9 {p999:.3f} ms")
     return 0
 
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
-import logging
 import socket
 import subprocess
 import tempfile
@@ -122,9 +121,9 @@ def run_official(
 ) -> float:
     import pulsar
 
-    quiet = logging.getLogger("bench.official")
-    quiet.setLevel(logging.ERROR)
-    client = pulsar.Client(url, operation_timeout_seconds=10, logger=quiet)
+    client = pulsar.Client(
+        url, operation_timeout_seconds=10, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error)
+    )
     return _run_blocking(client, topic, count, payload, batched, callback)
 
 

@@ -28,15 +28,12 @@ message.
 
 from __future__ import annotations
 
-import hashlib
-import importlib.util
 import struct
 from collections.abc import Callable
-from pathlib import Path
 
 from google.protobuf.message import DecodeError
 
-from magnetar.proto import batch_walk, pulsar_api_pb2 as pb
+from magnetar.proto import batch_walk, compiled, pulsar_api_pb2 as pb
 
 MIN_MESSAGE_BYTES = 6
 _U32 = struct.Struct(">I")
@@ -45,36 +42,14 @@ _SEQUENCE_ID_TAG = 0x40  # field 8, varint
 Walk = Callable[[bytes, int, int, int], tuple[int, int, int]]
 
 
-def _walk_source() -> Path:
-    return Path(batch_walk.__file__ or "").with_name("batch_walk.py")
-
-
-def _compiled_walk_is_current() -> bool:
-    """Whether batch_walk is the build's compiled module, made from the source
-    beside it (after an edit the old .so would still be imported first)."""
-    if (batch_walk.__file__ or "").endswith(".py"):
-        return False
-    try:
-        source = _walk_source().read_bytes()
-    except OSError:
-        return True  # installed without its source: the build's own
-    # getattr: a module compiled before the marker existed has none.
-    built_from: str = getattr(batch_walk, "COMPILED_FROM", "")
-    return hashlib.sha256(source).hexdigest() == built_from
-
-
 # True where the build compiled batch_walk from its current source.
-COMPILED_WALK = _compiled_walk_is_current()
+COMPILED_WALK = compiled.is_current(batch_walk)
 
 
 def source_walk() -> Walk:
     """batch_walk's walk run from its source, even where the build compiled
     it (the tests and `bench shapes` hold the two side by side)."""
-    spec = importlib.util.spec_from_file_location("batch_walk_source", _walk_source())
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    walk: Walk = module.walk
+    walk: Walk = compiled.from_source(batch_walk).walk
     return walk
 
 
@@ -84,20 +59,44 @@ def send_problem(
     """Why a SEND must be refused, or None when its batch framing is sound.
 
     The (possibly compressed) batch is data[payload_start:]; it is not copied."""
-    if not metadata.HasField("num_messages_in_batch"):
-        if send_num_messages != 1 and not metadata.HasField("num_chunks_from_msg"):
+    return counts_problem(
+        metadata.num_messages_in_batch if metadata.HasField("num_messages_in_batch") else None,
+        metadata.HasField("num_chunks_from_msg"),
+        metadata.compression,
+        metadata.uncompressed_size,
+        len(metadata.encryption_keys) > 0,
+        data,
+        payload_start,
+        send_num_messages,
+    )
+
+
+def counts_problem(
+    batch_count: int | None,
+    chunked: bool,
+    compression: int,
+    uncompressed_size: int,
+    encrypted: bool,
+    data: bytes,
+    payload_start: int,
+    send_num_messages: int,
+) -> str | None:
+    """send_problem from the metadata fields it reads (``batch_count`` None:
+    num_messages_in_batch unset), as a SEND read without protobuf has them."""
+    if batch_count is None:
+        if send_num_messages != 1 and not chunked:
             return f"SEND says {send_num_messages} messages for a message that is not a batch"
         return None
-    count = metadata.num_messages_in_batch
+    count = batch_count
     if count < 1:
         return f"batch of {count} messages"
-    compressed = metadata.compression != pb.NONE
-    size = metadata.uncompressed_size if compressed else len(data) - payload_start
+    compressed = compression != pb.NONE
+    size = uncompressed_size if compressed else len(data) - payload_start
     if count > size // MIN_MESSAGE_BYTES:
         return f"batch claims {count} messages in {size} bytes"
     if not 1 <= send_num_messages <= count:
         return f"SEND says {send_num_messages} messages for a batch of {count}"
-    if compressed or len(metadata.encryption_keys):
+    if compressed or encrypted:
         return None
     return batch_framing_problem(data, count, payload_start)
 

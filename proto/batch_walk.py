@@ -93,7 +93,7 @@ def _payload_size(data: bytes, pos: int, end: int) -> int:
             if length < 0 or field_end > end:
                 return -1
             if tag == _PARTITION_KEY:
-                if not _utf8(data, pos, field_end):
+                if not utf8(data, pos, field_end):
                     return -1
             elif tag == _PROPERTIES and not _plain_key_value(data, pos, field_end):
                 return -1
@@ -111,7 +111,7 @@ def _plain_key_value(data: bytes, pos: int, end: int) -> bool:
             return False
         length, pos = varint(data, pos + 1, end, 4)
         field_end = pos + length
-        if length < 0 or field_end > end or not _utf8(data, pos, field_end):
+        if length < 0 or field_end > end or not utf8(data, pos, field_end):
             return False
         pos = field_end
     return True
@@ -141,7 +141,7 @@ def _ascii(data: bytes, pos: int, end: int) -> bool:
     return True
 
 
-def _utf8(data: bytes, pos: int, end: int) -> bool:
+def utf8(data: bytes, pos: int, end: int) -> bool:
     """Whether data[pos:end] is valid UTF-8, as protobuf requires of a string."""
     if _ascii(data, pos, end):
         return True

@@ -20,14 +20,22 @@ bytes to write. Nothing here touches a socket.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import NoReturn
 
 import crc32c as _crc32c
 from google.protobuf.message import DecodeError, Message
 
-from magnetar.proto import pulsar_api_pb2 as pb
+from magnetar.proto import compiled, pulsar_api_pb2 as pb, send_scan
 from magnetar.proto.errors import ChecksumMismatch, FrameTooLarge, ProtocolError
+from magnetar.proto.send_scan import SendHead
+
+# True where the build compiled send_scan from its current source: only then
+# is reading a SEND by hand faster than protobuf (see send_scan.py).
+SEND_SCAN_COMPILED = compiled.is_current(send_scan)
+# A partial frame up to this size is joined with the next read into new bytes
+# (which the SEND scan reads); a larger one is gathered in a bytearray.
+_JOIN_AS_BYTES = 256 * 1024
 
 MAGIC_CHECKSUM = 0x0E01
 MAGIC_BROKER_ENTRY_METADATA = 0x0E02
@@ -233,10 +241,17 @@ class FrameDecoder:
     """
 
     def __init__(
-        self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE, *, verify_checksum: bool = True
+        self,
+        max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+        *,
+        verify_checksum: bool = True,
+        scan_sends: bool = False,
     ) -> None:
         self.max_frame_size = max_frame_size
         self.verify_checksum = verify_checksum
+        # With scan_sends, a SEND of the plain shape comes out as a SendHead
+        # read by send_scan instead of a Frame (the broker's receive path).
+        self._scan = send_scan.scan_send if scan_sends else None
         # The bytes fed last while they hold whole frames (sliced without a
         # copy into a buffer first); a bytearray once a partial frame waits.
         self._buf: bytes | bytearray = b""
@@ -257,6 +272,10 @@ class FrameDecoder:
             self._pos = 0
             return
         if type(buf) is bytes:
+            if len(buf) - self._pos + len(data) <= _JOIN_AS_BYTES:
+                self._buf = buf[self._pos :] + (data if type(data) is bytes else bytes(data))
+                self._pos = 0
+                return
             buf = bytearray(memoryview(buf)[self._pos :])
             self._pos = 0
         buf += data
@@ -268,6 +287,18 @@ class FrameDecoder:
 
     def next_frame(self) -> Frame | None:
         """The next complete frame, or None when more bytes are needed."""
+        frame = self._next(None)
+        assert not isinstance(frame, SendHead)
+        return frame
+
+    def next_frame_or_send(self) -> Frame | SendHead | None:
+        """next_frame, except that with ``scan_sends`` a SEND of the plain
+        shape comes out as a SendHead (the broker's receive path)."""
+        return self._next(self._scan)
+
+    def _next(
+        self, scan: Callable[[bytes, int, int, int], SendHead | None] | None
+    ) -> Frame | SendHead | None:
         if self._error is not None:
             raise self._error
         buf = self._buf
@@ -293,6 +324,15 @@ class FrameDecoder:
         cmd_end = cmd_start + cmd_size
         frame_end = pos + 4 + total
         self._pos = frame_end
+        if scan is not None and type(buf) is bytes:
+            head = scan(buf, cmd_start, cmd_end, frame_end)
+            if head is not None and (
+                not self.verify_checksum
+                or _crc32c.crc32c(memoryview(buf)[cmd_end + 6 : frame_end]) == head.checksum
+            ):
+                return head
+            # Not the plain shape, or a bad checksum: protobuf decodes it
+            # below and the mismatch is raised with the frame.
         if type(buf) is bytes:
             command = self._decode_command(buf[cmd_start:cmd_end])
         else:

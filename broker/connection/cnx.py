@@ -45,7 +45,8 @@ from magnetar.proto.errors import (
     ProtocolError,
     ServerError,
 )
-from magnetar.proto.frames import FRAME_HEADROOM, Frame, FrameDecoder
+from magnetar.proto.frames import FRAME_HEADROOM, SEND_SCAN_COMPILED, Frame, FrameDecoder
+from magnetar.proto.send_scan import SendHead
 
 log = structlog.get_logger(__name__)
 
@@ -94,7 +95,9 @@ class ServerCnx(asyncio.Protocol):
         self.config = config
         self.metrics = metrics
         self._on_closed = on_closed
-        self._decoder = FrameDecoder(config.max_message_size + FRAME_HEADROOM)
+        self._decoder = FrameDecoder(
+            config.max_message_size + FRAME_HEADROOM, scan_sends=SEND_SCAN_COMPILED
+        )
         self._transport: asyncio.Transport | None = None
         self._address = "?"
         self._log: FilteringBoundLogger = log
@@ -280,9 +283,10 @@ class ServerCnx(asyncio.Protocol):
         decoder = self._decoder
         decoder.feed(data)
         handlers = self._handlers
+        send_head = self.producer_commands.handle_send_head
         while True:
             try:
-                frame = decoder.next_frame()
+                frame = decoder.next_frame_or_send()
             except ChecksumMismatch as exc:
                 self._checksum_failed(exc)
                 continue
@@ -294,6 +298,27 @@ class ServerCnx(asyncio.Protocol):
                 return
             if frame is None:
                 return
+            if type(frame) is SendHead:
+                # A SEND read without protobuf (send_scan): straight to its handler.
+                if not self._connected:
+                    self._protocol_violation(
+                        "command before connect", "SEND received before CONNECT"
+                    )
+                    return
+                try:
+                    send_head(frame)
+                except ProtocolError as exc:
+                    self._protocol_violation("invalid command", f"SEND: {exc}")
+                    return
+                except Exception:
+                    self.log.exception("command handler failed", command="SEND")
+                    self.metrics.connection_errors.labels(reason="internal error").inc()
+                    self.close()
+                    return
+                if self._closed or self._throttle is not None:
+                    return
+                continue
+            assert type(frame) is Frame
             command_type = frame.command.type
             if not self._connected and command_type != T.CONNECT:
                 self._protocol_violation(

@@ -24,10 +24,11 @@ from magnetar.broker.storage.api import EARLIEST
 from magnetar.broker.topics.base import Topic, is_persistent
 from magnetar.broker.topics.producer import AccessMode, Producer
 from magnetar.proto import pulsar_api_pb2 as pb
-from magnetar.proto.batch_check import send_problem
+from magnetar.proto.batch_check import counts_problem, send_problem
 from magnetar.proto.errors import ProtocolError, ServerError
-from magnetar.proto.frames import Frame
+from magnetar.proto.frames import Frame, Payload
 from magnetar.proto.naming import validate_producer_name, validate_subscription_name
+from magnetar.proto.send_scan import SendHead
 
 
 class AttachedProducer(NamedTuple):
@@ -142,9 +143,7 @@ class ProducerCommands:
     def handle_send(self, frame: Frame) -> None:
         send = frame.command.send
         payload = frame.payload
-        attached = self.producers.get(send.producer_id)
-        if attached is None:
-            raise ProtocolError(f"SEND for producer {send.producer_id}, which is not open")
+        attached = self._attached(send.producer_id)
         if payload is None:
             raise ProtocolError("SEND without a payload")
         size = len(payload.data)
@@ -173,6 +172,63 @@ class ProducerCommands:
         problem = send_problem(
             metadata, payload.data, payload.meta_offset + payload.meta_size, send.num_messages
         )
+        chunks = metadata.num_chunks_from_msg
+        self._publish(
+            attached,
+            problem,
+            send.sequence_id,
+            max(send.highest_sequence_id, metadata.highest_sequence_id),
+            send.num_messages,
+            payload,
+            chunks > 1 and metadata.chunk_id < chunks - 1,
+        )
+
+    def handle_send_head(self, head: SendHead) -> None:
+        """A SEND that send_scan read without protobuf: its metadata is known
+        to parse, so only the batch check is left before the publish."""
+        attached = self._attached(head.producer_id)
+        data = head.data
+        self.cnx.publish_started(len(data))
+        batch_count = head.batch_count
+        problem = counts_problem(
+            None if batch_count < 0 else batch_count,
+            head.num_chunks > 0,
+            head.compression,
+            head.uncompressed_size,
+            False,  # encryption keys are read by protobuf (send_scan)
+            data,
+            head.payload_start,
+            head.num_messages,
+        )
+        chunks = head.num_chunks
+        self._publish(
+            attached,
+            problem,
+            head.sequence_id,
+            max(head.highest_sequence_id, head.meta_highest_sequence_id),
+            head.num_messages,
+            head,
+            chunks > 1 and head.chunk_id < chunks - 1,
+        )
+
+    def _attached(self, producer_id: int) -> AttachedProducer:
+        attached = self.producers.get(producer_id)
+        if attached is None:
+            raise ProtocolError(f"SEND for producer {producer_id}, which is not open")
+        return attached
+
+    def _publish(
+        self,
+        attached: AttachedProducer,
+        problem: str | None,
+        sequence_id: int,
+        highest_sequence_id: int,
+        num_messages: int,
+        payload: Payload | SendHead,
+        partial_chunk: bool,
+    ) -> None:
+        producer = attached.producer
+        data = payload.data
         if problem is not None:
             self.cnx.log.info(
                 "SEND refused: batch does not hold what its metadata says",
@@ -180,24 +236,26 @@ class ProducerCommands:
                 producer=producer.name,
                 detail=problem,
             )
-            producer.reject(send.sequence_id, ServerError.ChecksumError, problem, size)
+            producer.reject(sequence_id, ServerError.ChecksumError, problem, len(data))
             return
         limiter = attached.topic.publish_rate
         if limiter is not None:
-            pause = limiter.consume(send.num_messages or 1, size)
+            pause = limiter.consume(num_messages or 1, len(data))
             if pause:
                 self.cnx.throttle_reading(pause)
-        chunks = metadata.num_chunks_from_msg
         window = producer.topic.key_window
+        key = None
+        if window is not None:
+            if isinstance(payload, SendHead):
+                payload = Payload(data, 10, payload.meta_size, payload.checksum)
+            key = idempotency_key(payload, window.policy.property)
         producer.publish(
-            send.sequence_id,
-            max(send.highest_sequence_id, metadata.highest_sequence_id),
-            send.num_messages,
-            payload.data,
-            partial_chunk=chunks > 1 and metadata.chunk_id < chunks - 1,
-            idempotency_key=None
-            if window is None
-            else idempotency_key(payload, window.policy.property),
+            sequence_id,
+            highest_sequence_id,
+            num_messages,
+            data,
+            partial_chunk=partial_chunk,
+            idempotency_key=key,
         )
 
     def handle_close_producer(self, frame: Frame) -> None:
