@@ -24,8 +24,13 @@ GROUPS_WRITTEN = Counter(
 )
 WRITE_SECONDS = Histogram(
     "magnetar_storage_write_seconds",
-    "Time of one group commit: write (and fsync) on the I/O thread, queueing included",
+    "Time of one group commit: write (and fsync), queueing for the I/O thread included",
     buckets=(0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1.0),
+    registry=None,
+)
+INLINE_ROUNDS = Counter(
+    "magnetar_storage_inline_rounds",
+    "Journal rounds written on the event loop (small: no hop to the I/O thread)",
     registry=None,
 )
 WRITE_ERRORS = Counter("magnetar_storage_write_errors", "Group commits that failed", registry=None)
@@ -75,6 +80,7 @@ ALL = (
     BYTES_WRITTEN,
     GROUPS_WRITTEN,
     WRITE_SECONDS,
+    INLINE_ROUNDS,
     WRITE_ERRORS,
     CACHE_READS,
     DISK_READS,

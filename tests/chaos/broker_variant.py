@@ -149,5 +149,7 @@ if __name__ == "__main__":
     if stall_dir:
         stall = _Stall(Path(stall_dir))
         journal._write_round = stall.write_round  # type: ignore[assignment]
+        # The hook holds the thread that writes; an inline round would hold the loop.
+        journal.INLINE_WRITE_MAX_BYTES = -1
         ObjectJournal._put = lambda self, key, body: stall.put(self, key, body)  # type: ignore[method-assign]
     sys.exit(main(sys.argv[2:]))
