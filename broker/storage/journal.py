@@ -59,7 +59,7 @@ MAX_JOURNAL_FILE_BYTES = 64 * 1024 * 1024
 INLINE_WRITE_MAX_BYTES = 64 * 1024
 # An inline round slower than this (a stalling disk) sends the rounds of the
 # next INLINE_PAUSE_S to the I/O thread, so the loop is not held twice in a row.
-INLINE_SLOW_S = 0.005
+INLINE_SLOW_S = 0.05
 INLINE_PAUSE_S = 1.0
 
 
