@@ -35,6 +35,7 @@ _PROPERTIES: Final = 0x0A  # field 1, length-delimited (KeyValue)
 _PARTITION_KEY: Final = 0x12  # field 2, length-delimited (string)
 _PAYLOAD_SIZE: Final = 0x18  # field 3, varint (int32)
 _ORDERING_KEY: Final = 0x3A  # field 7, length-delimited (bytes)
+_SEQUENCE_ID: Final = 0x40  # field 8, varint (uint64)
 _KV_KEY: Final = 0x0A  # KeyValue field 1 (string)
 _KV_VALUE: Final = 0x12  # KeyValue field 2 (string)
 # The varint fields besides payload_size: 8 sequence_id, 5 event_time,
@@ -57,9 +58,24 @@ def walk(data: bytes, count: int, index: int, offset: int) -> tuple[int, int, in
         meta_end = start + (high | (data[offset + 2] << 8) | data[offset + 3])
         if meta_end > end:
             return METADATA_PAST_END, index, offset
-        size = _payload_size(data, start, meta_end)
+        # The official clients' shape, read here without a call: payload_size
+        # in one byte, then nothing or a sequence_id (any other: _payload_size).
+        size = -1
+        if meta_end - start >= 2 and data[start] == _PAYLOAD_SIZE and data[start + 1] < 0x80:
+            pos = start + 2
+            if pos == meta_end:
+                size = data[start + 1]
+            elif data[pos] == _SEQUENCE_ID:
+                pos += 1
+                limit = pos + 8  # the varint's last byte within nine
+                while pos < meta_end and pos < limit and data[pos] >= 0x80:
+                    pos += 1
+                if pos + 1 == meta_end and data[pos] < 0x80:
+                    size = data[start + 1]
         if size < 0:
-            return NEEDS_PARSE, index, offset
+            size = _payload_size(data, start, meta_end)
+            if size < 0:
+                return NEEDS_PARSE, index, offset
         if meta_end + size > end:
             return PAYLOAD_PAST_END, index, offset
         offset = meta_end + size
