@@ -29,6 +29,11 @@ class ClientConnection(Protocol):
         """Queue encoded frames for the socket (no-op once closed)."""
         ...
 
+    def write_receipts(self, frames: list[bytes]) -> None:
+        """Queue SEND answers: those of one loop turn leave in one socket
+        write, after anything queued before them and before anything after."""
+        ...
+
     def publish_completed(self, size: int, count: int = 1) -> None:
         """`count` in-flight publishes of `size` bytes in all got their receipt or error."""
         ...

@@ -113,6 +113,7 @@ class ServerCnx(asyncio.Protocol):
         self._throttle: asyncio.TimerHandle | None = None  # publish rate pause
         self._reading_paused = False
         self._writable = True
+        self._receipts: list[bytes] | None = None  # held by write_receipts
         self._received_since_tick = False
         self._ping_outstanding = False
         self._keepalive: asyncio.TimerHandle | None = None
@@ -173,6 +174,8 @@ class ServerCnx(asyncio.Protocol):
         transport = self._transport
         if transport is None or self._closed:
             return
+        if self._receipts is not None:
+            self._flush_receipts()  # they were queued first
         if len(frames) == 1:
             transport.write(frames[0])
         else:
@@ -180,7 +183,29 @@ class ServerCnx(asyncio.Protocol):
 
     def write(self, frame: bytes) -> None:
         if self._transport is not None and not self._closed:
+            if self._receipts is not None:
+                self._flush_receipts()
             self._transport.write(frame)
+
+    def write_receipts(self, frames: list[bytes]) -> None:
+        """SEND answers, held to the end of this loop turn: one group commit
+        completes the appends of many producers on a connection (1,000 topics
+        from one client), and their receipts then take one socket write, not
+        one each. Anything written meanwhile flushes them first (order)."""
+        if self._transport is None or self._closed:
+            return
+        held = self._receipts
+        if held is None:
+            self._receipts = held = []
+            asyncio.get_running_loop().call_soon(self._flush_receipts)
+        held.extend(frames)
+
+    def _flush_receipts(self) -> None:
+        held, self._receipts = self._receipts, None
+        transport = self._transport
+        if not held or transport is None or self._closed:
+            return
+        transport.write(held[0] if len(held) == 1 else b"".join(held))
 
     def publish_started(self, size: int) -> None:
         self._in_flight_publishes += 1
