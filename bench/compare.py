@@ -253,13 +253,16 @@ def consume(url: str, topic: str, count: int, shared: bool) -> float:
 
 
 def consume_while_subscribed(url: str, topic: str, count: int, _unused: bool = False) -> float:
-    """Messages per second draining `count` messages produced batched (1,000 /
-    5 ms) on the same client while an Exclusive consumer (receiver queue 1000,
-    batch receive 1000 / 100 ms) was already subscribed.
+    """Messages per second from the first send to the last receive: `count`
+    messages produced batched (1,000 / 5 ms) on the same client while an
+    Exclusive consumer (receiver queue 1000, batch receive 1000 / 100 ms),
+    subscribed first, drains them from another thread, as an application
+    that produces and consumes at once sees it.
 
-    With batches as large as the receiver queue, Pulsar's flow control lets
-    one batch be in flight at a time (permits count messages, SEM-2.2), so the
-    time from a FLOW to the next MESSAGE decides the rate."""
+    (Until issue 48 this row timed the drain alone, after the producer's
+    flush: it measured what a broker had already pushed against the permits,
+    and pulsar-lite, which dispatches past them, had most of it in the
+    receiver queue before the clock started.)"""
     client = _client(url)
     try:
         consumer = client.subscribe(
@@ -270,14 +273,19 @@ def consume_while_subscribed(url: str, topic: str, count: int, _unused: bool = F
             batch_receive_policy=pulsar.ConsumerBatchReceivePolicy(1000, 0, 100),
         )
         producer = _producer(client, topic, batched=True)
+        received: list[int] = []
+        drainer = threading.Thread(target=lambda: received.append(_drain_batches(consumer, count)))
+        start = time.perf_counter()
+        drainer.start()
         for _ in range(count):
             producer.send_async(PAYLOAD_100B, None)
         producer.flush()
-        start = time.perf_counter()
-        received = _drain_batches(consumer, count)
+        drainer.join(timeout=300)
         elapsed = time.perf_counter() - start
+        if not received:
+            raise RuntimeError("the consumer did not receive every message within 300 s")
         consumer.close()
-        return received / elapsed
+        return received[0] / elapsed
     finally:
         client.close()
 
@@ -412,7 +420,7 @@ def run(scale: float, rounds: int) -> list[Row]:
                         ("consume exclusive, batch receive + cumulative ack", consume, "b",
                          n_batched, False, False),
                         ("consume shared, receive + ack each", consume, "u", n_plain, True, False),
-                        ("consume exclusive subscribed first, batches of 1,000",
+                        ("consume exclusive subscribed first, first send to last receive",
                          consume_while_subscribed, "s", n_batched, False, False),
                     ]  # fmt: skip
                     for name, fn, prefix, count, flag, callback in throughput:
