@@ -10,13 +10,18 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import sys
 from pathlib import Path
 from types import ModuleType
 
 
 def source_path(module: ModuleType) -> Path:
-    """The .py file a (possibly compiled) module was made from."""
-    return Path(module.__file__ or "").with_name(module.__name__.rpartition(".")[2] + ".py")
+    """The .py file a (possibly compiled) module was made from: beside its
+    package's __init__ (a module that mypyc compiled in a group with another
+    may carry the build's staging path as its __file__)."""
+    package, _, name = module.__name__.rpartition(".")
+    init = sys.modules[package].__file__ or ""
+    return Path(init).with_name(name + ".py")
 
 
 def is_current(module: ModuleType) -> bool:
