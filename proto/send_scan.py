@@ -82,6 +82,10 @@ class SendHead:
         self.chunk_id = 0
 
     @property
+    def name(self) -> str:
+        return "SEND"
+
+    @property
     def payload_start(self) -> int:
         """Where the messages start in ``data``."""
         return 10 + self.meta_size

@@ -188,10 +188,9 @@ class ServerCnx(asyncio.Protocol):
             self._transport.write(frame)
 
     def write_receipts(self, frames: list[bytes]) -> None:
-        """SEND answers, held to the end of this loop turn: one group commit
-        completes the appends of many producers on a connection (1,000 topics
-        from one client), and their receipts then take one socket write, not
-        one each. Anything written meanwhile flushes them first (order)."""
+        """SEND answers, held to the end of this loop turn: those of many
+        producers on one connection, completed by one group commit, take one
+        socket write. Anything written meanwhile flushes them first."""
         if self._transport is None or self._closed:
             return
         held = self._receipts
@@ -307,8 +306,8 @@ class ServerCnx(asyncio.Protocol):
         self._received_since_tick = True
         decoder = self._decoder
         decoder.feed(data)
-        handlers = self._handlers
-        send_head = self.producer_commands.handle_send_head
+        handlers: dict[int, Callable[[Any], None]] = self._handlers
+        send_head: Callable[[Any], None] | None = self.producer_commands.handle_send_head
         while True:
             try:
                 frame = decoder.next_frame_or_send()
@@ -323,39 +322,22 @@ class ServerCnx(asyncio.Protocol):
                 return
             if frame is None:
                 return
-            if type(frame) is SendHead:
-                # A SEND read without protobuf (send_scan): straight to its handler.
-                if not self._connected:
-                    self._protocol_violation(
-                        "command before connect", "SEND received before CONNECT"
-                    )
-                    return
-                try:
-                    send_head(frame)
-                except ProtocolError as exc:
-                    self._protocol_violation("invalid command", f"SEND: {exc}")
-                    return
-                except Exception:
-                    self.log.exception("command handler failed", command="SEND")
-                    self.metrics.connection_errors.labels(reason="internal error").inc()
-                    self.close()
-                    return
-                if self._closed or self._throttle is not None:
-                    return
-                continue
-            assert type(frame) is Frame
-            command_type = frame.command.type
+            if type(frame) is SendHead:  # a SEND read without protobuf (send_scan)
+                command_type, handler = T.SEND, send_head
+            else:
+                assert type(frame) is Frame
+                command_type = frame.command.type
+                handler = handlers.get(command_type)
             if not self._connected and command_type != T.CONNECT:
                 self._protocol_violation(
                     "command before connect", f"{frame.name} received before CONNECT"
                 )
                 return
-            if command_type == T.CONNECT and not self._connected:
+            if type(frame) is Frame and command_type == T.CONNECT and not self._connected:
                 self._handle_connect(frame)
                 continue
-            handler = handlers.get(command_type)
             if handler is None:
-                self._unsupported(frame)
+                self._unsupported(cast(Frame, frame))
                 continue
             try:
                 handler(frame)
