@@ -9,19 +9,46 @@ from __future__ import annotations
 
 import contextlib
 from bisect import bisect_left
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import CounterMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 from magnetar.broker.storage.api import WRITE_LATENCY_BOUNDS, WriteStats
 
-ENTRIES_WRITTEN = Counter("magnetar_storage_entries_written", "Entries appended", registry=None)
-BYTES_WRITTEN = Counter("magnetar_storage_bytes_written", "Entry bytes appended", registry=None)
-GROUPS_WRITTEN = Counter(
-    "magnetar_storage_write_groups",
-    "Group commits (one write, one fsync under fsync each)",
-    registry=None,
-)
+
+class WriteTotals:
+    """The counters a group commit adds to, kept as plain ints and read when
+    scraped: a round of 1,000 topics' groups made 3,000 locked
+    prometheus_client increments, a few microseconds each (issue 48)."""
+
+    def __init__(self) -> None:
+        self.entries = 0
+        self.bytes = 0
+        self.groups = 0
+
+
+TOTALS = WriteTotals()
+
+
+class _WriteTotalsCollector(Collector):
+    def collect(self) -> Iterator[Metric]:
+        yield CounterMetricFamily(
+            "magnetar_storage_entries_written", "Entries appended", value=TOTALS.entries
+        )
+        yield CounterMetricFamily(
+            "magnetar_storage_bytes_written", "Entry bytes appended", value=TOTALS.bytes
+        )
+        yield CounterMetricFamily(
+            "magnetar_storage_write_groups",
+            "Group commits (one write, one fsync under fsync each)",
+            value=TOTALS.groups,
+        )
+
+
+WRITE_TOTALS = _WriteTotalsCollector()
 WRITE_SECONDS = Histogram(
     "magnetar_storage_write_seconds",
     "Time of one group commit: write (and fsync), queueing for the I/O thread included",
@@ -75,10 +102,8 @@ OBJECT_SECONDS = Histogram(
     registry=None,
 )
 
-ALL = (
-    ENTRIES_WRITTEN,
-    BYTES_WRITTEN,
-    GROUPS_WRITTEN,
+ALL: tuple[Collector, ...] = (
+    WRITE_TOTALS,
     WRITE_SECONDS,
     INLINE_ROUNDS,
     WRITE_ERRORS,

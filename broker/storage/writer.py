@@ -241,9 +241,10 @@ class LedgerWriter:
         stats.entries_written += n
         stats.bytes_written += nbytes
         stats.write_latency.observe(time.perf_counter() - group.queued_at)
-        metrics.GROUPS_WRITTEN.inc()
-        metrics.ENTRIES_WRITTEN.inc(n)
-        metrics.BYTES_WRITTEN.inc(nbytes)
+        totals = metrics.TOTALS
+        totals.groups += 1
+        totals.entries += n
+        totals.bytes += nbytes
         ml.entries_added(positions[-1], n, nbytes)
         try:
             list(map(_set_result, futs, positions))
