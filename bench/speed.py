@@ -38,6 +38,7 @@ from bench.compare import (
     _client,
     _cpu_seconds,
     _percentiles,
+    _producer,
     start_broker,
 )
 from bench.floor import fdatasync_percentiles
@@ -47,15 +48,8 @@ COUNTS = {"A": 40_000, "B": 300_000, "C": 2_000, "D": 10_000}
 E2E_RATE = 2_000
 
 
-def _a(client: pulsar.Client, topic: str, count: int, pid: int) -> dict[str, float]:
-    client.subscribe(topic, "hold", consumer_type=pulsar.ConsumerType.Exclusive).close()
-    producer = client.create_producer(
-        topic,
-        batching_enabled=False,
-        max_pending_messages=5000,
-        block_if_queue_full=True,
-        send_timeout_millis=120_000,
-    )
+def _saturate(producer: pulsar.Producer, count: int, pid: int) -> dict[str, float]:
+    """`count` x send_async(payload, None), then flush: rate and broker CPU."""
     cpu = _cpu_seconds(pid)
     start = time.perf_counter()
     for _ in range(count):
@@ -64,26 +58,15 @@ def _a(client: pulsar.Client, topic: str, count: int, pid: int) -> dict[str, flo
     elapsed = time.perf_counter() - start
     used = _cpu_seconds(pid) - cpu
     return {"msg/s": count / elapsed, "cpu": used / count * 1e6}
+
+
+def _a(client: pulsar.Client, topic: str, count: int, pid: int) -> dict[str, float]:
+    client.subscribe(topic, "hold", consumer_type=pulsar.ConsumerType.Exclusive).close()
+    return _saturate(_producer(client, topic, batched=False), count, pid)
 
 
 def _b(client: pulsar.Client, topic: str, count: int, pid: int) -> dict[str, float]:
-    producer = client.create_producer(
-        topic,
-        batching_enabled=True,
-        batching_max_messages=1000,
-        batching_max_publish_delay_ms=5,
-        max_pending_messages=5000,
-        block_if_queue_full=True,
-        send_timeout_millis=120_000,
-    )
-    cpu = _cpu_seconds(pid)
-    start = time.perf_counter()
-    for _ in range(count):
-        producer.send_async(PAYLOAD_100B, None)
-    producer.flush()
-    elapsed = time.perf_counter() - start
-    used = _cpu_seconds(pid) - cpu
-    return {"msg/s": count / elapsed, "cpu": used / count * 1e6}
+    return _saturate(_producer(client, topic, batched=True), count, pid)
 
 
 def _c(client: pulsar.Client, topic: str, count: int, pid: int) -> dict[str, float]:

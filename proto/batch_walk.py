@@ -111,7 +111,7 @@ def _payload_size(data: bytes, pos: int, end: int) -> int:
             if tag == _PARTITION_KEY:
                 if not utf8(data, pos, field_end):
                     return -1
-            elif tag == _PROPERTIES and not _plain_key_value(data, pos, field_end):
+            elif tag == _PROPERTIES and key_value_fields(data, pos, field_end) < 0:
                 return -1
             pos = field_end
         else:
@@ -119,18 +119,24 @@ def _payload_size(data: bytes, pos: int, end: int) -> int:
     return size
 
 
-def _plain_key_value(data: bytes, pos: int, end: int) -> bool:
-    """Whether data[pos:end] is a KeyValue of key and value fields only."""
+def key_value_fields(data: bytes, pos: int, end: int) -> int:
+    """Which fields data[pos:end] holds if it is a KeyValue of key and value
+    fields only (bit 1: key, bit 2: value), or -1 when it is not one."""
+    seen = 0
     while pos < end:
         tag = data[pos]
-        if tag != _KV_KEY and tag != _KV_VALUE:
-            return False
+        if tag == _KV_KEY:
+            seen |= 1
+        elif tag == _KV_VALUE:
+            seen |= 2
+        else:
+            return -1
         length, pos = varint(data, pos + 1, end, 4)
         field_end = pos + length
         if length < 0 or field_end > end or not utf8(data, pos, field_end):
-            return False
+            return -1
         pos = field_end
-    return True
+    return seen
 
 
 def varint(data: bytes, pos: int, end: int, max_bytes: int) -> tuple[int, int]:

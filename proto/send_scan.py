@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from magnetar.proto.batch_walk import utf8, varint
+from magnetar.proto.batch_walk import key_value_fields, utf8, varint
 
 # setup.py sets this to the SHA-256 of this file in the copy it compiles.
 COMPILED_FROM: Final[str] = ""
@@ -41,6 +41,8 @@ _LAST_COMPRESSION: Final = 4  # SNAPPY: CompressionType is a closed enum
 _META_STRINGS: Final = (1, 5, 6, 7, 14, 26)
 _META_BYTES: Final = (15, 16, 18)
 _META_VARINTS: Final = (2, 3, 8, 9, 11, 12, 17, 19, 20, 22, 23, 24, 25, 27, 28, 29, 30)
+# The int32 counts the broker reads: num_messages_in_batch, num_chunks_from_msg, chunk_id.
+_META_INT32S: Final = (11, 27, 29)
 
 
 class SendHead:
@@ -172,6 +174,8 @@ def _read_metadata(buf: bytes, pos: int, end: int, head: SendHead) -> bool:
             value, pos = varint(buf, pos, end, 9)
             if value < 0:
                 return False
+            if field in _META_INT32S and value > _INT32_MAX:
+                return False  # protobuf would read a negative count
             if field == 2:
                 seen |= 2
             elif field == 3:
@@ -185,18 +189,12 @@ def _read_metadata(buf: bytes, pos: int, end: int, head: SendHead) -> bool:
                     return False
                 head.uncompressed_size = value
             elif field == 11:
-                if value > _INT32_MAX:
-                    return False
                 head.batch_count = value
             elif field == 24:
                 head.meta_highest_sequence_id = value
             elif field == 27:
-                if value > _INT32_MAX:
-                    return False
                 head.num_chunks = value
             elif field == 29:
-                if value > _INT32_MAX:
-                    return False
                 head.chunk_id = value
         elif wire == 2:
             length, pos = varint(buf, pos, end, 4)
@@ -204,7 +202,7 @@ def _read_metadata(buf: bytes, pos: int, end: int, head: SendHead) -> bool:
             if length < 0 or field_end > end:
                 return False
             if field == 4:
-                if not _key_value(buf, pos, field_end):
+                if key_value_fields(buf, pos, field_end) != 3:  # both required
                     return False
             elif field in _META_STRINGS:
                 if not utf8(buf, pos, field_end):
@@ -217,22 +215,3 @@ def _read_metadata(buf: bytes, pos: int, end: int, head: SendHead) -> bool:
         else:
             return False
     return seen == 7
-
-
-def _key_value(buf: bytes, pos: int, end: int) -> bool:
-    """Whether buf[pos:end] is a KeyValue with its key and value, nothing else."""
-    seen = 0
-    while pos < end:
-        tag = buf[pos]
-        if tag == 0x0A:
-            seen |= 1
-        elif tag == 0x12:
-            seen |= 2
-        else:
-            return False
-        length, pos = varint(buf, pos + 1, end, 4)
-        field_end = pos + length
-        if length < 0 or field_end > end or not utf8(buf, pos, field_end):
-            return False
-        pos = field_end
-    return seen == 3

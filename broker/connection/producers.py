@@ -247,7 +247,7 @@ class ProducerCommands:
         key = None
         if window is not None:
             if isinstance(payload, SendHead):
-                payload = Payload(data, 10, payload.meta_size, payload.checksum)
+                payload = Payload.parse(data, verify_checksum=False)  # verified on receipt
             key = idempotency_key(payload, window.policy.property)
         producer.publish(
             sequence_id,

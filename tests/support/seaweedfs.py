@@ -98,6 +98,14 @@ class SeaweedServer:
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property
+    def filer(self) -> int:
+        return self.ports[4]
+
+    @property
+    def s3(self) -> int:
+        return self.ports[6]
+
+    @property
     def endpoint(self) -> str:
         return f"http://127.0.0.1:{self.s3}"
 
@@ -125,33 +133,12 @@ class SeaweedServer:
         raise AssertionError("not reached")
 
     def _choose_ports(self) -> None:
-        (
-            self.master,
-            self.master_grpc,
-            self.volume,
-            self.volume_grpc,
-            self.filer,
-            self.filer_grpc,
-            self.s3,
-            self.s3_grpc,
-        ) = free_ports(8)
+        # In server_command's order: master, volume, filer and S3, each
+        # followed by its gRPC port.
+        self.ports = free_ports(8)
 
     def _start_once(self) -> SeaweedServer:
-        command = server_command(
-            self.binary,
-            "127.0.0.1",
-            self.root,
-            [
-                self.master,
-                self.master_grpc,
-                self.volume,
-                self.volume_grpc,
-                self.filer,
-                self.filer_grpc,
-                self.s3,
-                self.s3_grpc,
-            ],
-        )
+        command = server_command(self.binary, "127.0.0.1", self.root, self.ports)
         with self.log_path.open("ab") as log:
             self.proc = subprocess.Popen(command, stdout=log, stderr=log)
         self._wait_ready()
