@@ -94,6 +94,20 @@ class BrokerServer:
         return f"http://{self.config.advertised_host}:{self.http_port}"
 
     @property
+    def http_routes(self) -> list[tuple[str, str]]:
+        """(method, path pattern) of every HTTP route served: what the REST
+        coverage report compares with Pulsar's API."""
+        if self._http_runner is None:
+            return []
+        found = []
+        for route in self._http_runner.app.router.routes():
+            info = route.resource.get_info() if route.resource is not None else {}
+            pattern = info.get("formatter") or info.get("path")
+            if isinstance(pattern, str):
+                found.append((route.method, pattern))
+        return found
+
+    @property
     def connection_count(self) -> int:
         return len(self._connections)
 

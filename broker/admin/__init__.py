@@ -8,11 +8,13 @@ from __future__ import annotations
 from aiohttp import web
 
 from magnetar.broker.admin import (
+    brokers,
     compaction,
+    messages,
     namespaces,
-    ns_policies,
     permissions,
-    policies,
+    policy_routes,
+    properties,
     schemas,
     subscriptions,
     topic_ops,
@@ -33,14 +35,19 @@ def install(
     app.middlewares.append(error_middleware)
     if authentication is not None or service.authorization is not None:
         app.middlewares.append(security_middleware(authentication, service.authorization))
+    # First: on a router that matches in order, {domain}/{tenant}/{namespace}
+    # would take brokers/configuration/values and the like.
+    app.add_routes(brokers.routes(service))
     app.add_routes(namespaces.routes(service))
     # Before the topic routes: {domain}/{tenant}/{namespace}/{topic} also matches
     # namespaces/{tenant}/{namespace}/{policy}.
-    app.add_routes(ns_policies.routes(service))
+    app.add_routes(policy_routes.namespace_routes(service))
+    app.add_routes(properties.routes(service))
     app.add_routes(topics.routes(service))
-    app.add_routes(policies.routes(service))
+    app.add_routes(policy_routes.topic_routes(service))
     app.add_routes(permissions.routes(service))
     app.add_routes(schemas.routes(service))
     app.add_routes(compaction.routes(service))
     app.add_routes(subscriptions.routes(service))
     app.add_routes(topic_ops.routes(service))
+    app.add_routes(messages.routes(service))

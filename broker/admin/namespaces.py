@@ -29,6 +29,15 @@ def routes(service: BrokerService) -> list[web.RouteDef]:
         await resources.put_cluster(request.match_info["cluster"], data)
         return no_content()
 
+    async def update_cluster(request: web.Request) -> web.Response:
+        data = _object(await json_body(request), "cluster data")
+        await resources.update_cluster(request.match_info["cluster"], data)
+        return no_content()
+
+    async def delete_cluster(request: web.Request) -> web.Response:
+        await resources.delete_cluster(request.match_info["cluster"])
+        return no_content()
+
     async def list_tenants(_request: web.Request) -> web.Response:
         return web.json_response(await resources.tenants())
 
@@ -100,6 +109,8 @@ def routes(service: BrokerService) -> list[web.RouteDef]:
         web.get(f"{base}/clusters", list_clusters),
         web.get(f"{base}/clusters/{{cluster}}", get_cluster),
         web.put(f"{base}/clusters/{{cluster}}", put_cluster),
+        web.post(f"{base}/clusters/{{cluster}}", update_cluster),
+        web.delete(f"{base}/clusters/{{cluster}}", delete_cluster),
         web.get(f"{base}/tenants", list_tenants),
         web.get(f"{base}/tenants/{{tenant}}", get_tenant),
         web.put(f"{base}/tenants/{{tenant}}", put_tenant),

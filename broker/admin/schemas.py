@@ -1,5 +1,5 @@
-"""Admin v2 schemas (`/admin/v2/schemas/{tenant}/{namespace}/{topic}/...`) and
-the schema compatibility strategy policy, per namespace and per topic."""
+"""Admin v2 schemas (`/admin/v2/schemas/{tenant}/{namespace}/{topic}/...`).
+The schema compatibility strategy policy is declared in policies/catalog.py."""
 
 from __future__ import annotations
 
@@ -8,9 +8,7 @@ from typing import Any
 
 from aiohttp import web
 
-from magnetar.broker.admin.base import HttpError, json_body, no_content, topic_from_path
-from magnetar.broker.policies.resolver import SCHEMA_STRATEGY_NAMESPACE, SCHEMA_STRATEGY_TOPIC
-from magnetar.broker.schemas.compatibility import Strategy
+from magnetar.broker.admin.base import HttpError, json_body
 from magnetar.broker.schemas.types import SchemaData, SchemaType, SchemaVersion
 from magnetar.broker.service.broker_service import BrokerService
 from magnetar.proto.naming import InvalidTopicName, TopicName
@@ -82,17 +80,8 @@ def _payload(body: object) -> SchemaData:
     )
 
 
-def _strategy(body: object) -> str | None:
-    try:
-        parsed = Strategy.parse(body)
-    except ValueError as exc:
-        raise HttpError(400, str(exc)) from exc
-    return None if parsed is None else parsed.value
-
-
 def routes(service: BrokerService) -> list[web.RouteDef]:
     registry = service.schemas
-    resources = service.resources
 
     async def get_schema(request: web.Request) -> web.Response:
         topic = _topic(request)
@@ -129,34 +118,7 @@ def routes(service: BrokerService) -> list[web.RouteDef]:
             {"isCompatibility": ok, "schemaCompatibilityStrategy": strategy.value}
         )
 
-    async def get_ns_strategy(request: web.Request) -> web.Response:
-        info = request.match_info
-        policies = await resources.get_policies(info["tenant"], info["namespace"])
-        return web.json_response(policies.get(SCHEMA_STRATEGY_NAMESPACE, "UNDEFINED"))
-
-    async def set_ns_strategy(request: web.Request) -> web.Response:
-        info = request.match_info
-        value = _strategy(await json_body(request)) if request.method == "PUT" else None
-        await service.policies.set_namespace_policy(
-            info["tenant"], info["namespace"], SCHEMA_STRATEGY_NAMESPACE, value
-        )
-        return no_content()
-
-    async def get_topic_strategy(request: web.Request) -> web.Response:
-        topic = topic_from_path(request)
-        own = (await resources.get_topic_policies(topic)).get(SCHEMA_STRATEGY_TOPIC)
-        return web.json_response(own or "UNDEFINED")
-
-    async def set_topic_strategy(request: web.Request) -> web.Response:
-        topic = topic_from_path(request)
-        await service.check_namespace(topic)
-        value = _strategy(await json_body(request)) if request.method == "PUT" else None
-        await service.policies.set_topic_policy(topic, SCHEMA_STRATEGY_TOPIC, value)
-        return no_content()
-
     base = "/admin/v2/schemas/{tenant}/{namespace}/{topic}"
-    ns = "/admin/v2/namespaces/{tenant}/{namespace}/schemaCompatibilityStrategy"
-    topic = "/admin/v2/{domain}/{tenant}/{namespace}/{topic}/schemaCompatibilityStrategy"
     return [
         web.get(f"{base}/schema", get_schema),
         web.get(f"{base}/schema/{{version}}", get_schema),
@@ -164,11 +126,4 @@ def routes(service: BrokerService) -> list[web.RouteDef]:
         web.post(f"{base}/schema", post_schema),
         web.delete(f"{base}/schema", delete_schema),
         web.post(f"{base}/compatibility", compatibility),
-        web.get(ns, get_ns_strategy),
-        web.put(ns, set_ns_strategy),
-        web.delete(ns, set_ns_strategy),
-        web.get(topic, get_topic_strategy),
-        web.put(topic, set_topic_strategy),
-        web.post(topic, set_topic_strategy),
-        web.delete(topic, set_topic_strategy),
     ]

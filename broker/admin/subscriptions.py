@@ -1,10 +1,11 @@
 """Admin v2 for one topic and its subscriptions: create (non-partitioned),
-stats, lastMessageId, subscriptions list / create at a position / delete,
-reset cursor (to a publish time or a message id) and unload.
+stats, subscriptions list / create at a position / delete, reset cursor (to
+a publish time or a message id) and unload. (lastMessageId is with the other
+message lookups, in messages.py.)
 
 Every handler calls the StoredTopic / StoredSubscription methods the
-wire uses (reset_cursor, last_message_id, stats); JSON field names are
-Pulsar's (TopicStats, SubscriptionStats, ConsumerStats, MessageIdImpl).
+wire uses (reset_cursor, stats); JSON field names are Pulsar's (TopicStats,
+SubscriptionStats, ConsumerStats, MessageIdImpl).
 """
 
 from __future__ import annotations
@@ -127,18 +128,6 @@ def routes(service: BrokerService) -> list[web.RouteDef]:
     async def stats(request: web.Request) -> web.Response:
         return web.json_response(await topic_stats(await persistent_topic(request)))
 
-    async def last_message_id(request: web.Request) -> web.Response:
-        topic = await persistent_topic(request)
-        position, batch_index = await topic.last_message_id()
-        return web.json_response(
-            {
-                "ledgerId": position.ledger_id,
-                "entryId": position.entry_id,
-                "partitionIndex": topic.partition_index,
-                "batchIndex": batch_index,
-            }
-        )
-
     async def list_subscriptions(request: web.Request) -> web.Response:
         names = {n for topic in await topics_of(request) for n in topic.subscription_names()}
         return web.json_response(sorted(names))
@@ -201,7 +190,6 @@ def routes(service: BrokerService) -> list[web.RouteDef]:
     return [
         web.put(path, create_topic),
         web.get(f"{path}/stats", stats),
-        web.get(f"{path}/lastMessageId", last_message_id),
         web.get(f"{path}/subscriptions", list_subscriptions),
         web.put(sub, create_subscription),
         web.delete(sub, delete_subscription),

@@ -1,7 +1,7 @@
 """Admin v2 backlog operations and inspection: skip N, clear backlog (skip_all),
-expire messages (one subscription or all), peek the n-th unacknowledged
-message, internalStats and partitioned-stats (in cluster mode it asks each
-partition's owner for that partition's stats).
+expire messages (one subscription or all), internalStats and
+partitioned-stats (in cluster mode it asks each partition's owner for that
+partition's stats). Peeking at messages is in messages.py.
 
 The backlog operations are StoredSubscription's own (skip_entries,
 clear_backlog, expire_messages: the same mark-delete move a cumulative ack
@@ -29,8 +29,6 @@ from magnetar.broker.admin.base import (
 from magnetar.broker.admin.subscriptions import topic_stats
 from magnetar.broker.service.broker_service import BrokerService
 from magnetar.broker.topics.base import StoredSubscription, StoredTopic, is_persistent
-from magnetar.proto import pulsar_api_pb2 as pb
-from magnetar.proto.frames import Payload
 from magnetar.proto.naming import TopicName
 
 # What partitioned-stats adds up over the partitions (Pulsar's field names).
@@ -140,43 +138,6 @@ def routes(service: BrokerService, clock: Callable[[], float] = time.time) -> li
             await (await topic.get_subscription(name)).expire_messages(cutoff)
         return no_content()
 
-    async def peek(request: web.Request) -> web.Response:
-        """The n-th (1-based) unacknowledged entry's payload, with Pulsar's
-        X-Pulsar-* headers for its id and publish time."""
-        n = _count(request.match_info["position"], "the message position")
-        if n < 1:
-            raise HttpError(412, "the message position starts at 1")
-        sub = await subscription(request)
-        cursor, ledger = sub.cursor, sub.ledger
-        position, last = cursor.mark_delete_position, ledger.last_confirmed_position
-        seen = 0
-        while seen < n:
-            if position >= last:
-                raise HttpError(404, f"subscription {sub.name!r} has fewer than {n} messages")
-            position = ledger.next_position(position)
-            if not cursor.is_deleted(position):
-                seen += 1
-        entries = await ledger.read_positions([position])
-        if not entries:
-            raise HttpError(404, f"message {position} is no longer stored")
-        payload = Payload.parse(entries[0].data, verify_checksum=False)
-        meta = payload.metadata
-        headers = {
-            "X-Pulsar-Message-ID": str(position),
-            "X-Pulsar-publish-time": str(meta.publish_time),
-            "X-Pulsar-num-batch-message": str(entries[0].num_messages),
-        }
-        if meta.HasField("partition_key"):
-            headers["X-Pulsar-Key"] = meta.partition_key
-        # The payload goes as stored: a reader needs these to decompress and
-        # split it (the admin CLI does).
-        if meta.compression:
-            headers["X-Pulsar-compression"] = pb.CompressionType.Name(meta.compression)
-            headers["X-Pulsar-uncompressed-size"] = str(meta.uncompressed_size)
-        if meta.HasField("num_messages_in_batch"):
-            headers["X-Pulsar-batch-size"] = str(meta.num_messages_in_batch)
-        return web.Response(body=payload.payload, headers=headers)
-
     async def internal(request: web.Request) -> web.Response:
         return web.json_response(internal_stats(await persistent_topic(request)))
 
@@ -233,7 +194,6 @@ def routes(service: BrokerService, clock: Callable[[], float] = time.time) -> li
         web.post(f"{sub}/skip_all", skip_all),
         web.post(f"{sub}/expireMessages/{{seconds}}", expire),
         web.post(f"{path}/all_subscription/expireMessages/{{seconds}}", expire_all),
-        web.get(f"{sub}/position/{{position}}", peek),
         web.get(f"{path}/internalStats", internal),
         web.get(f"{path}/partitioned-stats", partitioned_stats),
     ]

@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 from magnetar.broker import commands
 from magnetar.broker.connection.context import CommandContext
-from magnetar.broker.connection.limits import check_consumer_limits
+from magnetar.broker.connection.limits import check_subscribe
 from magnetar.broker.errors import BrokerServiceError, ConsumerBusyError
 from magnetar.broker.schemas.types import from_wire
 from magnetar.broker.service.broker_service import check_name, parse_topic
@@ -104,9 +104,7 @@ class ConsumerCommands:
             read_compacted=cmd.read_compacted,
         )
         policies = await self.cnx.service.policies.resolve(topic.topic_name)
-        check_consumer_limits(
-            topic, cmd.subscription, policies.max_consumers, policies.max_subscriptions
-        )
+        check_subscribe(topic, cmd.subscription, cmd.subType, policies)
         consumer, subscription = await topic.subscribe(self.cnx, options)
         if self.cnx.is_closed:
             subscription.remove_consumer(consumer)

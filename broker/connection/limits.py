@@ -7,7 +7,9 @@ from __future__ import annotations
 from collections import Counter
 
 from magnetar.broker.errors import BrokerServiceError, ConsumerBusyError, ProducerBusyError
+from magnetar.broker.policies.resolver import TopicPolicies
 from magnetar.broker.topics.base import Topic
+from magnetar.broker.topics.consumer import sub_type_name
 from magnetar.proto.errors import ServerError
 
 
@@ -43,11 +45,33 @@ def check_producer_limit(topic: Topic, limit: int) -> None:
         raise ProducerBusyError(f"topic {topic.name} has reached its limit of {limit} producers")
 
 
+def check_subscribe(
+    topic: Topic, subscription: str, sub_type: int, policies: TopicPolicies
+) -> None:
+    """Before a SUBSCRIBE: the subscription types the topic allows, its
+    consumer and subscription counts, the subscription's consumer count."""
+    allowed = policies.subscription_types_enabled
+    if allowed is not None and sub_type_name(sub_type) not in allowed:
+        raise BrokerServiceError(
+            ServerError.NotAllowedError,
+            f"topic {topic.name} does not allow {sub_type_name(sub_type)} subscriptions "
+            f"(subscriptionTypesEnabled: {', '.join(sorted(allowed))})",
+        )
+    check_consumer_limits(topic, subscription, policies.max_consumers, policies.max_subscriptions)
+    per_subscription = policies.max_consumers_per_subscription
+    existing = topic.subscriptions.get(subscription)
+    if per_subscription and existing is not None and len(existing.consumers) >= per_subscription:
+        raise ConsumerBusyError(
+            f"subscription {subscription} on {topic.name} has reached its limit of "
+            f"{per_subscription} consumers"
+        )
+
+
 def check_consumer_limits(
     topic: Topic, subscription: str, max_consumers: int, max_subscriptions: int
 ) -> None:
-    """Before a SUBSCRIBE: the topic's consumer count, and its subscription
-    count when the subscription would be new."""
+    """The topic's consumer count, and its subscription count when the
+    subscription would be new."""
     subscriptions = topic.subscriptions
     if max_consumers and sum(len(s.consumers) for s in subscriptions.values()) >= max_consumers:
         raise ConsumerBusyError(

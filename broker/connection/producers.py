@@ -9,6 +9,7 @@ producer.
 from __future__ import annotations
 
 import asyncio
+import time
 from functools import partial
 from typing import Any, NamedTuple
 
@@ -75,6 +76,12 @@ class ProducerCommands:
             await cnx.authorize("produce", cmd.topic)
             topic = await cnx.service.get_topic(cmd.topic)
             policies = await cnx.service.policies.resolve(topic.topic_name)
+            if policies.encryption_required and not cmd.encrypted:
+                raise BrokerServiceError(
+                    ServerError.NotAllowedError,
+                    f"encryption is required in namespace {topic.topic_name.namespace_name}"
+                    " (encryptionRequired) and this producer does not encrypt",
+                )
             schema_version = await self._register_schema(cmd, topic, policies)
             if cmd.initial_subscription_name:
                 await self._create_initial_subscription(topic, cmd.initial_subscription_name)
@@ -238,6 +245,20 @@ class ProducerCommands:
             )
             producer.reject(sequence_id, ServerError.ChecksumError, problem, len(data))
             return
+        limits = attached.topic.publish_limits
+        if limits is not None:
+            refusal = limits.refusal(data, time.time_ns() // 1_000_000)
+            if refusal is not None:
+                # Permanent: ChecksumError is the one SEND_ERROR that fails the
+                # message instead of a reconnect that would resend it (WIRE 5).
+                self.cnx.log.info(
+                    "SEND refused by the topic's policies",
+                    topic=attached.topic.name,
+                    producer=producer.name,
+                    detail=refusal,
+                )
+                producer.reject(sequence_id, ServerError.ChecksumError, refusal, len(data))
+                return
         limiter = attached.topic.publish_rate
         if limiter is not None:
             pause = limiter.consume(num_messages or 1, len(data))

@@ -323,6 +323,22 @@ class PersistentDispatcher(ABC):
 
     # ----------------------------------------------------- delayed delivery
 
+    def set_delayed_delivery(self, enabled: bool) -> None:
+        """The delayedDelivery policy changed: switched off, what is held
+        goes out now, as if it had no delay (Pulsar delivers it at once)."""
+        if not self.supports_delayed_delivery or enabled == (self.delayed is not None):
+            return
+        if enabled:
+            self.delayed = DelayedDeliveryTracker()
+            return
+        assert self.delayed is not None
+        held, self.delayed = self.delayed.pop_all(), None
+        if self._delayed_timer is not None:
+            self._delayed_timer.cancel()
+            self._delayed_timer = None
+        self.replay.add_all(held)
+        self.wake()
+
     def _hold_if_delayed(self, entry: Entry) -> bool:
         assert self.delayed is not None
         deliver_at = deliver_at_time(entry.data)

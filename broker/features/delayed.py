@@ -98,6 +98,12 @@ class DelayedDeliveryTracker:
         self._size -= len(due)
         return [_unpack(value) for value in sorted(due)]
 
+    def pop_all(self) -> list[Position]:
+        """Every position held, due or not, in position order."""
+        held = sorted(v for _, (_, packed) in self._buckets.items() for v in packed)
+        self.clear()
+        return [_unpack(value) for value in held]
+
     def clear(self) -> None:
         self._buckets.clear()
         self._size = 0

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from magnetar.broker.policies.resolver import TopicPolicies
 from magnetar.broker.topics.base import Topic, is_persistent
+from magnetar.broker.topics.producers import PublishLimits
 
 
 def apply_operations_policies(topic: Topic, policies: TopicPolicies) -> None:
@@ -27,3 +28,7 @@ async def apply_policies(topic: Topic, policies: TopicPolicies) -> None:
     topic.set_publish_rate(policies.publish_rate)
     topic.set_dispatch_rate(policies.dispatch_rate)
     topic.set_compaction_threshold(policies.compaction_threshold)
+    active, max_delay_ms = policies.delayed_delivery
+    topic.set_delayed_delivery(active)
+    topic.set_publish_limits(PublishLimits(policies.max_message_size, max_delay_ms))
+    topic.set_auto_subscription_creation(policies.allow_auto_subscription_creation)

@@ -17,44 +17,20 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from magnetar.broker.features.keywindow import POLICY_KEY as KEY_WINDOW_POLICY, KeyWindowPolicy
-from magnetar.broker.policies.backlog_quota import BacklogQuotas
-from magnetar.broker.policies.rates import (
-    DISPATCH_RATE_POLICY,
-    PUBLISH_RATE_POLICY,
-    DispatchRate,
-    PublishRate,
-)
+from magnetar.broker.features.keywindow import KeyWindowPolicy
+from magnetar.broker.policies import catalog
+from magnetar.broker.policies.backlog_quota import QUOTA_KEY, BacklogQuotas
+from magnetar.broker.policies.catalog import Policy
+from magnetar.broker.policies.rates import DispatchRate, PublishRate
 from magnetar.broker.schemas.compatibility import DEFAULT_STRATEGY, Strategy
 from magnetar.broker.service.resources import PulsarResources, ResourceNotFound
 from magnetar.proto.naming import TopicName
 
-# Pulsar's names: the same at both levels unless two are given
-# (namespace Policies field, topic-policy name).
-DEDUPLICATION_POLICY = "deduplicationEnabled"
-COMPACTION_THRESHOLD_NAMESPACE = "compaction_threshold"
-COMPACTION_THRESHOLD_TOPIC = "compactionThreshold"
-SCHEMA_STRATEGY_NAMESPACE = "schema_compatibility_strategy"
-SCHEMA_STRATEGY_TOPIC = "schemaCompatibilityStrategy"
-# Limits per topic (0: none) and schema validation: Pulsar's namespace
-# Policies fields and topic-policy names.
-MAX_PRODUCERS_NAMESPACE, MAX_PRODUCERS_TOPIC = "max_producers_per_topic", "maxProducerPerTopic"
-MAX_CONSUMERS_NAMESPACE, MAX_CONSUMERS_TOPIC = "max_consumers_per_topic", "maxConsumerPerTopic"
-MAX_SUBSCRIPTIONS_NAMESPACE = "max_subscriptions_per_topic"
-MAX_SUBSCRIPTIONS_TOPIC = "maxSubscriptionsPerTopic"
-SCHEMA_VALIDATION_NAMESPACE = "schema_validation_enforced"
-SCHEMA_VALIDATION_TOPIC = "schemaValidationEnforced"
-# Namespace-only here (Magnetar has no topic-level retention, TTL or quota).
-RETENTION_POLICY = "retention_policies"
-TTL_POLICY = "message_ttl_in_seconds"
-
-
 T = TypeVar("T")
 
 
-def retention_of(policies: Mapping[str, Any]) -> tuple[float, int] | None:
+def retention_of(body: object) -> tuple[float, int] | None:
     """(seconds, bytes) from RetentionPolicies; -1 stays "unlimited"."""
-    body = policies.get(RETENTION_POLICY)
     if not isinstance(body, dict):
         return None
     minutes = int(body.get("retentionTimeInMinutes", 0))
@@ -63,11 +39,6 @@ def retention_of(policies: Mapping[str, Any]) -> tuple[float, int] | None:
         -1.0 if minutes < 0 else minutes * 60.0,
         -1 if megabytes < 0 else megabytes * 1024 * 1024,
     )
-
-
-def ttl_of(policies: Mapping[str, Any]) -> int:
-    value = policies.get(TTL_POLICY)
-    return value if isinstance(value, int) and value > 0 else 0
 
 
 def policies_owner(topic: TopicName) -> str:
@@ -90,6 +61,7 @@ class PolicyDefaults:
     max_consumers: int = 0
     max_subscriptions: int = 0
     schema_validation_enforced: bool = False
+    allow_auto_subscription_creation: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,114 +74,165 @@ class TopicPolicies:
     namespace: Mapping[str, Any] | None
     defaults: PolicyDefaults
 
-    def _body(self, key: str) -> object:
-        """A policy's stored body: the topic's, else the namespace's, else None."""
-        body = self.topic.get(key)
-        if body is None and self.namespace is not None:
-            body = self.namespace.get(key)
-        return body
+    def stored(self, policy: Policy) -> object:
+        """The policy's stored value: the topic's, else the namespace's, else
+        None. A keyed policy merges the two maps, the topic's entries first."""
+        own = self.topic.get(policy.topic_field) if policy.topic_field else None
+        namespace = self._namespace.get(policy.namespace_field) if policy.namespace_field else None
+        if policy.keyed is not None and (isinstance(own, dict) or isinstance(namespace, dict)):
+            return {
+                **(namespace if isinstance(namespace, dict) else {}),
+                **(own if isinstance(own, dict) else {}),
+            }
+        return namespace if own is None else own
+
+    def applied(self, policy: Policy) -> object:
+        """What the topic runs with, as the REST `applied=true` answers it:
+        the stored value, else the broker's, else what GET gives unset."""
+        value = self.stored(policy)
+        if value is None and policy.default is not None:
+            value = getattr(self.defaults, policy.default)
+            if isinstance(value, Strategy):
+                value = value.value
+            elif policy is catalog.RETENTION:
+                seconds, size = self.defaults.retention
+                value = {
+                    "retentionTimeInMinutes": -1 if seconds < 0 else int(seconds // 60),
+                    "retentionSizeInMB": -1 if size < 0 else size // (1024 * 1024),
+                }
+        return policy.unset if value is None else value
 
     @property
     def _namespace(self) -> Mapping[str, Any]:
         return {} if self.namespace is None else self.namespace
 
-    def _first_of(self, kind: type[T], topic_key: str, namespace_key: str, default: T) -> T:
+    def _typed(self, kind: type[T], policy: Policy, default: T) -> T:
         """The topic's value, else the namespace's, else `default`; a stored
         value of another type counts as unset."""
-        for level, key in ((self.topic, topic_key), (self._namespace, namespace_key)):
-            value = level.get(key)
-            if isinstance(value, kind):
+        for level, key in (
+            (self.topic, policy.topic_field),
+            (self._namespace, policy.namespace_field),
+        ):
+            value = level.get(key) if key else None
+            if isinstance(value, kind) and (kind is not int or not isinstance(value, bool)):
                 return value
         return default
 
+    def _object(self, policy: Policy) -> dict[str, Any] | None:
+        return self._typed(dict, policy, None)
+
     @property
     def deduplication_enabled(self) -> bool:
-        return self._first_of(
-            bool, DEDUPLICATION_POLICY, DEDUPLICATION_POLICY, self.defaults.deduplication_enabled
-        )
+        return self._typed(bool, catalog.DEDUPLICATION, self.defaults.deduplication_enabled)
 
     @property
     def key_window(self) -> KeyWindowPolicy | None:
-        body = self._body(KEY_WINDOW_POLICY)
+        body = self.stored(catalog.KEY_WINDOW)
         return None if body is None else KeyWindowPolicy.from_json(body)
 
     @property
     def publish_rate(self) -> PublishRate | None:
-        body = self._body(PUBLISH_RATE_POLICY)
+        body = self.stored(catalog.PUBLISH_RATE)
         return None if body is None else PublishRate.from_json(body)
 
     @property
     def dispatch_rate(self) -> DispatchRate | None:
-        body = self._body(DISPATCH_RATE_POLICY)
+        body = self.stored(catalog.DISPATCH_RATE)
         return None if body is None else DispatchRate.from_json(body)
 
     @property
     def compaction_threshold(self) -> int:
         """Bytes published before compaction starts by itself."""
-        return self._first_of(
-            int,
-            COMPACTION_THRESHOLD_TOPIC,
-            COMPACTION_THRESHOLD_NAMESPACE,
-            self.defaults.compaction_threshold,
-        )
+        return self._typed(int, catalog.COMPACTION_THRESHOLD, self.defaults.compaction_threshold)
 
     @property
     def max_producers(self) -> int:
-        return self._first_of(
-            int, MAX_PRODUCERS_TOPIC, MAX_PRODUCERS_NAMESPACE, self.defaults.max_producers
-        )
+        return self._typed(int, catalog.MAX_PRODUCERS, self.defaults.max_producers)
 
     @property
     def max_consumers(self) -> int:
-        return self._first_of(
-            int, MAX_CONSUMERS_TOPIC, MAX_CONSUMERS_NAMESPACE, self.defaults.max_consumers
-        )
+        return self._typed(int, catalog.MAX_CONSUMERS, self.defaults.max_consumers)
 
     @property
     def max_subscriptions(self) -> int:
-        return self._first_of(
-            int,
-            MAX_SUBSCRIPTIONS_TOPIC,
-            MAX_SUBSCRIPTIONS_NAMESPACE,
-            self.defaults.max_subscriptions,
-        )
+        return self._typed(int, catalog.MAX_SUBSCRIPTIONS, self.defaults.max_subscriptions)
+
+    @property
+    def max_consumers_per_subscription(self) -> int:
+        return self._typed(int, catalog.MAX_CONSUMERS_PER_SUBSCRIPTION, 0)
+
+    @property
+    def max_message_size(self) -> int:
+        """Bytes (0: the broker's limit alone)."""
+        return self._typed(int, catalog.MAX_MESSAGE_SIZE, 0)
 
     @property
     def schema_validation_enforced(self) -> bool:
-        return self._first_of(
-            bool,
-            SCHEMA_VALIDATION_TOPIC,
-            SCHEMA_VALIDATION_NAMESPACE,
-            self.defaults.schema_validation_enforced,
+        return self._typed(
+            bool, catalog.SCHEMA_VALIDATION, self.defaults.schema_validation_enforced
         )
 
     @property
-    def namespace_retention(self) -> tuple[float, int] | None:
-        """The namespace's retention; None when it sets none."""
-        return retention_of(self._namespace)
+    def subscription_types_enabled(self) -> frozenset[str] | None:
+        """The subscription types allowed (None: all)."""
+        found = self._typed(list, catalog.SUBSCRIPTION_TYPES_ENABLED, [])
+        return frozenset(found) if found else None
+
+    @property
+    def delayed_delivery(self) -> tuple[bool, int]:
+        """(active, the longest delay allowed in ms, 0: any)."""
+        body = self._object(catalog.DELAYED_DELIVERY) or {}
+        return bool(body.get("active", True)), int(body.get("maxDeliveryDelayInMillis", 0))
+
+    @property
+    def allow_auto_subscription_creation(self) -> bool:
+        body = self._object(catalog.AUTO_SUBSCRIPTION_CREATION)
+        if body is None:
+            return self.defaults.allow_auto_subscription_creation
+        return bool(body.get("allowAutoSubscriptionCreation"))
+
+    @property
+    def auto_topic_creation(self) -> dict[str, Any] | None:
+        """The namespace's AutoTopicCreationOverride (None: the broker's)."""
+        return self._object(catalog.AUTO_TOPIC_CREATION)
+
+    @property
+    def max_topics_per_namespace(self) -> int:
+        return self._typed(int, catalog.MAX_TOPICS_PER_NAMESPACE, 0)
+
+    @property
+    def encryption_required(self) -> bool:
+        return self._typed(bool, catalog.ENCRYPTION_REQUIRED, False)
+
+    @property
+    def configured_retention(self) -> tuple[float, int] | None:
+        """The topic's or namespace's retention; None when neither sets one."""
+        return retention_of(self.stored(catalog.RETENTION))
 
     @property
     def retention(self) -> tuple[float, int]:
-        return self.namespace_retention or self.defaults.retention
+        return self.configured_retention or self.defaults.retention
 
     @property
     def message_ttl_s(self) -> int:
-        return ttl_of(self._namespace)
+        value = self._typed(int, catalog.MESSAGE_TTL, 0)
+        return max(value, 0)
 
     @property
     def backlog_quotas(self) -> BacklogQuotas:
-        return BacklogQuotas.from_policies(self._namespace)
+        return BacklogQuotas.from_policies({QUOTA_KEY: self.stored(catalog.BACKLOG_QUOTA)})
 
     @property
     def schema_compatibility(self) -> Strategy:
         """ResourceNotFound when the topic sets none and its namespace does
         not exist (the schema calls answer that as before)."""
-        parsed = Strategy.parse(self.topic.get(SCHEMA_STRATEGY_TOPIC))
+        policy = catalog.SCHEMA_COMPATIBILITY
+        parsed = Strategy.parse(self.topic.get(policy.topic_field or ""))
         if parsed is None:
             if self.namespace is None:
                 ns = f"{self.name.tenant}/{self.name.namespace}"
                 raise ResourceNotFound(f"namespace {ns} does not exist")
-            parsed = Strategy.parse(self.namespace.get(SCHEMA_STRATEGY_NAMESPACE))
+            parsed = Strategy.parse(self.namespace.get(policy.namespace_field or ""))
         return parsed or self.defaults.schema_compatibility
 
 

@@ -14,7 +14,8 @@ import asyncio
 import contextlib
 import dataclasses
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import structlog
 
@@ -30,6 +31,7 @@ from magnetar.broker.observability.metrics import BrokerMetrics
 from magnetar.broker.observability.stats_update import StatsUpdater
 from magnetar.broker.observability.topic_metrics import TopicMetricsCollector
 from magnetar.broker.policies.apply import apply_policies
+from magnetar.broker.policies.catalog import AUTO_TOPIC_CREATION
 from magnetar.broker.policies.expiry import ExpiryMonitor
 from magnetar.broker.policies.resolver import (
     PolicyChange,
@@ -44,6 +46,7 @@ from magnetar.broker.service.resources import (
     PulsarResources,
     ResourceError,
     ResourceExists,
+    ResourceNotFound,
 )
 from magnetar.broker.service.topic_watchers import TopicListWatchers
 from magnetar.broker.storage.api import ManagedLedgerFactory, MetadataStore, Position
@@ -122,6 +125,7 @@ class BrokerService:
                 max_consumers=config.max_consumers_per_topic,
                 max_subscriptions=config.max_subscriptions_per_topic,
                 schema_validation_enforced=config.is_schema_validation_enforced,
+                allow_auto_subscription_creation=config.allow_auto_subscription_creation,
             ),
         )
         self.policies.listen(self._policies_changed)
@@ -222,13 +226,13 @@ class BrokerService:
             raise BrokerServiceError(ServerError.MetadataError, str(exc)) from exc
         if (
             partitions == 0
-            and self.config.allow_auto_topic_creation
-            and self.config.allow_auto_topic_creation_type == "partitioned"
             and name.persistent
             and str(name) not in self.topics
+            and (creation := await self._auto_creation(name))[1] == "partitioned"
+            and creation[0]
             and not await topic_exists(name, self.factory)
         ):
-            partitions = self.config.default_num_partitions
+            partitions = creation[2]
             with contextlib.suppress(ResourceExists):
                 await self.resources.create_partitioned_topic(name, partitions)
                 self._topics_changed(name)
@@ -349,13 +353,18 @@ class BrokerService:
         return await asyncio.shield(task)
 
     async def _load(self, name: TopicName, create: bool) -> Topic:
-        if not await self._may_create(name, create) and not await topic_exists(name, self.factory):
-            why = " and automatic topic creation is disabled" if create else ""
-            raise TopicNotFoundError(f"topic {name} does not exist{why}")
-        if self.ownership is not None:
-            await self.ownership.check_owner(name)
         seen = self.policies.changes
         policies = await self.policies.resolve(name)
+        may_create = await self._may_create(name, create, policies.auto_topic_creation)
+        exists: bool | None = None
+        if not may_create and not (exists := await topic_exists(name, self.factory)):
+            why = " and automatic topic creation is disabled" if create else ""
+            raise TopicNotFoundError(f"topic {name} does not exist{why}")
+        limit = policies.max_topics_per_namespace
+        if limit and name.partition_index < 0 and not exists:
+            await self._check_topic_count(name, limit)
+        if self.ownership is not None:
+            await self.ownership.check_owner(name)
         topic = await open_topic(name, self.factory, self._settings_for(policies))
         try:
             await apply_policies(topic, policies)
@@ -385,7 +394,7 @@ class BrokerService:
         """The topic settings with the namespace's retention already in the
         ledger config: the first trim after opening must not go by the
         default (which keeps nothing consumed)."""
-        retention = policies.namespace_retention
+        retention = policies.configured_retention
         if retention is None:
             return self._topic_settings
         base = self._topic_settings.ledger_config
@@ -394,7 +403,45 @@ class BrokerService:
         )
         return dataclasses.replace(self._topic_settings, ledger_config=ledger)
 
-    async def _may_create(self, name: TopicName, create: bool) -> bool:
+    async def _check_topic_count(self, name: TopicName, limit: int) -> None:
+        """maxTopicsPerNamespace, before a new topic is created (partitions
+        count one by one, as in Pulsar)."""
+        if await topic_exists(name, self.factory):
+            return
+        ns = f"{name.tenant}/{name.namespace}"
+        count = len(await self.topics_of_namespace(ns, ("persistent", "non-persistent")))
+        if count >= limit:
+            raise NotAllowedError(
+                f"namespace {ns} has reached its limit of {limit} topics (maxTopicsPerNamespace)"
+            )
+
+    async def _auto_creation(self, name: TopicName) -> tuple[bool, str, int]:
+        """(allowed, topic type, partitions) for a topic created by being
+        used: the namespace's autoTopicCreation override, else the broker's."""
+        override = None
+        with contextlib.suppress(ResourceNotFound):
+            policies = await self.resources.get_policies(name.tenant, name.namespace)
+            found = policies.get(AUTO_TOPIC_CREATION.namespace_field or "")
+            override = found if isinstance(found, dict) else None
+        return self._creation_rule(override)
+
+    def _creation_rule(self, override: Mapping[str, Any] | None) -> tuple[bool, str, int]:
+        if override is not None:
+            return (
+                bool(override.get("allowAutoTopicCreation")),
+                str(override.get("topicType", "non-partitioned")),
+                int(override.get("defaultNumPartitions") or 1),
+            )
+        config = self.config
+        return (
+            config.allow_auto_topic_creation,
+            config.allow_auto_topic_creation_type,
+            config.default_num_partitions,
+        )
+
+    async def _may_create(
+        self, name: TopicName, create: bool, override: Mapping[str, Any] | None
+    ) -> bool:
         if not create:
             return False
         index = name.partition_index
@@ -405,7 +452,7 @@ class BrokerService:
             partitions = await self.resources.get_partitions(name.partitioned_base)
             if partitions:
                 return index < partitions
-        return self.config.allow_auto_topic_creation
+        return self._creation_rule(override)[0]
 
     async def topics_of_namespace(self, namespace: str, domains: tuple[str, ...]) -> list[str]:
         """The topics of `tenant/ns` in the given domains, as Pulsar lists them:

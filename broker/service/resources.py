@@ -180,6 +180,23 @@ class PulsarResources:
         _check_name("cluster", name)
         await self._create(f"{CLUSTERS}/{name}", data, f"cluster {name}")
 
+    async def update_cluster(self, name: str, data: Json) -> None:
+        await self.get_cluster(name)
+        await self.store.put(f"{CLUSTERS}/{name}", json.dumps(data).encode())
+
+    async def delete_cluster(self, name: str) -> None:
+        """ResourceBusy while the brokers run it or a tenant may use it."""
+        await self.get_cluster(name)
+        if name == self.cluster:
+            raise ResourceBusy(f"cluster {name} is the cluster these brokers serve")
+        for tenant in await self.tenants():
+            if name in ((await self.get_tenant(tenant)).get("allowedClusters") or []):
+                raise ResourceBusy(f"cluster {name} is still allowed for tenant {tenant}")
+        try:
+            await self.store.delete(f"{CLUSTERS}/{name}")
+        except NotFound as exc:
+            raise ResourceNotFound(f"cluster {name} does not exist") from exc
+
     # --------------------------------------------------------------- tenants
 
     async def tenants(self) -> list[str]:

@@ -26,6 +26,7 @@ from magnetar.broker.policies.rates import DispatchRate, PublishRate, PublishRat
 from magnetar.broker.storage.api import InitialPosition, ManagedCursor, ManagedLedger, Position
 from magnetar.broker.topics.consumer import Consumer, KeySharedPolicy
 from magnetar.broker.topics.producer import Producer
+from magnetar.broker.topics.producers import PublishLimits
 from magnetar.proto.naming import TopicName
 
 
@@ -203,6 +204,20 @@ class Topic(Protocol):
     def publish_rate(self) -> PublishRateLimiter | None: ...
 
     def set_publish_rate(self, rate: PublishRate | None) -> None: ...
+
+    @property
+    def publish_limits(self) -> PublishLimits | None: ...
+
+    def set_publish_limits(self, limits: PublishLimits) -> None: ...
+
+    def set_delayed_delivery(self, active: bool) -> None:
+        """The delayedDelivery policy's switch; no-op where nothing is held."""
+        ...
+
+    def set_auto_subscription_creation(self, allowed: bool) -> None:
+        """Whether a SUBSCRIBE may create a subscription; no-op where every
+        subscription lives only while it has consumers."""
+        ...
 
     def set_dispatch_rate(self, rate: DispatchRate | None) -> None: ...
 

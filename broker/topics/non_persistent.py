@@ -286,6 +286,12 @@ class NonPersistentTopic(TopicProducers):
     def set_compaction_threshold(self, threshold_bytes: int) -> None:
         pass  # nothing is stored, nothing compacts
 
+    def set_delayed_delivery(self, active: bool) -> None:
+        pass  # non-persistent dispatchers hold nothing back
+
+    def set_auto_subscription_creation(self, allowed: bool) -> None:
+        pass  # its subscriptions exist only while they have consumers
+
     def terminate(self, last: Position | None = None) -> Position:
         raise NotAllowedError(f"only persistent topics can be terminated: {self.name}")
 

@@ -99,6 +99,8 @@ class PersistentTopic(TopicProducers):
         self.terminated_at: Position | None = None
         # The namespace's message TTL (0: none); enforced by broker/policies/expiry.py.
         self.message_ttl_s = 0
+        # The delayedDelivery policy's switch, for dispatchers made later too.
+        self._delayed_delivery = True
         # The namespace's backlog quotas and the last measured backlog age.
         self.quota = QuotaState()
         # Entries (as `messages`) and bytes storage wrote, followed by the stats
@@ -341,6 +343,7 @@ class PersistentTopic(TopicProducers):
             failover_consistent_hashing=self._failover_consistent_hashing,
             on_dispatch=on_dispatch,
             on_active_change=on_active_change,
+            delayed_delivery=self._delayed_delivery,
         )
         sub = PersistentSubscription(
             self.name, name, self.ledger, cursor, settings, on_emptied=self._subscription_emptied
@@ -480,6 +483,14 @@ class PersistentTopic(TopicProducers):
 
     def set_compaction_threshold(self, threshold_bytes: int) -> None:
         self.compaction.threshold_bytes = threshold_bytes
+
+    def set_delayed_delivery(self, active: bool) -> None:
+        self._delayed_delivery = active
+        for sub in self.subscriptions.values():
+            sub.set_delayed_delivery(active)
+
+    def set_auto_subscription_creation(self, allowed: bool) -> None:
+        self._allow_auto_subscription_creation = allowed
 
     def _compacted_view(self) -> CompactedView | None:
         return self.compaction.view

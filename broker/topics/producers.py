@@ -7,6 +7,7 @@ import asyncio
 from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from magnetar.broker.endpoint import ClientConnection
 from magnetar.broker.errors import (
@@ -20,7 +21,33 @@ from magnetar.broker.features.keywindow import KeyWindowIndex, KeyWindowPolicy
 from magnetar.broker.observability.counters import RateCounter
 from magnetar.broker.policies.rates import PublishRate, PublishRateLimiter
 from magnetar.broker.storage.api import Position
+from magnetar.broker.topics.entries import deliver_at_time
 from magnetar.broker.topics.producer import AccessMode, Producer
+
+
+@dataclass(frozen=True, slots=True)
+class PublishLimits:
+    """Per-topic limits on what one SEND may carry: the maxMessageSize and
+    delayedDelivery policies (0: no limit)."""
+
+    max_message_size: int = 0
+    max_delivery_delay_ms: int = 0
+
+    def refusal(self, data: bytes, now_ms: int) -> str | None:
+        """Why the entry may not be stored here, or None."""
+        if self.max_message_size and len(data) > self.max_message_size:
+            return (
+                f"a message of {len(data)} bytes exceeds the topic's maxMessageSize "
+                f"of {self.max_message_size} bytes"
+            )
+        if self.max_delivery_delay_ms:
+            deliver_at = deliver_at_time(data)
+            if deliver_at and deliver_at - now_ms > self.max_delivery_delay_ms:
+                return (
+                    f"a delivery delay of {deliver_at - now_ms} ms exceeds the topic's "
+                    f"maxDeliveryDelayInMillis of {self.max_delivery_delay_ms}"
+                )
+        return None
 
 
 class TopicProducers(ABC):
@@ -34,6 +61,8 @@ class TopicProducers(ABC):
         self.key_window: KeyWindowIndex | None = None
         # Set while a publishRate policy limits the topic.
         self.publish_rate: PublishRateLimiter | None = None
+        # Set while a maxMessageSize or maximum delivery delay applies.
+        self.publish_limits: PublishLimits | None = None
         # WaitForExclusive producers queued for the topic, in arrival order.
         self._exclusive_waiters: deque[asyncio.Future[None]] = deque()
         self.is_closed = False
@@ -150,6 +179,9 @@ class TopicProducers(ABC):
     @abstractmethod
     async def set_key_window(self, policy: KeyWindowPolicy | None) -> None:
         """Apply (or with None, remove) key-window deduplication."""
+
+    def set_publish_limits(self, limits: PublishLimits) -> None:
+        self.publish_limits = limits if limits != PublishLimits() else None
 
     def set_publish_rate(self, rate: PublishRate | None) -> None:
         """Apply (or with None, remove) a publishRate policy; an unchanged

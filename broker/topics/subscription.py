@@ -117,6 +117,12 @@ class PersistentSubscription:
         dispatcher.add_consumer(consumer)
         self.cursor.set_active()
 
+    def set_delayed_delivery(self, active: bool) -> None:
+        """The topic's delayedDelivery switch, for this dispatcher and the next."""
+        self._settings = replace(self._settings, delayed_delivery=active)
+        if self._dispatcher is not None:
+            self._dispatcher.set_delayed_delivery(active)
+
     async def _replace_dispatcher(self, sub_type: int) -> PersistentDispatcher:
         # Built complete: what this subscription reads and whether its topic
         # is terminated go in with the settings.

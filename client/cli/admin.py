@@ -182,6 +182,63 @@ def set_quota(ctx: click.Context, namespace: str, limit_size: int, policy: str) 
     _admin(ctx).call("POST", f"/admin/v2/namespaces/{namespace}/backlogQuota", body)
 
 
+def _policy_path(base: str, policy: str, params: tuple[str, ...]) -> str:
+    """The REST path of a policy (Pulsar's name, e.g. messageTTL), with
+    query parameters given as key=value (backlogQuotaType=message_age)."""
+    for param in params:
+        if "=" not in param:
+            raise click.BadParameter(f"{param!r} is not key=value", param_hint="--param")
+    query = "&".join(params)
+    return f"{base}/{policy}" + (f"?{query}" if query else "")
+
+
+def _policy_value(text: str) -> object:
+    """A policy value as JSON (60, true, {"limitSize": 1}); else the text."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+_POLICY_HELP = (
+    "POLICY is Pulsar's REST name of the policy (messageTTL, retention, "
+    "maxProducersPerTopic, backlogQuota, ...); VALUE is JSON."
+)
+
+
+@namespaces.command("get-policy", help=f"Show one policy. {_POLICY_HELP}")
+@click.argument("namespace")
+@click.argument("policy")
+@click.pass_context
+def ns_get_policy(ctx: click.Context, namespace: str, policy: str) -> None:
+    _show(ctx, _admin(ctx).call("GET", f"/admin/v2/namespaces/{namespace}/{policy}"))
+
+
+@namespaces.command("set-policy", help=f"Set one policy. {_POLICY_HELP}")
+@click.argument("namespace")
+@click.argument("policy")
+@click.argument("value")
+@click.option("--param", "params", multiple=True, help="A query parameter, key=value.")
+@click.pass_context
+def ns_set_policy(
+    ctx: click.Context, namespace: str, policy: str, value: str, params: tuple[str, ...]
+) -> None:
+    path = _policy_path(f"/admin/v2/namespaces/{namespace}", policy, params)
+    _admin(ctx).call("POST", path, _policy_value(value))
+
+
+@namespaces.command("remove-policy", help=f"Remove one policy (inherit again). {_POLICY_HELP}")
+@click.argument("namespace")
+@click.argument("policy")
+@click.option("--param", "params", multiple=True, help="A query parameter, key=value.")
+@click.pass_context
+def ns_remove_policy(
+    ctx: click.Context, namespace: str, policy: str, params: tuple[str, ...]
+) -> None:
+    path = _policy_path(f"/admin/v2/namespaces/{namespace}", policy, params)
+    _admin(ctx).call("DELETE", path)
+
+
 # ------------------------------------------------------------------- topics
 
 
@@ -341,3 +398,39 @@ def terminate(ctx: click.Context, topic: str) -> None:
 @click.pass_context
 def unload(ctx: click.Context, topic: str) -> None:
     _admin(ctx).call("PUT", f"/admin/v2/{_topic_path(topic)}/unload")
+
+
+@topics.command("get-policy", help=f"Show one topic policy. {_POLICY_HELP}")
+@click.argument("topic")
+@click.argument("policy")
+@click.option(
+    "--applied", is_flag=True, help="What the topic runs with (topic, namespace, broker)."
+)
+@click.pass_context
+def topic_get_policy(ctx: click.Context, topic: str, policy: str, applied: bool) -> None:
+    path = f"/admin/v2/{_topic_path(topic)}/{policy}" + ("?applied=true" if applied else "")
+    _show(ctx, _admin(ctx).call("GET", path))
+
+
+@topics.command("set-policy", help=f"Set one topic policy. {_POLICY_HELP}")
+@click.argument("topic")
+@click.argument("policy")
+@click.argument("value")
+@click.option("--param", "params", multiple=True, help="A query parameter, key=value.")
+@click.pass_context
+def topic_set_policy(
+    ctx: click.Context, topic: str, policy: str, value: str, params: tuple[str, ...]
+) -> None:
+    path = _policy_path(f"/admin/v2/{_topic_path(topic)}", policy, params)
+    _admin(ctx).call("POST", path, _policy_value(value))
+
+
+@topics.command("remove-policy", help=f"Remove one topic policy (inherit again). {_POLICY_HELP}")
+@click.argument("topic")
+@click.argument("policy")
+@click.option("--param", "params", multiple=True, help="A query parameter, key=value.")
+@click.pass_context
+def topic_remove_policy(
+    ctx: click.Context, topic: str, policy: str, params: tuple[str, ...]
+) -> None:
+    _admin(ctx).call("DELETE", _policy_path(f"/admin/v2/{_topic_path(topic)}", policy, params))

@@ -150,3 +150,24 @@ def test_namespace_unload_closes_its_topics_and_clients_come_back(broker: Broker
                 break
         assert got == {b"after-0", b"after-1", b"after-2"}
     assert http_call("PUT", f"{broker.http_url}/admin/v2/namespaces/public/nope/unload")[0] == 404
+
+
+def test_cluster_update_and_delete(broker: BrokerThread) -> None:
+    """POST /clusters/{c} replaces a cluster's data (404 for an unknown one);
+    DELETE refuses (412) while a tenant may use the cluster or the brokers
+    serve it, and removes it otherwise."""
+    base = f"{broker.http_url}/admin/v2"
+    cluster, tenant = _name("c"), _name("t")
+    url = f"{base}/clusters/{cluster}"
+    assert http_call("POST", url, {"serviceUrl": "http://a:8080"})[0] == 404
+    assert http_call("PUT", url, {"serviceUrl": "http://a:8080"}) == (204, None)
+    assert http_call("POST", url, {"serviceUrl": "http://b:8080"}) == (204, None)
+    assert http_call("GET", url) == (200, {"serviceUrl": "http://b:8080"})
+    info = {"adminRoles": [], "allowedClusters": [cluster]}
+    assert http_call("PUT", f"{base}/tenants/{tenant}", info) == (204, None)
+    assert http_call("DELETE", url)[0] == 412
+    assert http_call("DELETE", f"{base}/clusters/standalone")[0] == 412
+    assert http_call("DELETE", f"{base}/tenants/{tenant}") == (204, None)
+    assert http_call("DELETE", url) == (204, None)
+    assert http_call("GET", url)[0] == 404
+    assert http_call("DELETE", url)[0] == 404

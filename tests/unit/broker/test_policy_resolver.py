@@ -87,7 +87,7 @@ async def test_broker_defaults_when_no_level_sets_them(resources: PulsarResource
     assert policies.key_window is None
     assert policies.publish_rate is None and policies.dispatch_rate is None
     assert policies.compaction_threshold == 0
-    assert policies.namespace_retention is None and policies.retention == (0.0, 0)
+    assert policies.configured_retention is None and policies.retention == (0.0, 0)
     assert policies.message_ttl_s == 0
     assert policies.backlog_quotas.size is None and policies.backlog_quotas.age is None
     assert policies.schema_compatibility is Strategy.FULL
