@@ -11,12 +11,14 @@ from magnetar.broker.admin import (
     brokers,
     compaction,
     messages,
+    namespace_ops,
     namespaces,
     permissions,
     policy_routes,
     properties,
     schemas,
     subscriptions,
+    topic_extras,
     topic_ops,
     topics,
 )
@@ -39,11 +41,15 @@ def install(
     # would take brokers/configuration/values and the like.
     app.add_routes(brokers.routes(service))
     app.add_routes(namespaces.routes(service))
+    # Before the topic routes: {domain}/{tenant}/{namespace}/{topic}/unload
+    # also matches namespaces/{tenant}/{namespace}/{bundle}/unload.
+    app.add_routes(namespace_ops.routes(service))
     # Before the topic routes: {domain}/{tenant}/{namespace}/{topic} also matches
     # namespaces/{tenant}/{namespace}/{policy}.
     app.add_routes(policy_routes.namespace_routes(service))
     app.add_routes(properties.routes(service))
     app.add_routes(topics.routes(service))
+    app.add_routes(topic_extras.routes(service))
     app.add_routes(policy_routes.topic_routes(service))
     app.add_routes(permissions.routes(service))
     app.add_routes(schemas.routes(service))

@@ -13,7 +13,7 @@ from magnetar.broker.auth.authorization import ACTIONS, namespace_grants
 from magnetar.broker.service.broker_service import BrokerService
 
 
-def _actions(body: object) -> list[str]:
+def actions_from_body(body: object) -> list[str]:
     if not isinstance(body, list) or not all(a in ACTIONS for a in body):
         raise HttpError(400, f"the body must be a list of actions among {list(ACTIONS)}")
     return sorted(set(body))
@@ -42,7 +42,7 @@ def routes(service: BrokerService) -> list[web.RouteDef]:
         return web.json_response(namespace_grants(policies))
 
     async def grant(request: web.Request) -> web.Response:
-        await _update(request, _actions(await json_body(request)))
+        await _update(request, actions_from_body(await json_body(request)))
         return no_content()
 
     async def revoke(request: web.Request) -> web.Response:

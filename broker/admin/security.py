@@ -14,6 +14,7 @@ from magnetar.broker.admin.base import Handler, error_response
 from magnetar.broker.auth.authentication import AuthenticationFailed, AuthenticationService
 from magnetar.broker.auth.authorization import AuthorizationService
 from magnetar.broker.auth.tls import peer_common_name
+from magnetar.proto.naming import InvalidTopicName, TopicName
 
 log = structlog.get_logger(__name__)
 
@@ -27,7 +28,11 @@ async def permitted(authz: AuthorizationService, role: str, method: str, path: s
     parts = path.strip("/").split("/")
     read = method in ("GET", "HEAD")
     if parts[:3] == ["lookup", "v2", "topic"] and len(parts) >= 7:
-        return await authz.allowed(role, "", parts[4], parts[5])
+        try:  # a topic's own grants allow its lookup too
+            topic = TopicName.parse(f"{parts[3]}://{parts[4]}/{parts[5]}/{parts[6]}")
+        except InvalidTopicName:
+            return await authz.allowed(role, "", parts[4], parts[5])
+        return await authz.allowed_on_topic(role, "", topic)
     if parts[:2] != ["admin", "v2"] or len(parts) < 3:
         return authz.is_superuser(role)
     kind = parts[2]
