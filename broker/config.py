@@ -58,6 +58,10 @@ class BrokerConfig:
     # (and disconnected) this long.
     broker_deduplication_enabled: bool = False
     dedup_snapshot_interval_entries: int = 1000
+    # Also snapshot this many seconds after the last one when something
+    # changed (0: by entries only); the deduplicationSnapshotInterval policy
+    # overrides it (Pulsar's brokerDeduplicationSnapshotIntervalSeconds).
+    dedup_snapshot_interval_seconds: int = 120
     dedup_producer_inactivity_seconds: float = 6 * 3600.0
     cluster_name: str = "standalone"
     # Cluster mode (`magnetar-broker cluster`): the shared metadata store,
@@ -75,6 +79,14 @@ class BrokerConfig:
     # How often backlog quotas are checked against connected producers and
     # consumer_backlog_eviction runs (Pulsar's backlogQuotaCheckIntervalInSeconds).
     backlog_quota_check_interval_seconds: float = 60.0
+    # Deleting topics left without producers and consumers (inactiveTopicPolicies
+    # where no namespace or topic sets them), checked by the expiry sweep above.
+    # Off here although Pulsar's brokerDeleteInactiveTopicsEnabled is on: with it
+    # on, a topic a client merely paused on, or a test's topic, vanishes after a
+    # minute; deleting data should be asked for. Mode and seconds as Pulsar's.
+    broker_delete_inactive_topics_enabled: bool = False
+    broker_delete_inactive_topics_mode: str = "delete_when_no_subscriptions"
+    broker_delete_inactive_topics_max_inactive_duration_seconds: int = 60
     # How often topic, subscription and consumer rates (msg/s, bytes/s) are
     # computed from their counters, for /metrics and the admin stats (Pulsar's
     # statsUpdateFrequencyInSecs, 60 there). 5 s keeps the rates fresh for a
@@ -154,6 +166,12 @@ class BrokerConfig:
     max_producers_per_topic: int = 0
     max_consumers_per_topic: int = 0
     max_subscriptions_per_topic: int = 0
+    # Shared and Key_Shared dispatch stops for a consumer (a subscription)
+    # with this many messages unacked, until acks bring it to half; Pulsar's
+    # maxUnackedMessagesPerConsumer / PerSubscription and their defaults
+    # (0: none). Namespace and topic policies override them.
+    max_unacked_messages_per_consumer: int = 50_000
+    max_unacked_messages_per_subscription: int = 200_000
     # TLS (SECURITY.md): pulsar+ssl:// on tls_port and HTTPS on
     # tls_http_port, with these PEM files; a client certificate is verified
     # against the CA when presented, and required with
@@ -322,6 +340,17 @@ def _validated(config: BrokerConfig) -> BrokerConfig:
         "backlog_quota_check_interval_seconds",
         "must be > 0",
     )
+    need(
+        config.broker_delete_inactive_topics_mode
+        in ("delete_when_no_subscriptions", "delete_when_subscriptions_caught_up"),
+        "broker_delete_inactive_topics_mode",
+        "must be delete_when_no_subscriptions or delete_when_subscriptions_caught_up",
+    )
+    need(
+        config.broker_delete_inactive_topics_max_inactive_duration_seconds >= 0,
+        "broker_delete_inactive_topics_max_inactive_duration_seconds",
+        "must be >= 0",
+    )
     need(config.shutdown_timeout_seconds > 0, "shutdown_timeout_seconds", "must be > 0")
     need(
         config.managed_ledger_max_segment_size >= 1024,
@@ -385,6 +414,11 @@ def _validated(config: BrokerConfig) -> BrokerConfig:
         config.dedup_snapshot_interval_entries >= 1,
         "dedup_snapshot_interval_entries",
         "must be at least 1",
+    )
+    need(
+        config.dedup_snapshot_interval_seconds >= 0,
+        "dedup_snapshot_interval_seconds",
+        "must be >= 0 (0: snapshots by entry count only)",
     )
     need(
         config.dedup_producer_inactivity_seconds > 0,

@@ -10,6 +10,7 @@ from aiohttp import web
 from magnetar.broker.admin import (
     brokers,
     compaction,
+    ledger_ops,
     messages,
     namespace_ops,
     namespaces,
@@ -17,6 +18,7 @@ from magnetar.broker.admin import (
     policy_routes,
     properties,
     schemas,
+    subscription_policies,
     subscriptions,
     topic_extras,
     topic_ops,
@@ -50,7 +52,11 @@ def install(
     app.add_routes(properties.routes(service))
     app.add_routes(topics.routes(service))
     app.add_routes(topic_extras.routes(service))
+    app.add_routes(ledger_ops.routes(service))
     app.add_routes(policy_routes.topic_routes(service))
+    # Before permissions: {topic}/permissions/{role} would take a subscription
+    # named "permissions".
+    app.add_routes(subscription_policies.routes(service))
     app.add_routes(permissions.routes(service))
     app.add_routes(schemas.routes(service))
     app.add_routes(compaction.routes(service))

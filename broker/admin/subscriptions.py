@@ -50,6 +50,7 @@ def _subscription_stats(sub: StoredSubscription) -> dict[str, Any]:
             "consumerName": c.name,
             "availablePermits": c.permits,
             "unackedMessages": c.unacked_messages,
+            "blockedConsumerOnUnackedMsgs": c.blocked,
             "msgRateOut": c.dispatched.msg_rate,
             "msgThroughputOut": c.dispatched.byte_rate,
             "msgOutCounter": c.dispatched.messages,
@@ -70,6 +71,7 @@ def _subscription_stats(sub: StoredSubscription) -> dict[str, Any]:
         "bytesOutCounter": sub.dispatched.bytes,
         "msgRateRedeliver": sub.redelivered.msg_rate,
         "msgDelayed": sub.delayed_messages,
+        "blockedSubscriptionOnUnackedMsgs": sub.blocked_on_unacked,
         "consumers": consumers,
     }
 

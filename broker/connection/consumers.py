@@ -14,6 +14,7 @@ from magnetar.broker import commands
 from magnetar.broker.connection.context import CommandContext
 from magnetar.broker.connection.limits import check_subscribe
 from magnetar.broker.errors import BrokerServiceError, ConsumerBusyError
+from magnetar.broker.policies.subscribe_rate import SubscribeRateLimiter, consumer_identity
 from magnetar.broker.schemas.types import from_wire
 from magnetar.broker.service.broker_service import check_name, parse_topic
 from magnetar.broker.storage.api import (
@@ -105,6 +106,9 @@ class ConsumerCommands:
         )
         policies = await self.cnx.service.policies.resolve(topic.topic_name)
         check_subscribe(topic, cmd.subscription, cmd.subType, policies)
+        rate = topic.subscribe_rate
+        if rate is not None:
+            self._check_subscribe_rate(rate, options)
         consumer, subscription = await topic.subscribe(self.cnx, options)
         if self.cnx.is_closed:
             subscription.remove_consumer(consumer)
@@ -119,6 +123,19 @@ class ConsumerCommands:
             consumer_id=cid,
         )
         self.cnx.write(commands.success(cmd.request_id))
+
+    def _check_subscribe_rate(
+        self, limiter: SubscribeRateLimiter, options: SubscribeOptions
+    ) -> None:
+        """subscribeRate: once this consumer has subscribed its quota of times
+        in the period, NotAllowed with Pulsar's message (a code the client
+        fails fast on, WIRE 2, instead of retrying at once); spawn() logs it."""
+        identity = consumer_identity(self.cnx.address, options.consumer_name, options.consumer_id)
+        if limiter.try_acquire(identity):
+            return
+        raise BrokerServiceError(
+            ServerError.NotAllowedError, "Subscribe limited by subscribe rate limit per consumer."
+        )
 
     def handle_flow(self, frame: Frame) -> None:
         flow = frame.command.flow

@@ -7,6 +7,13 @@ serves, in order: entries read earlier that did not fit, positions queued for
 redelivery, then new entries from the cursor, reading only as many entries as
 the permits could take (SEM-2.5). Subclasses choose which consumer gets an
 entry.
+
+Unacked limits (Pulsar's maxUnackedMessagesPerConsumer / PerSubscription,
+Shared and Key_Shared only, 0: none): a consumer at its limit is blocked (it
+gets nothing, and no more than its limit's room in one round), and so is the
+whole subscription at its limit; each resumes when acks or redeliveries bring
+its count to half the limit. Consumers keep their unacked counts as they go,
+so a check is a comparison, never a scan of pending messages.
 """
 
 from __future__ import annotations
@@ -51,6 +58,9 @@ class DispatcherSettings:
     max_read_batch_size: int = 100
     # The topic's dispatchRate quota, shared by its subscriptions (None: none).
     dispatch_rate: DispatchRateLimiter | None = None
+    # The subscription's own quota (subscriptionDispatchRate), applied with
+    # the topic's: the smaller allowance wins, both are charged.
+    subscription_dispatch_rate: DispatchRateLimiter | None = None
     # The topic's partition (-1: not a partition) and its full name; Failover
     # elects by them (SEM-4.2).
     partition_index: int = -1
@@ -78,11 +88,17 @@ class DispatcherSettings:
     compacted_from_earliest: bool = False
     # The topic is terminated: called whenever the cursor is at the end.
     on_end_of_topic: Callable[[], None] | None = None
+    # maxUnackedMessagesPerConsumer / PerSubscription (0: none), applied by
+    # the dispatchers whose type honours them (Shared, Key_Shared).
+    max_unacked_per_consumer: int = 0
+    max_unacked_per_subscription: int = 0
 
 
 class PersistentDispatcher(ABC):
     # Whether this delivery pattern holds delayed messages (SEMANTICS 8.1).
     supports_delayed_delivery = False
+    # Whether it applies the unacked limits (Pulsar: Shared and Key_Shared).
+    supports_unacked_limits = False
 
     def __init__(
         self, ledger: ManagedLedger, cursor: ManagedCursor, settings: DispatcherSettings
@@ -110,10 +126,21 @@ class PersistentDispatcher(ABC):
         self._delayed_timer: asyncio.TimerHandle | None = None
         self._delayed_due_at = 0
         self._dispatch_rate = settings.dispatch_rate
+        self._subscription_rate = settings.subscription_dispatch_rate
         self._rate_timer: asyncio.TimerHandle | None = None
         self._compacted_view = settings.compacted_view
         self._compacted_from_earliest = settings.compacted_from_earliest
         self._on_end_of_topic = settings.on_end_of_topic
+        limits = self.supports_unacked_limits
+        self.max_unacked_per_consumer = settings.max_unacked_per_consumer if limits else 0
+        self.max_unacked_per_subscription = settings.max_unacked_per_subscription if limits else 0
+        # blockedDispatcherOnUnackedMsgs: the subscription is at its limit.
+        self.blocked_on_unacked = False
+        # Some consumer may be blocked: acks then look for ones to resume.
+        self._consumers_blocked = False
+        # Messages this round may still send under the subscription's limit
+        # (None: no limit); set by _round, spent by _dispatch.
+        self._room: int | None = None
 
     # ------------------------------------------------------------ consumers
 
@@ -140,6 +167,8 @@ class PersistentDispatcher(ABC):
         replay them, skipping any acked meanwhile."""
         if not positions:
             return
+        if self._consumers_blocked or self.blocked_on_unacked:
+            self._unacked_dropped()
         self.requeue(positions)
         self.replay.add_all(p for p in positions if not self.cursor.is_deleted(p))
         self.wake()
@@ -176,10 +205,14 @@ class PersistentDispatcher(ABC):
         for position in positions:
             self.redelivery.remove(position)
             self.replay.discard(position)
+        if self._consumers_blocked or self.blocked_on_unacked:
+            self._unacked_dropped()
 
     def on_cumulative_ack(self, position: Position) -> None:
         self.redelivery.remove_up_to(position)
         self.replay.discard_up_to(position)
+        if self._consumers_blocked or self.blocked_on_unacked:
+            self._unacked_dropped()
 
     def rewind(self) -> None:
         """Forget read-ahead and restart reading after mark-delete (SEM-5.3)."""
@@ -254,7 +287,7 @@ class PersistentDispatcher(ABC):
                 self._task = None
 
     async def _round(self) -> bool:
-        permits = self._within_dispatch_rate(self._consumers_with_permits())
+        permits = self._within_dispatch_rate(self._within_unacked(self._consumers_with_permits()))
         if permits <= 0:
             return False
         if self._buffer:
@@ -374,16 +407,92 @@ class PersistentDispatcher(ABC):
         self._delayed_timer = None
         self.wake()
 
+    # ------------------------------------------------------ unacked limits
+
+    def set_unacked_limits(self, per_consumer: int, per_subscription: int) -> None:
+        """The maxUnackedMessages policies changed (0: none): blocks follow the
+        new limits at once."""
+        if not self.supports_unacked_limits:
+            return
+        self.max_unacked_per_consumer = per_consumer
+        self.max_unacked_per_subscription = per_subscription
+        if not per_subscription:
+            self.blocked_on_unacked = False
+        blocked = False
+        for consumer in self.consumers:
+            consumer.max_unacked = per_consumer
+            if not per_consumer:
+                consumer.blocked = False
+            elif consumer.unacked >= per_consumer:
+                consumer.blocked = True
+            elif consumer.unacked <= per_consumer // 2:
+                consumer.blocked = False
+            blocked = blocked or consumer.blocked
+        self._consumers_blocked = blocked
+        self.wake()
+
+    def _limit_consumer(self, consumer: Consumer) -> None:
+        """A consumer joins: it runs under the per-consumer limit."""
+        consumer.max_unacked = self.max_unacked_per_consumer
+        consumer.blocked = False
+
+    def _within_unacked(self, permits: int) -> int:
+        """`permits` capped by the subscription's unacked limit; blocks the
+        subscription at it. Also sets the round's room for _dispatch."""
+        limit = self.max_unacked_per_subscription
+        if not limit:
+            self._room = None
+            return permits
+        total = sum(c.unacked for c in self.consumers)
+        if total >= limit:
+            self.blocked_on_unacked = True
+        elif self.blocked_on_unacked and total * 2 < limit:
+            self.blocked_on_unacked = False
+        room = 0 if self.blocked_on_unacked else limit - total
+        self._room = room
+        return min(permits, room)
+
+    def _unacked_dropped(self) -> None:
+        """Acks or a redelivery lowered unacked counts: a blocked consumer
+        resumes at half its limit, a blocked subscription below half of its
+        (Pulsar's two rules)."""
+        resumed = False
+        if self._consumers_blocked:
+            still = False
+            for consumer in self.consumers:
+                if consumer.blocked:
+                    if consumer.unacked <= consumer.max_unacked // 2:
+                        consumer.blocked = False
+                        resumed = True
+                    else:
+                        still = True
+            self._consumers_blocked = still
+        if self.blocked_on_unacked:
+            total = sum(c.unacked for c in self.consumers)
+            if total * 2 < self.max_unacked_per_subscription:
+                self.blocked_on_unacked = False
+                resumed = True
+        if resumed:
+            self.wake()
+
     def _within_dispatch_rate(self, permits: int) -> int:
-        """`permits` capped by the topic's dispatchRate quota; 0 when it is
-        spent, with a wake-up armed for when the period ends."""
-        rate = self._dispatch_rate
+        """`permits` capped by the topic's dispatchRate quota and the
+        subscription's own; 0 when either is spent, with a wake-up armed for
+        when its period ends."""
+        permits = self._within_rate(self._dispatch_rate, permits)
+        own = self._subscription_rate
+        if own is None or own.rate is None:  # the common case: no own quota
+            return permits
+        return self._within_rate(own, permits)
+
+    def _within_rate(self, rate: DispatchRateLimiter | None, permits: int) -> int:
         if rate is None or permits <= 0:
             return permits
         allowed = rate.allowance()
         if allowed is None:
             return permits
         if allowed == 0 and self._rate_timer is None and not self._closed:
+            # One timer whichever quota is spent: the round it wakes checks both.
             self._rate_timer = asyncio.get_running_loop().call_later(
                 rate.wait(), self._rate_period_ended
             )
@@ -397,12 +506,17 @@ class PersistentDispatcher(ABC):
 
     def _send(self, consumer: Consumer, entries: list[Entry]) -> None:
         sent = consumer.send_entries(entries, self.redelivery.get, self._ack_set)
-        rate, on_dispatch = self._dispatch_rate, self._on_dispatch
-        if rate is None and on_dispatch is None:
+        limit = consumer.max_unacked
+        if limit and consumer.unacked >= limit:
+            consumer.blocked = self._consumers_blocked = True
+        rate, own, on_dispatch = self._dispatch_rate, self._subscription_rate, self._on_dispatch
+        if rate is None and own is None and on_dispatch is None:
             return
         size = sum(len(e.data) for e in entries)
         if rate is not None:
             rate.consume(sent, size)
+        if own is not None and own.rate is not None:
+            own.consume(sent, size)
         if on_dispatch is not None:
             again = self.redelivery
             redelivered = (

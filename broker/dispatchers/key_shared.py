@@ -73,6 +73,7 @@ class KeyedEntry(NamedTuple):
 
 class KeySharedDispatcher(PersistentDispatcher):
     supports_delayed_delivery = True
+    supports_unacked_limits = True
 
     def __init__(
         self, ledger: ManagedLedger, cursor: ManagedCursor, settings: DispatcherSettings
@@ -114,6 +115,7 @@ class KeySharedDispatcher(PersistentDispatcher):
                 f"{_mode_name(policy.mode)} consumer"
             )
         self.selector.add_consumer(consumer)  # ConsumerAssignError: nothing changed
+        self._limit_consumer(consumer)
         if not policy.allow_out_of_order_delivery and self.consumers:
             release = self.cursor.read_position
             if not self._nothing_in_flight_before(release):
@@ -217,7 +219,11 @@ class KeySharedDispatcher(PersistentDispatcher):
     # ------------------------------------------------------------ the loop
 
     def _consumers_with_permits(self) -> int:
-        return sum(c.permits for c in self.consumers if c.permits > 0 and c.is_writable)
+        return sum(
+            (min(c.permits, c.room()) if c.max_unacked else c.permits)
+            for c in self.consumers
+            if c.permits > 0 and c.is_writable and not c.blocked
+        )
 
     def _dispatch(self, entries: deque[Entry]) -> int:
         # The base loop's buffer is never filled here (see _round); kept for
@@ -231,7 +237,7 @@ class KeySharedDispatcher(PersistentDispatcher):
             # Acks release joiners as they come; this catches a mark-delete
             # moved some other way (a skip, an expiry).
             self._release_joined(scan=False)
-        permits = self._within_dispatch_rate(self._consumers_with_permits())
+        permits = self._within_dispatch_rate(self._within_unacked(self._consumers_with_permits()))
         if permits <= 0:
             return False
         limit = min(permits, self.max_read_batch_size)
@@ -300,20 +306,32 @@ class KeySharedDispatcher(PersistentDispatcher):
             hash_of = self._hash_of
             blocked = {hash_of[p] for p in self.replay if p in hash_of}
         dispatched = 0
+        room = self._room
         for consumer in self.consumers:
             queue = queues.get(consumer)
-            if queue and consumer.permits > 0 and consumer.is_writable:
-                chosen = self._take(consumer, queue, blocked)
+            if queue and consumer.permits > 0 and consumer.is_writable and not consumer.blocked:
+                budget = consumer.permits
+                if consumer.max_unacked:
+                    budget = min(budget, consumer.room())
+                if room is not None:
+                    if room <= 0:
+                        break  # the subscription's unacked limit is reached
+                    budget = min(budget, room)
+                chosen = self._take(consumer, queue, blocked, budget)
                 if chosen:
                     self._send(consumer, chosen)
                     dispatched += len(chosen)
+                    if room is not None:
+                        room -= sum(e.num_messages for e in chosen)
         return dispatched
 
-    def _take(self, consumer: Consumer, queue: deque[KeyedEntry], blocked: set[int]) -> list[Entry]:
-        """Entries from the head of `consumer`'s queue while its permits last
-        (SEM-2.2: the next entry goes while they are positive) and before its
-        join mark; keys in `blocked` stay, and so do their later entries."""
-        budget = consumer.permits
+    def _take(
+        self, consumer: Consumer, queue: deque[KeyedEntry], blocked: set[int], budget: int
+    ) -> list[Entry]:
+        """Entries from the head of `consumer`'s queue while `budget` (its
+        permits, within the unacked limits) lasts (SEM-2.2: the next entry goes
+        while it is positive) and before its join mark; keys in `blocked`
+        stay, and so do their later entries."""
         join = self._joined.get(consumer) if self._joined else None
         mark = join.mark if join is not None else None
         hash_of = self._hash_of

@@ -5,7 +5,8 @@ level (0 first); within the highest level that has a consumer able to take
 the entry, they are served round-robin, one entry per turn. Lower levels get
 entries only when no consumer of a higher level can take them. A consumer
 can take an entry when its socket is writable and its permits cover the
-entry's message count (SEM-2.2; see Consumer.may_overdraw for large batches).
+entry's message count (SEM-2.2; see Consumer.may_overdraw for large batches)
+and it is not blocked on unacked messages (dispatchers/base.py).
 
 Worked example (SEM-4.3): C1 (priority 0, 2 permits), C2 (0, 1), C3 (0, 1),
 C4 (1, 2), C5 (1, 1) receive single-message entries in the order
@@ -73,22 +74,23 @@ class ConsumerSelector:
                 index = (start + step) % count
                 consumer = members[index]
                 fits = consumer.permits >= cost or (overdraw and consumer.may_overdraw())
-                if fits and consumer.is_writable:
+                if fits and consumer.is_writable and not consumer.blocked:
                     self._next[level] = index + 1
                     return consumer
         return None
 
     def available_permits(self) -> int:
         return sum(
-            c.permits
+            (min(c.permits, c.room()) if c.max_unacked else c.permits)
             for members in self._levels.values()
             for c in members
-            if c.permits > 0 and c.is_writable
+            if c.permits > 0 and c.is_writable and not c.blocked
         )
 
 
 class SharedDispatcher(PersistentDispatcher):
     supports_delayed_delivery = True
+    supports_unacked_limits = True
 
     def __init__(
         self, ledger: ManagedLedger, cursor: ManagedCursor, settings: DispatcherSettings
@@ -97,6 +99,7 @@ class SharedDispatcher(PersistentDispatcher):
         self.selector = ConsumerSelector()
 
     def add_consumer(self, consumer: Consumer) -> None:
+        self._limit_consumer(consumer)
         self.consumers.append(consumer)
         self.selector.add(consumer)
         self.wake()
@@ -115,14 +118,26 @@ class SharedDispatcher(PersistentDispatcher):
         batches: dict[int, tuple[Consumer, list[Entry]]] = {}
         dispatched = 0
         select = self.selector.select
+        room = self._room
         while entries:
+            if room is not None and room <= 0:
+                break  # the subscription's unacked limit is reached
             entry = entries[0]
             consumer = select(entry.num_messages)
             if consumer is None:
                 break
             entries.popleft()
             # Reserve the permits now so the next selection sees them spent.
-            consumer.permits -= entry.num_messages
+            n = entry.num_messages
+            consumer.permits -= n
+            if room is not None:
+                room -= n
+            if consumer.max_unacked:
+                # Reserve the unacked room too: blocked here at the limit, the
+                # block stands once sent (_send adds the same count).
+                consumer.unacked += n
+                if consumer.unacked >= consumer.max_unacked:
+                    consumer.blocked = True
             slot = batches.get(id(consumer))
             if slot is None:
                 batches[id(consumer)] = (consumer, [entry])
@@ -130,6 +145,9 @@ class SharedDispatcher(PersistentDispatcher):
                 slot[1].append(entry)
             dispatched += 1
         for consumer, chosen in batches.values():
-            consumer.permits += sum(e.num_messages for e in chosen)
+            reserved = sum(e.num_messages for e in chosen)
+            consumer.permits += reserved
+            if consumer.max_unacked:
+                consumer.unacked -= reserved
             self._send(consumer, chosen)
         return dispatched

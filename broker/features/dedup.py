@@ -12,12 +12,17 @@ share a sequence id, so only its last chunk moves the counters.
 The persisted map is snapshotted into the properties of a dedicated cursor
 every `snapshot_interval` entries and on close, with the cursor's mark-delete
 at the snapshot's entry; recovery reads the snapshot and replays the entries
-after it. Producers idle for `inactivity_seconds` are forgotten at a snapshot,
-so memory stays bounded by the producers active in that window.
+after it. With a `deduplicationSnapshotInterval` (seconds) a timer also takes
+one when that long has passed since the last and something was persisted
+since (Pulsar's time-based takeSnapshot), so a quiet topic's replay after a
+crash stays short however large the entry interval is. Producers idle for
+`inactivity_seconds` are forgotten at a snapshot, so memory stays bounded by
+the producers active in that window.
 """
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import time
 from collections.abc import Callable, Collection
@@ -67,6 +72,11 @@ class MessageDeduplication:
         self._since_snapshot = 0
         self._last_position: Position | None = None
         self.duplicates = 0
+        # Time-based snapshots: the interval (0: none), when the last one was
+        # taken (on `clock`), and the timer armed while enabled.
+        self.snapshot_interval_s = 0.0
+        self._last_snapshot = clock()
+        self._timer: asyncio.TimerHandle | None = None
 
     @property
     def is_enabled(self) -> bool:
@@ -87,6 +97,8 @@ class MessageDeduplication:
         now = self._clock()
         self._last_active = dict.fromkeys(persisted, now)
         self._cursor = cursor
+        self._last_snapshot = now
+        self._arm_timer()
         log.info(
             "deduplication enabled",
             topic=self.topic_name,
@@ -126,6 +138,7 @@ class MessageDeduplication:
         if self._cursor is None:
             return
         self._cursor = None
+        self._cancel_timer()
         self.pushed.clear()
         self.persisted.clear()
         self._last_active.clear()
@@ -137,8 +150,54 @@ class MessageDeduplication:
 
     def close(self) -> None:
         """Snapshot what is persisted; the ledger flushes the cursor on close."""
+        self._cancel_timer()
         if self._cursor is not None:
             self._snapshot()
+
+    # ------------------------------------------------- time-based snapshots
+
+    def set_snapshot_interval_seconds(self, seconds: float) -> None:
+        """The deduplicationSnapshotInterval policy (0: by entry count only)."""
+        if seconds != self.snapshot_interval_s:
+            self.snapshot_interval_s = seconds
+            self._arm_timer()
+
+    def snapshot_if_due(self) -> bool:
+        """Snapshot when the interval has passed since the last snapshot and
+        an entry was persisted since; whether one was taken."""
+        cursor, position = self._cursor, self._last_position
+        interval = self.snapshot_interval_s
+        if cursor is None or position is None or interval <= 0:
+            return False
+        if self._clock() - self._last_snapshot < interval:
+            return False
+        if position <= cursor.mark_delete_position:
+            return False  # nothing new: the last snapshot still holds
+        self._snapshot()
+        return True
+
+    def _arm_timer(self) -> None:
+        """(Re)arm the timer for when the next snapshot may be due; none
+        while disabled or without an interval."""
+        self._cancel_timer()
+        interval = self.snapshot_interval_s
+        if self._cursor is None or interval <= 0:
+            return
+        delay = self._last_snapshot + interval - self._clock()
+        # Due already but nothing to snapshot: look again a whole interval on.
+        if delay <= 0:
+            delay = interval
+        self._timer = asyncio.get_running_loop().call_later(delay, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self.snapshot_if_due()
+        self._arm_timer()
+
+    def _cancel_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
 
     # ------------------------------------------------------------ publish
 
@@ -179,6 +238,7 @@ class MessageDeduplication:
         self._since_snapshot = 0
         if position <= cursor.mark_delete_position:
             return
+        self._last_snapshot = self._clock()
         try:
             cursor.mark_delete(position, properties=self.persisted)
         except StorageError as exc:

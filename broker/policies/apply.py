@@ -27,8 +27,12 @@ async def apply_policies(topic: Topic, policies: TopicPolicies) -> None:
     await topic.set_key_window(policies.key_window)
     topic.set_publish_rate(policies.publish_rate)
     topic.set_dispatch_rate(policies.dispatch_rate)
+    topic.set_subscription_dispatch_rates(policies.subscription_dispatch_rates)
     topic.set_compaction_threshold(policies.compaction_threshold)
     active, max_delay_ms = policies.delayed_delivery
     topic.set_delayed_delivery(active)
     topic.set_publish_limits(PublishLimits(policies.max_message_size, max_delay_ms))
     topic.set_auto_subscription_creation(policies.allow_auto_subscription_creation)
+    topic.set_unacked_limits(*policies.unacked_limits)
+    topic.set_subscribe_rate(policies.subscribe_rate)
+    topic.set_dedup_snapshot_interval(policies.dedup_snapshot_interval_s)

@@ -23,6 +23,7 @@ from magnetar.broker.features.keywindow import (
     KeyWindowPolicy,
 )
 from magnetar.broker.policies.backlog_quota import QUOTA_KEY as BACKLOG_QUOTA_NAMESPACE
+from magnetar.broker.policies.inactive import DELETE_MODES
 from magnetar.broker.policies.rates import (
     DISPATCH_RATE_POLICY,
     PUBLISH_RATE_POLICY,
@@ -30,6 +31,8 @@ from magnetar.broker.policies.rates import (
     InvalidRate,
     PublishRate,
 )
+from magnetar.broker.policies.subscribe_rate import SUBSCRIBE_RATE_POLICY, SubscribeRate
+from magnetar.broker.policies.subscription_rates import SUBSCRIPTION_DISPATCH_RATE_POLICY
 from magnetar.broker.schemas.compatibility import Strategy
 
 Check = Callable[[object], object]
@@ -185,6 +188,23 @@ def auto_subscription_creation(body: object) -> dict[str, Any]:
     return {"allowAutoSubscriptionCreation": flag(found.get("allowAutoSubscriptionCreation"))}
 
 
+def inactive_topic_policies(body: object) -> dict[str, Any]:
+    """InactiveTopicPolicies; a missing field takes Pulsar's class default."""
+    found = _object(body, "inactive topic policies")
+    mode = found.get("inactiveTopicDeleteMode", DELETE_MODES[0])
+    if mode not in DELETE_MODES:
+        raise InvalidPolicyValue(
+            400, f"inactiveTopicDeleteMode must be one of {', '.join(DELETE_MODES)}, got {mode!r}"
+        )
+    return {
+        "inactiveTopicDeleteMode": mode,
+        "maxInactiveDurationSeconds": integer("maxInactiveDurationSeconds")(
+            found.get("maxInactiveDurationSeconds", 0)
+        ),
+        "deleteWhileInactive": flag(found.get("deleteWhileInactive", False)),
+    }
+
+
 TOPIC_TYPES = ("partitioned", "non-partitioned")
 
 
@@ -220,6 +240,13 @@ PUBLISH_RATE = Policy(
 DISPATCH_RATE = Policy(
     "dispatch_rate", _parsed(DispatchRate.from_json, InvalidRate),
     DISPATCH_RATE_POLICY, DISPATCH_RATE_POLICY, "dispatchRate", "dispatchRate",
+)  # fmt: skip
+# Each subscription's own quota (policies/subscription_rates.py). Pulsar keeps
+# the namespace's value per cluster; a broker here serves one cluster.
+SUBSCRIPTION_DISPATCH_RATE = Policy(
+    "subscription_dispatch_rate", _parsed(DispatchRate.from_json, InvalidRate),
+    SUBSCRIPTION_DISPATCH_RATE_POLICY, SUBSCRIPTION_DISPATCH_RATE_POLICY,
+    "subscriptionDispatchRate", "subscriptionDispatchRate",
 )  # fmt: skip
 COMPACTION_THRESHOLD = Policy(
     "compaction_threshold", integer("the compaction threshold in bytes"),
@@ -300,12 +327,49 @@ MAX_TOPICS_PER_NAMESPACE = Policy(
 ENCRYPTION_REQUIRED = Policy(
     "encryption_required", flag, "encryption_required", None, "encryptionRequired", None,
 )  # fmt: skip
+# 0: no limit (Pulsar's "must be 0 or more" is a 412).
+MAX_UNACKED_ON_CONSUMER = Policy(
+    "max_unacked_on_consumer", integer("maxUnackedMessagesPerConsumer"),
+    "max_unacked_messages_per_consumer", "maxUnackedMessagesOnConsumer",
+    "maxUnackedMessagesPerConsumer", "maxUnackedMessagesOnConsumer",
+    default="max_unacked_on_consumer",
+)  # fmt: skip
+MAX_UNACKED_ON_SUBSCRIPTION = Policy(
+    "max_unacked_on_subscription", integer("maxUnackedMessagesPerSubscription"),
+    "max_unacked_messages_per_subscription", "maxUnackedMessagesOnSubscription",
+    "maxUnackedMessagesPerSubscription", "maxUnackedMessagesOnSubscription",
+    default="max_unacked_on_subscription",
+)  # fmt: skip
+# Enforced by the expiry sweep (policies/inactive.py).
+INACTIVE_TOPIC_POLICIES = Policy(
+    "inactive_topic_policies", inactive_topic_policies,
+    "inactive_topic_policies", "inactiveTopicPolicies",
+    "inactiveTopicPolicies", "inactiveTopicPolicies", default="inactive_topic_policies",
+)  # fmt: skip
+# Minutes, 0: never; namespace level only in Pulsar's admin API.
+SUBSCRIPTION_EXPIRATION_TIME = Policy(
+    "subscription_expiration_time", integer("the subscription expiration time in minutes"),
+    "subscription_expiration_time_minutes", None, "subscriptionExpirationTime", None,
+)  # fmt: skip
+# Pulsar keeps the namespace's value per cluster (Policies.clusterSubscribeRate,
+# keyed by cluster name); a broker here serves one cluster, so one field.
+SUBSCRIBE_RATE = Policy(
+    "subscribe_rate", _parsed(SubscribeRate.from_json, InvalidRate),
+    SUBSCRIBE_RATE_POLICY, SUBSCRIBE_RATE_POLICY, "subscribeRate", "subscribeRate",
+)  # fmt: skip
+DEDUP_SNAPSHOT_INTERVAL = Policy(
+    "dedup_snapshot_interval", integer("the deduplication snapshot interval in seconds"),
+    "deduplicationSnapshotIntervalSeconds", "deduplicationSnapshotIntervalSeconds",
+    "deduplicationSnapshotInterval", "deduplicationSnapshotInterval",
+    default="dedup_snapshot_interval_s",
+)  # fmt: skip
 
 POLICIES: tuple[Policy, ...] = (
     DEDUPLICATION,
     KEY_WINDOW,
     PUBLISH_RATE,
     DISPATCH_RATE,
+    SUBSCRIPTION_DISPATCH_RATE,
     COMPACTION_THRESHOLD,
     SCHEMA_COMPATIBILITY,
     SCHEMA_VALIDATION,
@@ -323,4 +387,10 @@ POLICIES: tuple[Policy, ...] = (
     AUTO_TOPIC_CREATION,
     MAX_TOPICS_PER_NAMESPACE,
     ENCRYPTION_REQUIRED,
+    MAX_UNACKED_ON_CONSUMER,
+    MAX_UNACKED_ON_SUBSCRIPTION,
+    INACTIVE_TOPIC_POLICIES,
+    SUBSCRIPTION_EXPIRATION_TIME,
+    SUBSCRIBE_RATE,
+    DEDUP_SNAPSHOT_INTERVAL,
 )

@@ -1,4 +1,5 @@
-"""Namespace retention and message TTL, enforced (SEMANTICS retention / TTL).
+"""Namespace retention and message TTL, enforced (SEMANTICS retention / TTL);
+the same sweep then deletes inactive topics and subscriptions (inactive.py).
 
 Retention goes to each topic's managed ledger (trim.py deletes consumed
 ledgers past it); TTL expires messages for every subscription by moving its
@@ -16,6 +17,7 @@ from collections.abc import Awaitable, Callable, Iterable
 
 import structlog
 
+from magnetar.broker.policies.inactive import InactivitySweep
 from magnetar.broker.storage.api import StorageError
 from magnetar.broker.topics.base import StoredTopic, Topic, is_persistent
 
@@ -45,11 +47,16 @@ class ExpiryMonitor:
         interval_s: float,
         clock: Callable[[], float] = time.time,
         quota_interval_s: float = 60.0,
+        inactivity: InactivitySweep | None = None,
     ) -> None:
         self._topics = topics
         self._interval = interval_s
         self._quota_interval = quota_interval_s
-        self._clock = clock
+        # Public: integration tests move it forward (subscription expiry
+        # counts in minutes).
+        self.clock = clock
+        # Inactive topics and subscriptions, deleted at the end of each sweep.
+        self.inactivity = inactivity
         self._tasks: list[asyncio.Task[None]] = []
 
     def start(self) -> None:
@@ -63,16 +70,18 @@ class ExpiryMonitor:
         return [t for t in list(self._topics()) if is_persistent(t) and not t.is_closed]
 
     async def sweep(self) -> None:
-        now = self._clock()
+        now = self.clock()
         for topic in self._persistent_topics():
             try:
                 await expire_topic(topic, now)
                 await topic.ledger.trim_consumed_ledgers()
             except StorageError as exc:
                 log.warning("expiry sweep failed", topic=topic.name, error=str(exc))
+        if self.inactivity is not None:
+            await self.inactivity.check(self._topics(), now)
 
     async def check_backlog_quotas(self) -> None:
-        now = self._clock()
+        now = self.clock()
         for topic in self._persistent_topics():
             try:
                 await topic.quota.measure_age(topic.ledger, now)

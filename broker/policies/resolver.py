@@ -21,7 +21,17 @@ from magnetar.broker.features.keywindow import KeyWindowPolicy
 from magnetar.broker.policies import catalog
 from magnetar.broker.policies.backlog_quota import QUOTA_KEY, BacklogQuotas
 from magnetar.broker.policies.catalog import Policy
+from magnetar.broker.policies.inactive import (
+    BROKER_DEFAULT as NO_INACTIVE_DELETION,
+    InactiveTopicPolicy,
+)
 from magnetar.broker.policies.rates import DispatchRate, PublishRate
+from magnetar.broker.policies.subscribe_rate import SubscribeRate
+from magnetar.broker.policies.subscription_rates import (
+    SUBSCRIPTION_POLICIES,
+    SubscriptionDispatchRates,
+    subscription_overrides,
+)
 from magnetar.broker.schemas.compatibility import DEFAULT_STRATEGY, Strategy
 from magnetar.broker.service.resources import PulsarResources, ResourceNotFound
 from magnetar.proto.naming import TopicName
@@ -62,6 +72,15 @@ class PolicyDefaults:
     max_subscriptions: int = 0
     schema_validation_enforced: bool = False
     allow_auto_subscription_creation: bool = True
+    # maxUnackedMessagesPerConsumer / PerSubscription (0: none; Pulsar's
+    # defaults are 50000 / 200000, set from the broker config).
+    max_unacked_on_consumer: int = 0
+    max_unacked_on_subscription: int = 0
+    # Off, unlike Pulsar's (brokerDeleteInactiveTopicsEnabled); see config.py.
+    inactive_topic_policies: InactiveTopicPolicy = NO_INACTIVE_DELETION
+    # Seconds between time-based dedup snapshots, 0: by entry count only
+    # (Pulsar's brokerDeduplicationSnapshotIntervalSeconds, 120).
+    dedup_snapshot_interval_s: int = 120
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +113,8 @@ class TopicPolicies:
             value = getattr(self.defaults, policy.default)
             if isinstance(value, Strategy):
                 value = value.value
+            elif isinstance(value, InactiveTopicPolicy):
+                value = value.to_json()
             elif policy is catalog.RETENTION:
                 seconds, size = self.defaults.retention
                 value = {
@@ -141,6 +162,29 @@ class TopicPolicies:
         return None if body is None else DispatchRate.from_json(body)
 
     @property
+    def subscription_dispatch_rates(self) -> SubscriptionDispatchRates:
+        """subscriptionDispatchRate, and the subscriptions' own rates (kept
+        in the topic's subscriptionPolicies), which win for them."""
+        body = self.stored(catalog.SUBSCRIPTION_DISPATCH_RATE)
+        return SubscriptionDispatchRates(
+            None if body is None else DispatchRate.from_json(body),
+            subscription_overrides(self.topic.get(SUBSCRIPTION_POLICIES)),
+        )
+
+    @property
+    def subscribe_rate(self) -> SubscribeRate | None:
+        body = self.stored(catalog.SUBSCRIBE_RATE)
+        return None if body is None else SubscribeRate.from_json(body)
+
+    @property
+    def dedup_snapshot_interval_s(self) -> int:
+        """Seconds between time-based dedup snapshots (0: none)."""
+        value = self._typed(
+            int, catalog.DEDUP_SNAPSHOT_INTERVAL, self.defaults.dedup_snapshot_interval_s
+        )
+        return max(value, 0)
+
+    @property
     def compaction_threshold(self) -> int:
         """Bytes published before compaction starts by itself."""
         return self._typed(int, catalog.COMPACTION_THRESHOLD, self.defaults.compaction_threshold)
@@ -160,6 +204,18 @@ class TopicPolicies:
     @property
     def max_consumers_per_subscription(self) -> int:
         return self._typed(int, catalog.MAX_CONSUMERS_PER_SUBSCRIPTION, 0)
+
+    @property
+    def unacked_limits(self) -> tuple[int, int]:
+        """(per consumer, per subscription) unacked messages allowed, 0: any."""
+        defaults = self.defaults
+        per_consumer = self._typed(
+            int, catalog.MAX_UNACKED_ON_CONSUMER, defaults.max_unacked_on_consumer
+        )
+        per_subscription = self._typed(
+            int, catalog.MAX_UNACKED_ON_SUBSCRIPTION, defaults.max_unacked_on_subscription
+        )
+        return max(per_consumer, 0), max(per_subscription, 0)
 
     @property
     def max_message_size(self) -> int:
@@ -203,6 +259,18 @@ class TopicPolicies:
     @property
     def encryption_required(self) -> bool:
         return self._typed(bool, catalog.ENCRYPTION_REQUIRED, False)
+
+    @property
+    def inactive_topic_policy(self) -> InactiveTopicPolicy:
+        body = self._object(catalog.INACTIVE_TOPIC_POLICIES)
+        if body is None:
+            return self.defaults.inactive_topic_policies
+        return InactiveTopicPolicy.from_json(body)
+
+    @property
+    def subscription_expiration_minutes(self) -> int:
+        """Minutes a durable subscription may stay without consumers (0: ever)."""
+        return max(self._typed(int, catalog.SUBSCRIPTION_EXPIRATION_TIME, 0), 0)
 
     @property
     def configured_retention(self) -> tuple[float, int] | None:

@@ -33,6 +33,7 @@ from magnetar.broker.observability.topic_metrics import TopicMetricsCollector
 from magnetar.broker.policies.apply import apply_policies
 from magnetar.broker.policies.catalog import AUTO_TOPIC_CREATION
 from magnetar.broker.policies.expiry import ExpiryMonitor
+from magnetar.broker.policies.inactive import InactiveTopicPolicy, InactivitySweep
 from magnetar.broker.policies.resolver import (
     PolicyChange,
     PolicyDefaults,
@@ -126,6 +127,14 @@ class BrokerService:
                 max_subscriptions=config.max_subscriptions_per_topic,
                 schema_validation_enforced=config.is_schema_validation_enforced,
                 allow_auto_subscription_creation=config.allow_auto_subscription_creation,
+                inactive_topic_policies=InactiveTopicPolicy(
+                    config.broker_delete_inactive_topics_mode,
+                    config.broker_delete_inactive_topics_max_inactive_duration_seconds,
+                    config.broker_delete_inactive_topics_enabled,
+                ),
+                dedup_snapshot_interval_s=config.dedup_snapshot_interval_seconds,
+                max_unacked_on_consumer=config.max_unacked_messages_per_consumer,
+                max_unacked_on_subscription=config.max_unacked_messages_per_subscription,
             ),
         )
         self.policies.listen(self._policies_changed)
@@ -146,6 +155,7 @@ class BrokerService:
             lambda: self.topics.values(),
             config.message_expiry_check_interval_seconds,
             quota_interval_s=config.backlog_quota_check_interval_seconds,
+            inactivity=InactivitySweep(self.policies.resolve, self.delete_topic),
         )
         self.topic_watchers = TopicListWatchers(
             lambda namespace: self.topics_of_namespace(namespace, ("persistent",))

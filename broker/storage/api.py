@@ -168,12 +168,12 @@ class ManagedLedgerConfig:
 
 @dataclass(frozen=True, slots=True)
 class LedgerSummary:
-    """One ledger of a managed ledger, as internal stats list it (Pulsar's
-    LedgerInfo): its id, its entries and the bytes of its records."""
+    """One stored ledger (Pulsar's LedgerInfo); closed_at: its rollover time, None if current."""
 
     ledger_id: int
     entries: int
-    size: int
+    size: int  # the bytes of its records
+    closed_at: float | None = None  # wall-clock seconds
 
 
 @dataclass(frozen=True, slots=True)

@@ -148,7 +148,7 @@ class ManagedLedgerImpl(ManagedLedger):
         for info in self.layout.infos():
             offsets = info.file.offsets
             size = offsets[-1] - offsets[0] if len(offsets) else 0
-            summaries.append(LedgerSummary(info.ledger_id, info.entry_count, size))
+            summaries.append(LedgerSummary(info.ledger_id, info.entry_count, size, info.closed_at))
         return summaries
 
     def write_stats(self) -> WriteStats:

@@ -23,6 +23,8 @@ from magnetar.broker.features.keywindow import KeyWindowIndex, KeyWindowPolicy
 from magnetar.broker.observability.counters import RateCounter
 from magnetar.broker.policies.backlog_quota import QuotaState
 from magnetar.broker.policies.rates import DispatchRate, PublishRate, PublishRateLimiter
+from magnetar.broker.policies.subscribe_rate import SubscribeRate, SubscribeRateLimiter
+from magnetar.broker.policies.subscription_rates import SubscriptionDispatchRates
 from magnetar.broker.storage.api import InitialPosition, ManagedCursor, ManagedLedger, Position
 from magnetar.broker.topics.consumer import Consumer, KeySharedPolicy
 from magnetar.broker.topics.producer import Producer
@@ -72,6 +74,10 @@ class SubscribeOptions:
 
 
 class Subscription(Protocol):
+    # Bumped when a consumer leaves: the inactivity sweep (policies/inactive.py)
+    # restarts the subscription's idle time when it changed.
+    activity: int
+
     @property
     def name(self) -> str: ...
 
@@ -138,6 +144,10 @@ class Subscription(Protocol):
 
 
 class Topic(Protocol):
+    # Bumped when a producer leaves or a subscription goes: the inactivity
+    # sweep (policies/inactive.py) restarts the topic's idle time when it changed.
+    activity: int
+
     @property
     def name(self) -> str: ...
 
@@ -219,7 +229,30 @@ class Topic(Protocol):
         subscription lives only while it has consumers."""
         ...
 
+    def set_unacked_limits(self, per_consumer: int, per_subscription: int) -> None:
+        """maxUnackedMessagesOnConsumer / OnSubscription (0: none) for its
+        Shared and Key_Shared dispatchers; no-op where nothing is acked."""
+        ...
+
     def set_dispatch_rate(self, rate: DispatchRate | None) -> None: ...
+
+    def set_subscription_dispatch_rates(self, rates: SubscriptionDispatchRates) -> None:
+        """Apply subscriptionDispatchRate (and subscriptions' own rates)."""
+        ...
+
+    @property
+    def subscribe_rate(self) -> SubscribeRateLimiter | None:
+        """Set while a subscribeRate policy limits SUBSCRIBEs to the topic."""
+        ...
+
+    def set_subscribe_rate(self, rate: SubscribeRate | None) -> None:
+        """Apply (None: remove) subscribeRate; no-op where Pulsar has no
+        limiter (non-persistent topics)."""
+        ...
+
+    def set_dedup_snapshot_interval(self, seconds: int) -> None:
+        """Time-based dedup snapshots (0: none); no-op where nothing is stored."""
+        ...
 
     def remove_producer(self, producer: Producer) -> None: ...
 
@@ -263,6 +296,11 @@ class StoredSubscription(Subscription, Protocol):
         """Acknowledge every entry published before `published_before_ms`."""
         ...
 
+    @property
+    def blocked_on_unacked(self) -> bool:
+        """At its maxUnackedMessagesOnSubscription (dispatch held)."""
+        ...
+
 
 class StoredTopic(Topic, Protocol):
     """A topic over a managed ledger: its storage, the durable subscriptions
@@ -279,6 +317,11 @@ class StoredTopic(Topic, Protocol):
 
     @property
     def compaction(self) -> TopicCompaction: ...
+
+    @property
+    def terminated_at(self) -> Position | None:
+        """Where a terminated topic stopped (None: not terminated)."""
+        ...
 
     @property
     def storage_writes(self) -> RateCounter:

@@ -7,7 +7,13 @@ line while permits are positive, and permits go negative until the client
 grants more; see `may_overdraw`. Waiting instead stalls the official client:
 its batch_receive waits for a full queue that the broker would never fill
 (measured: 7.8k msg/s against 610k with this rule). Every entry sent stays in
-`pending_acks` until acked or handed back for redelivery.
+`pending_acks` until acked or handed back for redelivery; `unacked` counts
+their messages (a batch counts whole until every message of it is acked).
+
+Shared and Key_Shared dispatchers give a consumer `max_unacked` (Pulsar's
+maxUnackedMessagesPerConsumer, 0: none): at that many unacked messages it is
+`blocked` and gets nothing until acks bring it down to half (the dispatcher
+sets and lifts the block; see dispatchers/base.py).
 """
 
 from __future__ import annotations
@@ -61,12 +67,14 @@ class KeySharedPolicy:
 class Consumer:
     __slots__ = (
         "address",
+        "blocked",
         "cnx",
         "consumer_id",
         "dispatched",
         "epoch",
         "is_closed",
         "key_shared",
+        "max_unacked",
         "name",
         "partition_index",
         "pending_acks",
@@ -74,6 +82,7 @@ class Consumer:
         "priority_level",
         "sub_type",
         "subscription_name",
+        "unacked",
     )
 
     def __init__(
@@ -107,6 +116,13 @@ class Consumer:
         # The first FLOW grants the receiver queue size (SEM-2.1).
         # position -> message count, in dispatch order.
         self.pending_acks: dict[Position, int] = {}
+        # The messages in pending_acks, kept as they change (the limit checks
+        # and stats read it without summing).
+        self.unacked = 0
+        # maxUnackedMessagesPerConsumer where the dispatcher applies it (0:
+        # none), and whether it holds this consumer back now.
+        self.max_unacked = 0
+        self.blocked = False
         # What was sent to this consumer (admin stats msgRateOut, msgThroughputOut).
         self.dispatched = RateCounter()
         self.is_closed = False
@@ -120,7 +136,12 @@ class Consumer:
 
     @property
     def unacked_messages(self) -> int:
-        return sum(self.pending_acks.values())
+        return self.unacked
+
+    def room(self) -> int:
+        """Messages it may still be sent under its unacked limit (0: blocked;
+        only meaningful while max_unacked is set)."""
+        return 0 if self.blocked else max(self.max_unacked - self.unacked, 0)
 
     def flow(self, permits: int) -> None:
         self.permits += permits
@@ -150,6 +171,7 @@ class Consumer:
         consumer_id = self.consumer_id
         partition = self.partition_index
         pending = self.pending_acks
+        before = len(pending)
         epoch = self.epoch
         build = message_parts
         for entry in entries:
@@ -172,6 +194,11 @@ class Consumer:
             sent += n
             size += len(entry.data)
         self.permits -= sent
+        if len(pending) - before == len(entries):
+            self.unacked += sent
+        else:
+            # Sent again while still pending here: count afresh, not twice.
+            self.unacked = sum(pending.values())
         dispatched = self.dispatched
         dispatched.messages += sent
         dispatched.bytes += size
@@ -183,15 +210,24 @@ class Consumer:
     def remove_pending(self, positions: Iterable[Position]) -> list[Position]:
         """Drop acked positions; returns those that were pending here."""
         pending = self.pending_acks
-        return [p for p in positions if pending.pop(p, None) is not None]
+        removed: list[Position] = []
+        freed = 0
+        for p in positions:
+            count = pending.pop(p, None)
+            if count is not None:
+                removed.append(p)
+                freed += count
+        self.unacked -= freed
+        return removed
 
     def remove_pending_up_to(self, position: Position) -> None:
         pending = self.pending_acks
         for p in [p for p in pending if p <= position]:
-            del pending[p]
+            self.unacked -= pending.pop(p)
 
     def take_pending(self) -> list[Position]:
         """Hand back every unacked position (consumer leaving or REDELIVER all)."""
         positions = list(self.pending_acks)
         self.pending_acks.clear()
+        self.unacked = 0
         return positions

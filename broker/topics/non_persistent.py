@@ -23,6 +23,8 @@ from magnetar.broker.errors import ConsumerBusyError, NotAllowedError
 from magnetar.broker.features.keywindow import KeyWindowPolicy
 from magnetar.broker.observability.counters import RateCounter
 from magnetar.broker.policies.rates import DispatchRate
+from magnetar.broker.policies.subscribe_rate import SubscribeRate, SubscribeRateLimiter
+from magnetar.broker.policies.subscription_rates import SubscriptionDispatchRates
 from magnetar.broker.storage.api import Entry, Position
 from magnetar.broker.topics.base import (
     LastMessageId,
@@ -65,6 +67,8 @@ class NonPersistentSubscription:
         self._dispatcher: NonPersistentDispatcher | None = None
         self._on_emptied = on_emptied
         self.is_closed = False
+        # Consumers gone (policies/inactive.py's idle time).
+        self.activity = 0
 
     @property
     def is_durable(self) -> bool:
@@ -95,6 +99,7 @@ class NonPersistentSubscription:
         if consumer.is_closed:
             return
         consumer.is_closed = True
+        self.activity += 1
         if self._dispatcher is not None:
             self._dispatcher.remove_consumer(consumer)
         if not self.consumers:
@@ -231,8 +236,21 @@ class NonPersistentTopic(TopicProducers):
     def set_dispatch_rate(self, rate: DispatchRate | None) -> None:
         """Dispatch-or-drop: nothing waits to be dispatched later."""
 
+    def set_subscription_dispatch_rates(self, rates: SubscriptionDispatchRates) -> None:
+        """Dispatch-or-drop, as for dispatchRate."""
+
     async def set_key_window(self, policy: KeyWindowPolicy | None) -> None:
         """Nothing is stored: no first copy to point at."""
+
+    @property
+    def subscribe_rate(self) -> SubscribeRateLimiter | None:
+        return None
+
+    def set_subscribe_rate(self, rate: SubscribeRate | None) -> None:
+        """Pulsar limits subscribes on persistent topics only."""
+
+    def set_dedup_snapshot_interval(self, seconds: int) -> None:
+        """Nothing is stored, so no deduplication to snapshot."""
 
     async def subscribe(
         self, cnx: ClientConnection, options: SubscribeOptions
@@ -271,6 +289,7 @@ class NonPersistentTopic(TopicProducers):
     def _emptied(self, sub: NonPersistentSubscription) -> None:
         if self.subscriptions.get(sub.name) is sub:
             del self.subscriptions[sub.name]
+            self.activity += 1
 
     async def unsubscribe(self, subscription: Subscription, consumer: Consumer) -> None:
         others = [c for c in subscription.consumers if c is not consumer]
@@ -288,6 +307,9 @@ class NonPersistentTopic(TopicProducers):
 
     def set_delayed_delivery(self, active: bool) -> None:
         pass  # non-persistent dispatchers hold nothing back
+
+    def set_unacked_limits(self, per_consumer: int, per_subscription: int) -> None:
+        pass  # as in Pulsar, only persistent subscriptions count unacked messages
 
     def set_auto_subscription_creation(self, allowed: bool) -> None:
         pass  # its subscriptions exist only while they have consumers

@@ -33,6 +33,8 @@ from magnetar.broker.features.keywindow import (
 from magnetar.broker.observability.counters import RateCounter
 from magnetar.broker.policies.backlog_quota import QuotaState, backlog_bytes
 from magnetar.broker.policies.rates import DispatchRate, DispatchRateLimiter
+from magnetar.broker.policies.subscribe_rate import SubscribeRate, SubscribeRateLimiter
+from magnetar.broker.policies.subscription_rates import SubscriptionDispatchRates
 from magnetar.broker.storage.api import (
     EARLIEST,
     LATEST,
@@ -79,6 +81,10 @@ class PersistentTopic(TopicProducers):
         self.subscriptions: dict[str, PersistentSubscription] = {}
         # The dispatchRate quota its subscriptions share; changed in place.
         self.dispatch_rate = DispatchRateLimiter()
+        # subscriptionDispatchRate, for subscriptions made later too.
+        self._subscription_rates = SubscriptionDispatchRates()
+        # Set while a subscribeRate policy applies; ServerCnx asks it first.
+        self.subscribe_rate: SubscribeRateLimiter | None = None
         self._max_read_batch_size = max_read_batch_size
         self._key_shared_consistent_hashing = key_shared_consistent_hashing
         self._failover_consistent_hashing = failover_consistent_hashing
@@ -101,6 +107,9 @@ class PersistentTopic(TopicProducers):
         self.message_ttl_s = 0
         # The delayedDelivery policy's switch, for dispatchers made later too.
         self._delayed_delivery = True
+        # maxUnackedMessagesOnConsumer / OnSubscription (0: none), for
+        # dispatchers made later too.
+        self._unacked_limits = (0, 0)
         # The namespace's backlog quotas and the last measured backlog age.
         self.quota = QuotaState()
         # Entries (as `messages`) and bytes storage wrote, followed by the stats
@@ -162,9 +171,26 @@ class PersistentTopic(TopicProducers):
                 self.deduplication = None
                 await self._dedup.disable()
 
+    def set_subscribe_rate(self, rate: SubscribeRate | None) -> None:
+        """Apply (None: remove) subscribeRate; an unchanged rate keeps its
+        limiter, so the current period's counts stand."""
+        if rate is None or rate.unlimited:
+            self.subscribe_rate = None
+        elif self.subscribe_rate is None or self.subscribe_rate.rate != rate:
+            self.subscribe_rate = SubscribeRateLimiter(rate)
+
+    def set_dedup_snapshot_interval(self, seconds: int) -> None:
+        self._dedup.set_snapshot_interval_seconds(seconds)
+
     def set_dispatch_rate(self, rate: DispatchRate | None) -> None:
         """Apply the dispatchRate policy to every subscription (one shared quota)."""
         self.dispatch_rate.set_rate(rate)
+
+    def set_subscription_dispatch_rates(self, rates: SubscriptionDispatchRates) -> None:
+        """Apply subscriptionDispatchRate: each subscription its own quota."""
+        self._subscription_rates = rates
+        for name, sub in self.subscriptions.items():
+            sub.set_dispatch_rate(rates.of(name))
 
     async def set_key_window(self, policy: KeyWindowPolicy | None) -> None:
         """Apply the dedupKeyWindow policy; a changed policy reopens the index."""
@@ -344,10 +370,13 @@ class PersistentTopic(TopicProducers):
             on_dispatch=on_dispatch,
             on_active_change=on_active_change,
             delayed_delivery=self._delayed_delivery,
+            max_unacked_per_consumer=self._unacked_limits[0],
+            max_unacked_per_subscription=self._unacked_limits[1],
         )
         sub = PersistentSubscription(
             self.name, name, self.ledger, cursor, settings, on_emptied=self._subscription_emptied
         )
+        sub.set_dispatch_rate(self._subscription_rates.of(name))
         return sub
 
     def _subscription_emptied(self, sub: PersistentSubscription) -> None:
@@ -361,6 +390,7 @@ class PersistentTopic(TopicProducers):
     async def _drop_subscription(self, sub: PersistentSubscription) -> None:
         if self.subscriptions.get(sub.name) is sub:
             del self.subscriptions[sub.name]
+            self.activity += 1
         await sub.close()
         if not sub.is_durable:
             with contextlib.suppress(StorageError):
@@ -488,6 +518,13 @@ class PersistentTopic(TopicProducers):
         self._delayed_delivery = active
         for sub in self.subscriptions.values():
             sub.set_delayed_delivery(active)
+
+    def set_unacked_limits(self, per_consumer: int, per_subscription: int) -> None:
+        if (per_consumer, per_subscription) == self._unacked_limits:
+            return  # applied on every policy change: unchanged, nothing to redo
+        self._unacked_limits = (per_consumer, per_subscription)
+        for sub in self.subscriptions.values():
+            sub.set_unacked_limits(per_consumer, per_subscription)
 
     def set_auto_subscription_creation(self, allowed: bool) -> None:
         self._allow_auto_subscription_creation = allowed

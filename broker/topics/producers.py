@@ -70,6 +70,8 @@ class TopicProducers(ABC):
         # periodic stats update, exports from the metrics collector.
         self.published = RateCounter()
         self.dispatched = RateCounter()
+        # Producers and subscriptions gone (policies/inactive.py's idle time).
+        self.activity = 0
 
     @abstractmethod
     def append(self, data: bytes, num_messages: int) -> asyncio.Future[Position]:
@@ -162,6 +164,7 @@ class TopicProducers(ABC):
     def remove_producer(self, producer: Producer) -> None:
         if self.producers.get(producer.name) is producer:
             del self.producers[producer.name]
+            self.activity += 1
             if not self.producers:
                 self._wake_exclusive_waiter()
         producer.close()

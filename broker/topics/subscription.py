@@ -25,6 +25,7 @@ from magnetar.broker.errors import (
     NotAllowedError,
 )
 from magnetar.broker.observability.counters import RateCounter
+from magnetar.broker.policies.rates import DispatchRate, DispatchRateLimiter
 from magnetar.broker.storage.api import (
     EARLIEST,
     Entry,
@@ -61,7 +62,10 @@ class PersistentSubscription:
         self.cursor = cursor
         self.sub_type: int | None = None
         self._dispatcher: PersistentDispatcher | None = None
-        self._settings = settings
+        # Its own dispatch quota (subscriptionDispatchRate), changed in place:
+        # every dispatcher it gets holds this one.
+        self.dispatch_rate = DispatchRateLimiter()
+        self._settings = replace(settings, subscription_dispatch_rate=self.dispatch_rate)
         # Called when the last consumer of a non-durable subscription leaves:
         # a reader's subscription lives only as long as its consumer.
         self._on_emptied = on_emptied
@@ -80,6 +84,8 @@ class PersistentSubscription:
         # Counted per dispatch (the topic adds its own; rates by stats_update.py).
         self.dispatched = RateCounter()
         self.redelivered = RateCounter()
+        # Consumers gone (policies/inactive.py's idle time).
+        self.activity = 0
 
     def __repr__(self) -> str:
         return f"PersistentSubscription({self.topic_name!r}, {self.name!r})"
@@ -123,6 +129,27 @@ class PersistentSubscription:
         if self._dispatcher is not None:
             self._dispatcher.set_delayed_delivery(active)
 
+    def set_dispatch_rate(self, rate: DispatchRate | None) -> None:
+        """Its subscriptionDispatchRate (None: none); an unchanged rate keeps
+        the current period's counts."""
+        self.dispatch_rate.set_rate(rate)
+
+    def set_unacked_limits(self, per_consumer: int, per_subscription: int) -> None:
+        """The topic's maxUnackedMessages limits (0: none), for this
+        dispatcher and the next."""
+        self._settings = replace(
+            self._settings,
+            max_unacked_per_consumer=per_consumer,
+            max_unacked_per_subscription=per_subscription,
+        )
+        if self._dispatcher is not None:
+            self._dispatcher.set_unacked_limits(per_consumer, per_subscription)
+
+    @property
+    def blocked_on_unacked(self) -> bool:
+        """The subscription is at its unacked limit (blockedSubscriptionOnUnackedMsgs)."""
+        return self._dispatcher is not None and self._dispatcher.blocked_on_unacked
+
     async def _replace_dispatcher(self, sub_type: int) -> PersistentDispatcher:
         # Built complete: what this subscription reads and whether its topic
         # is terminated go in with the settings.
@@ -150,6 +177,7 @@ class PersistentSubscription:
         if consumer.is_closed:
             return
         consumer.is_closed = True
+        self.activity += 1
         if self._dispatcher is not None:
             self._dispatcher.remove_consumer(consumer)
         if not self.consumers:
@@ -370,7 +398,7 @@ class PersistentSubscription:
 
     @property
     def unacked_messages(self) -> int:
-        return sum(c.unacked_messages for c in self.consumers)
+        return sum(c.unacked for c in self.consumers)
 
     @property
     def delayed_messages(self) -> int:

@@ -43,6 +43,16 @@ SAMPLES: dict[str, tuple[Any, Any, Any, int]] = {
         {"ratePeriodInSecond": 0},
         400,
     ),
+    "subscription_dispatch_rate": (
+        {"dispatchThrottlingRateInMsg": 7},
+        {
+            "dispatchThrottlingRateInMsg": 7,
+            "dispatchThrottlingRateInByte": -1,
+            "ratePeriodInSecond": 1,
+        },
+        {"dispatchThrottlingRateInByte": "lots"},
+        400,
+    ),
     "compaction_threshold": (2000, 2000, -1, 412),
     "schema_compatibility": ("BACKWARD", "BACKWARD", "SIDEWAYS", 400),
     "schema_validation_enforced": (True, True, 1, 400),
@@ -91,6 +101,29 @@ SAMPLES: dict[str, tuple[Any, Any, Any, int]] = {
     ),
     "max_topics_per_namespace": (10, 10, -1, 412),
     "encryption_required": (True, True, "always", 400),
+    "max_unacked_on_consumer": (5, 5, -1, 412),
+    "max_unacked_on_subscription": (20, 20, "many", 400),
+    "subscribe_rate": (
+        {"subscribeThrottlingRatePerConsumer": 2},
+        {"subscribeThrottlingRatePerConsumer": 2, "ratePeriodInSecond": 30},
+        {"subscribeThrottlingRatePerConsumer": "two"},
+        400,
+    ),
+    "dedup_snapshot_interval": (60, 60, -1, 412),
+    "inactive_topic_policies": (
+        {
+            "inactiveTopicDeleteMode": "delete_when_subscriptions_caught_up",
+            "deleteWhileInactive": True,
+        },
+        {
+            "inactiveTopicDeleteMode": "delete_when_subscriptions_caught_up",
+            "maxInactiveDurationSeconds": 0,
+            "deleteWhileInactive": True,
+        },
+        {"inactiveTopicDeleteMode": "delete_sometimes"},
+        400,
+    ),
+    "subscription_expiration_time": (30, 30, -1, 412),
 }
 
 
