@@ -13,11 +13,10 @@ from pathlib import Path
 
 import pulsar
 import pytest
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
 
 import magnetar.client as ours
 from tests.support.brokers import BrokerThread
+from tests.support.certs import rsa_key_pair
 
 _names = itertools.count()
 KEY_NAME = "app-key"
@@ -27,28 +26,9 @@ def _topic() -> str:
     return f"persistent://public/default/crypto-{next(_names)}"
 
 
-def _key_pair(directory: Path, name: str) -> tuple[str, str]:
-    """An RSA key pair as PEM files: (public, private)."""
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    public, private = directory / f"{name}.pub.pem", directory / f"{name}.key.pem"
-    public.write_bytes(
-        key.public_key().public_bytes(
-            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
-        )
-    )
-    private.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.TraditionalOpenSSL,
-            serialization.NoEncryption(),
-        )
-    )
-    return str(public), str(private)
-
-
 @pytest.fixture
 def keys(tmp_path: Path) -> tuple[str, str]:
-    return _key_pair(tmp_path, "right")
+    return rsa_key_pair(tmp_path, "right")
 
 
 def _official(url: str) -> pulsar.Client:
@@ -105,7 +85,7 @@ def test_a_consumer_without_the_key_applies_its_failure_action(
     that can), DISCARD acknowledges it away, CONSUME delivers the ciphertext
     with is_decryption_failed(); the right key then reads what FAIL kept."""
     topic = _topic()
-    wrong = ours.CryptoKeyReader(*_key_pair(tmp_path, "wrong"))
+    wrong = ours.CryptoKeyReader(*rsa_key_pair(tmp_path, "wrong"))
     theirs = _official(magnetar_broker.url)
     mine = ours.Client(magnetar_broker.url)
     try:

@@ -229,3 +229,10 @@ class BrokerProcess:
                 self.proc.wait(20)
             except subprocess.TimeoutExpired:
                 self.kill()
+
+
+def ledger_files(broker: BrokerThread, namespace: str) -> list[Path]:
+    """The ledger data files of a namespace's topics (`namespace` without its
+    tenant) on disk: the ledger directory names carry the namespace."""
+    root = broker.config.data_dir / "ledgers"
+    return [p for d in root.iterdir() if namespace in d.name for p in d.rglob("*") if p.is_file()]

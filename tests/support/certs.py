@@ -1,6 +1,6 @@
 """Test certificates made at test time (no private key is committed): a CA,
-a server certificate for localhost / 127.0.0.1, and client certificates
-whose common name is the role."""
+a server certificate for localhost / 127.0.0.1, client certificates whose
+common name is the role, and RSA key pairs for message encryption."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import NameOID
 
 
@@ -84,3 +84,22 @@ class CertAuthority:
             builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=False)
         cert = builder.sign(self._key, hashes.SHA256())
         return _write(self.directory, common_name, cert, key)
+
+
+def rsa_key_pair(directory: Path, name: str) -> tuple[str, str]:
+    """An RSA key pair as PEM files for end-to-end encryption: (public, private)."""
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    public, private = directory / f"{name}.pub.pem", directory / f"{name}.key.pem"
+    public.write_bytes(
+        key.public_key().public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+        )
+    )
+    private.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.TraditionalOpenSSL,
+            serialization.NoEncryption(),
+        )
+    )
+    return str(public), str(private)

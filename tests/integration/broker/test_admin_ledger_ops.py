@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import time
 import uuid
-from pathlib import Path
 from typing import Any
 
-from tests.support.brokers import BrokerFactory, BrokerThread
+from tests.support.brokers import BrokerFactory, BrokerThread, ledger_files
 from tests.support.http_calls import http_call
 from tests.support.official import official_client
 from tests.support.polling import eventually
@@ -24,14 +23,6 @@ def _namespace(broker: BrokerThread, retention: dict[str, int] | None = None) ->
     if retention is not None:
         assert http_call("POST", f"{base}/retention", retention) == (204, None)
     return ns
-
-
-def _ledger_files(broker: BrokerThread, ns: str) -> list[Path]:
-    """The namespace's ledger files on disk (as test_broker_retention.py
-    finds them: the ledger directory names carry the namespace)."""
-    root = broker.config.data_dir / "ledgers"
-    local = ns.split("/")[1]
-    return [p for d in root.iterdir() if local in d.name for p in d.rglob("*") if p.is_file()]
 
 
 def _produce_many(broker: BrokerThread, topic: str) -> None:
@@ -67,14 +58,14 @@ def test_trim_deletes_consumed_ledgers_now(broker_factory: BrokerFactory) -> Non
         consumer.close()
     # The cursor persists within a second; its trim finds the retention.
     time.sleep(2.0)
-    before = len(_ledger_files(broker, ns))
+    before = len(ledger_files(broker, ns.split("/")[1]))
     assert before >= 5
     assert len(_get(f"{url}/internal-info")["ledgers"]) >= 5
     assert http_call("DELETE", f"{broker.http_url}/admin/v2/namespaces/{ns}/retention")[0] == 204
     time.sleep(0.5)
-    assert len(_ledger_files(broker, ns)) == before  # nothing trims by itself
+    assert len(ledger_files(broker, ns.split("/")[1])) == before  # nothing trims by itself
     assert http_call("POST", f"{url}/trim") == (204, None)
-    assert len(_ledger_files(broker, ns)) < before
+    assert len(ledger_files(broker, ns.split("/")[1])) < before
     assert len(_get(f"{url}/internal-info")["ledgers"]) == 1
     assert http_call("POST", f"{broker.http_url}/admin/v2/persistent/{ns}/nope/trim")[0] == 404
 
@@ -237,13 +228,13 @@ def test_truncate_clears_backlogs_and_deletes_ledgers(broker_factory: BrokerFact
     topic = f"persistent://{ns}/t"
     url = f"{broker.http_url}/admin/v2/persistent/{ns}/t"
     _produce_many(broker, topic)
-    before = len(_ledger_files(broker, ns))
+    before = len(ledger_files(broker, ns.split("/")[1]))
     assert before >= 5
     assert _get(f"{url}/stats")["subscriptions"]["sub"]["msgBacklog"] == MESSAGES
     assert http_call("DELETE", f"{url}/truncate") == (204, None)
     assert _get(f"{url}/stats")["subscriptions"]["sub"]["msgBacklog"] == 0
     assert len(_get(f"{url}/internal-info")["ledgers"]) == 1
-    assert len(_ledger_files(broker, ns)) < before
+    assert len(ledger_files(broker, ns.split("/")[1])) < before
     with official_client(broker.url) as client:
         consumer = client.subscribe(topic, "sub")
         producer = client.create_producer(topic)

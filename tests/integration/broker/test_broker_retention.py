@@ -7,19 +7,12 @@ from __future__ import annotations
 
 import time
 import uuid
-from pathlib import Path
 
-from tests.support.brokers import BrokerFactory, BrokerThread
+from tests.support.brokers import BrokerFactory, BrokerThread, ledger_files
 from tests.support.http_calls import http_call
 from tests.support.official import official_client
 
 MESSAGES = 200
-
-
-def _ledger_files(broker: BrokerThread, ns: str) -> list[Path]:
-    """The ledger data files of the namespace's topics, as found on disk."""
-    root = broker.config.data_dir / "ledgers"
-    return [p for d in root.iterdir() if ns in d.name for p in d.rglob("*") if p.is_file()]
 
 
 def _produce(broker: BrokerThread, topic: str) -> None:
@@ -70,14 +63,14 @@ def test_consumed_ledgers_are_deleted(broker_factory: BrokerFactory) -> None:
     # Measured while nothing is consumed, so no sweep can have trimmed yet.
     for ns in topic:
         _produce(broker, topic[ns])
-    before = {ns: len(_ledger_files(broker, ns)) for ns in topic}
+    before = {ns: len(ledger_files(broker, ns)) for ns in topic}
     # 200 x 200-byte entries over 4 KiB segments: many ledgers each.
     assert all(count >= 5 for count in before.values()), before
     size_before = storage_size(consumed)
     _consume(broker, topic[consumed])
     _consume(broker, topic[kept])
     deadline = time.monotonic() + 30
-    while len(_ledger_files(broker, consumed)) >= before[consumed] - 3:
+    while len(ledger_files(broker, consumed)) >= before[consumed] - 3:
         assert time.monotonic() < deadline, "consumed ledgers were never deleted"
         time.sleep(0.2)
     # Only the open ledger stays.
@@ -85,5 +78,5 @@ def test_consumed_ledgers_are_deleted(broker_factory: BrokerFactory) -> None:
     # Another full sweep (run here, not waited for): the others keep every file.
     assert broker.server is not None and broker.server.service is not None
     broker.call(broker.server.service.expiry.sweep())
-    assert len(_ledger_files(broker, unread)) == before[unread]
-    assert len(_ledger_files(broker, kept)) == before[kept]
+    assert len(ledger_files(broker, unread)) == before[unread]
+    assert len(ledger_files(broker, kept)) == before[kept]

@@ -13,11 +13,10 @@ from typing import Any
 
 import pulsar
 import pytest
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
 from pulsar.schema import StringSchema
 
 from tests.support.brokers import BrokerFactory, BrokerThread
+from tests.support.certs import rsa_key_pair
 from tests.support.http_calls import http_call
 from tests.support.official import official_client
 
@@ -290,21 +289,7 @@ def test_namespace_encryption_required(broker: BrokerThread, tmp_path: Path) -> 
     its message arrives encrypted (the consumer decrypts it)."""
     ns = _namespace(broker, encryptionRequired=True)
     topic = f"persistent://public/{ns}/secret"
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    public, private = tmp_path / "k.pub.pem", tmp_path / "k.key.pem"
-    public.write_bytes(
-        key.public_key().public_bytes(
-            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
-        )
-    )
-    private.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.TraditionalOpenSSL,
-            serialization.NoEncryption(),
-        )
-    )
-    reader = pulsar.CryptoKeyReader(str(public), str(private))
+    reader = pulsar.CryptoKeyReader(*rsa_key_pair(tmp_path, "k"))
     with official_client(broker.url) as client:
         with pytest.raises(pulsar.NotAllowedError):
             client.create_producer(topic)

@@ -6,14 +6,10 @@ Key_Shared only."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Mapping
-from pathlib import Path
-
-import pytest
+from collections.abc import Mapping
 
 from magnetar.broker.policies.resolver import PolicyDefaults, TopicPolicies
-from magnetar.broker.storage import FileManagedLedgerFactory
-from magnetar.broker.storage.api import InitialPosition, ManagedLedgerConfig, Position, SyncPolicy
+from magnetar.broker.storage.api import InitialPosition, Position
 from magnetar.broker.topics.base import SubscribeOptions
 from magnetar.broker.topics.consumer import Consumer, SubType
 from magnetar.broker.topics.persistent import PersistentTopic
@@ -22,20 +18,6 @@ from magnetar.proto import pulsar_api_pb2 as pb
 from magnetar.proto.frames import Payload
 from magnetar.proto.naming import TopicName
 from tests.unit.broker.recording import RecordingConnection
-
-
-@pytest.fixture
-async def topic(tmp_path: Path) -> AsyncIterator[PersistentTopic]:
-    factory = await FileManagedLedgerFactory.create(
-        str(tmp_path), ManagedLedgerConfig(sync_policy=SyncPolicy.NONE)
-    )
-    ledger = await factory.open("public/default/persistent/t")
-    topic = PersistentTopic(TopicName.parse("t"), ledger)
-    try:
-        yield topic
-    finally:
-        await topic.close(notify_clients=False)
-        await factory.close()
 
 
 async def _publish(topic: PersistentTopic, count: int, key: str = "") -> list[Position]:

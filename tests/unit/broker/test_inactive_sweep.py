@@ -3,11 +3,7 @@ decisions, on a fake clock, over real topics and storage (no sockets)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from pathlib import Path
-
-import pytest
 
 from magnetar.broker.policies import catalog
 from magnetar.broker.policies.inactive import (
@@ -18,8 +14,7 @@ from magnetar.broker.policies.inactive import (
     InactivitySweep,
 )
 from magnetar.broker.policies.resolver import PolicyDefaults, TopicPolicies
-from magnetar.broker.storage import FileManagedLedgerFactory
-from magnetar.broker.storage.api import InitialPosition, ManagedLedgerConfig, SyncPolicy
+from magnetar.broker.storage.api import InitialPosition
 from magnetar.broker.topics.base import SubscribeOptions
 from magnetar.broker.topics.consumer import Consumer, SubType
 from magnetar.broker.topics.non_persistent import NonPersistentTopic
@@ -51,20 +46,6 @@ class Sweep:
 
     async def _delete(self, name: str) -> None:
         self.deleted.append(name)
-
-
-@pytest.fixture
-async def topic(tmp_path: Path) -> AsyncIterator[PersistentTopic]:
-    factory = await FileManagedLedgerFactory.create(
-        str(tmp_path), ManagedLedgerConfig(sync_policy=SyncPolicy.NONE)
-    )
-    ledger = await factory.open("public/default/persistent/t")
-    topic = PersistentTopic(TopicName.parse("t"), ledger)
-    try:
-        yield topic
-    finally:
-        await topic.close(notify_clients=False)
-        await factory.close()
 
 
 def _deleting(mode: str = NO_SUBSCRIPTIONS, seconds: int = 10) -> Policies:
