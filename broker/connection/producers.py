@@ -131,7 +131,10 @@ class ProducerCommands:
                     " while schema validation is enforced",
                 )
             return None
-        return version_bytes(await service.schemas.add(topic.topic_name, schema))
+        version = await service.schemas.add(
+            topic.topic_name, schema, may_add=policies.allow_auto_update_schema
+        )
+        return version_bytes(version)
 
     async def _create_initial_subscription(self, topic: Topic, name: str) -> None:
         """CommandProducer's initial_subscription_name (a dead letter

@@ -79,7 +79,11 @@ class SchemaCommands:
         try:
             if schema is None:
                 raise BrokerServiceError(ServerError.IncompatibleSchema, "no schema given")
-            version = await self.cnx.service.schemas.add(parse_topic(cmd.topic), schema)
+            topic = parse_topic(cmd.topic)
+            policies = await self.cnx.service.policies.resolve(topic)
+            version = await self.cnx.service.schemas.add(
+                topic, schema, may_add=policies.allow_auto_update_schema
+            )
         except (BrokerServiceError, ResourceError, StorageError) as exc:
             self.cnx.write(
                 commands.get_or_create_schema_response(

@@ -327,6 +327,12 @@ MAX_TOPICS_PER_NAMESPACE = Policy(
 ENCRYPTION_REQUIRED = Policy(
     "encryption_required", flag, "encryption_required", None, "encryptionRequired", None,
 )  # fmt: skip
+# Pulsar's is_allow_auto_update_schema; true unless a namespace says false
+# (Pulsar's isAllowAutoUpdateSchemaEnabled defaults to true).
+ALLOW_AUTO_UPDATE_SCHEMA = Policy(
+    "allow_auto_update_schema", flag, "is_allow_auto_update_schema", None,
+    "isAllowAutoUpdateSchema", None, unset=True, default="allow_auto_update_schema",
+)  # fmt: skip
 # 0: no limit (Pulsar's "must be 0 or more" is a 412).
 MAX_UNACKED_ON_CONSUMER = Policy(
     "max_unacked_on_consumer", integer("maxUnackedMessagesPerConsumer"),
@@ -387,6 +393,7 @@ POLICIES: tuple[Policy, ...] = (
     AUTO_TOPIC_CREATION,
     MAX_TOPICS_PER_NAMESPACE,
     ENCRYPTION_REQUIRED,
+    ALLOW_AUTO_UPDATE_SCHEMA,
     MAX_UNACKED_ON_CONSUMER,
     MAX_UNACKED_ON_SUBSCRIPTION,
     INACTIVE_TOPIC_POLICIES,

@@ -72,6 +72,7 @@ class PolicyDefaults:
     max_subscriptions: int = 0
     schema_validation_enforced: bool = False
     allow_auto_subscription_creation: bool = True
+    allow_auto_update_schema: bool = True
     # maxUnackedMessagesPerConsumer / PerSubscription (0: none; Pulsar's
     # defaults are 50000 / 200000, set from the broker config).
     max_unacked_on_consumer: int = 0
@@ -259,6 +260,14 @@ class TopicPolicies:
     @property
     def encryption_required(self) -> bool:
         return self._typed(bool, catalog.ENCRYPTION_REQUIRED, False)
+
+    @property
+    def allow_auto_update_schema(self) -> bool:
+        """Whether a client's new schema may be registered (else only the
+        admin registers schemas)."""
+        return self._typed(
+            bool, catalog.ALLOW_AUTO_UPDATE_SCHEMA, self.defaults.allow_auto_update_schema
+        )
 
     @property
     def inactive_topic_policy(self) -> InactiveTopicPolicy:

@@ -91,15 +91,22 @@ class SchemaRegistry:
                 continue  # someone else added a version meanwhile; decide again
             return version
 
-    async def add(self, topic: TopicName, schema: SchemaData) -> int:
+    async def add(self, topic: TopicName, schema: SchemaData, *, may_add: bool = True) -> int:
         """A producer's (or the admin's) schema: its existing version when the
-        same definition is in force, else a new version if the strategy allows."""
+        same definition is in force, else a new version if the strategy allows
+        and `may_add` (a client's schema under isAllowAutoUpdateSchema false
+        must already be registered)."""
         while True:
             live = await self.live(topic)
             for stored in live:
                 assert stored.schema is not None
                 if stored.schema.same_definition(schema):
                     return stored.version
+            if not may_add:
+                raise IncompatibleSchemaError(
+                    f"schema not found on {topic} and schema auto-update is disabled"
+                    " (isAllowAutoUpdateSchema)"
+                )
             strategy = await self.strategy(topic)
             check(schema, [v.schema for v in live if v.schema is not None], strategy)
             if not live:

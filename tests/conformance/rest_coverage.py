@@ -65,8 +65,8 @@ REASONS: tuple[tuple[str, str], ...] = (
         "subscriptions keep no string properties yet: planned",
     ),
     (
-        r"isAllowAutoUpdateSchema|schemaAutoUpdateCompatibilityStrategy",
-        "schema auto-update is decided by the compatibility strategy alone",
+        r"schemaAutoUpdateCompatibilityStrategy",
+        "deprecated in Pulsar: schemaCompatibilityStrategy replaces it",
     ),
     (
         r"\{bundle\}(/split)?$",

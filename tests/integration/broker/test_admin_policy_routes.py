@@ -101,6 +101,7 @@ SAMPLES: dict[str, tuple[Any, Any, Any, int]] = {
     ),
     "max_topics_per_namespace": (10, 10, -1, 412),
     "encryption_required": (True, True, "always", 400),
+    "allow_auto_update_schema": (False, False, "no", 400),
     "max_unacked_on_consumer": (5, 5, -1, 412),
     "max_unacked_on_subscription": (20, 20, "many", 400),
     "subscribe_rate": (

@@ -257,3 +257,25 @@ def test_key_value_schema_reads_back_as_key_and_value_json(broker: BrokerThread)
     status, body = http_call("GET", f"{broker.http_url}/admin/v2/schemas/{path}/schema")
     assert status == 200 and body["type"] == "KEY_VALUE"
     assert json.loads(body["data"]) == {"key": record, "value": record}
+
+
+def test_auto_update_disabled_refuses_unregistered_schemas(broker: BrokerThread) -> None:
+    """isAllowAutoUpdateSchema false (namespace policy, Pulsar's
+    is_allow_auto_update_schema): a producer whose schema is not registered
+    is refused with IncompatibleSchema, even on a topic without one; after
+    the admin uploads the schema the producer connects; the namespace
+    without the policy registers schemas as before."""
+    ns = _namespace(broker, "FULL")
+    base = f"{broker.http_url}/admin/v2/namespaces/public/{ns}"
+    assert http_call("GET", f"{base}/isAllowAutoUpdateSchema") == (200, True)
+    assert http_call("POST", f"{base}/isAllowAutoUpdateSchema", False) == (204, None)
+    topic = f"persistent://public/{ns}/locked"
+    with official_client(broker.url) as client:
+        with pytest.raises(pulsar.IncompatibleSchema):
+            client.create_producer(topic, schema=AvroSchema(User1))
+        definition = AvroSchema(User1).schema_info().schema()
+        upload = {"type": "AVRO", "schema": definition, "properties": {}}
+        url = f"{broker.http_url}/admin/v2/schemas/public/{ns}/locked/schema"
+        assert http_call("POST", url, upload)[0] == 200
+        client.create_producer(topic, schema=AvroSchema(User1)).send(User1(name="a", age=1))
+        client.create_producer(_topic(), schema=AvroSchema(User1)).send(User1(name="b", age=2))
