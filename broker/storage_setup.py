@@ -40,7 +40,7 @@ async def open_factory(
         from magnetar.broker.storage.objects.factory import ObjectManagedLedgerFactory
         from magnetar.broker.storage.objects.store import ObjectStoreConfig
 
-        return await ObjectManagedLedgerFactory.open_on(
+        factory: FileManagedLedgerFactory = await ObjectManagedLedgerFactory.open_on(
             ObjectStoreConfig(
                 config.object_store_url,
                 endpoint=config.object_store_endpoint or None,
@@ -57,13 +57,20 @@ async def open_factory(
             collect_interval_s=config.object_store_collect_interval_s,
             collect_grace_s=config.object_store_collect_grace_s,
         )
-    return await FileManagedLedgerFactory.create(
-        str(config.data_dir),
-        ledger_config(config),
-        store=store,
-        shared=shared,
-        write_guard=write_guard,
-    )
+    else:
+        factory = await FileManagedLedgerFactory.create(
+            str(config.data_dir),
+            ledger_config(config),
+            store=store,
+            shared=shared,
+            write_guard=write_guard,
+        )
+    try:
+        await factory.reserve_ledger_ids()
+    except BaseException:
+        await factory.close()
+        raise
+    return factory
 
 
 async def open_storage(config: BrokerConfig) -> tuple[ManagedLedgerFactory, MetadataStore]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import final
 
 from magnetar.proto.errors import UsageError
 
@@ -37,6 +38,7 @@ class InvalidName(UsageError, ValueError):
 
 
 @dataclass(frozen=True, slots=True)
+@final
 class TopicName:
     domain: str
     tenant: str
@@ -45,6 +47,19 @@ class TopicName:
 
     @classmethod
     def parse(cls, name: str) -> TopicName:
+        # A client names a topic in PARTITIONED_METADATA, LOOKUP and PRODUCER
+        # alike: the checks run once per name (the result is immutable).
+        parsed = _PARSED.get(name)
+        if parsed is not None:
+            return parsed
+        parsed = cls._parse(name)
+        if len(_PARSED) >= _PARSED_MAX:
+            _PARSED.clear()
+        _PARSED[name] = parsed
+        return parsed
+
+    @classmethod
+    def _parse(cls, name: str) -> TopicName:
         if not name or not name.strip():
             raise InvalidTopicName("topic name is empty")
         if "://" in name:
@@ -95,6 +110,8 @@ class TopicName:
     @property
     def partition_index(self) -> int:
         """The partition number, or -1 when this is not a partition's name."""
+        if PARTITION_SUFFIX not in self.local_name:
+            return -1  # asked several times per topic load; the pattern is slower
         match = _PARTITION.match(self.local_name)
         return int(match.group("index")) if match else -1
 
@@ -120,6 +137,11 @@ class TopicName:
 
     def __str__(self) -> str:
         return f"{self.domain}://{self.tenant}/{self.namespace}/{self.local_name}"
+
+
+# Names parsed lately (TopicName.parse); cleared whole when full.
+_PARSED: dict[str, TopicName] = {}
+_PARSED_MAX = 4096
 
 
 def full_topic_name(name: str) -> str:

@@ -124,7 +124,10 @@ def routes(service: BrokerService) -> list[web.RouteDef]:
             name.tenant, name.namespace
         ):
             raise HttpError(409, f"topic {name} already exists")
-        await service.get_topic(str(name), create=True)
+        topic = await service.get_topic(str(name), create=True)
+        if is_persistent(topic):
+            # 204 means created: its record is stored, not only queued.
+            await topic.ledger.wait_first_record()
         return no_content()
 
     async def stats(request: web.Request) -> web.Response:

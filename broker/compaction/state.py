@@ -64,22 +64,65 @@ class TopicCompaction:
     def __init__(self, topic: str, ledger: ManagedLedger, directory: Path | None) -> None:
         self.topic = topic
         self._ledger = ledger
-        self._path = view_path(directory, topic) if directory is not None else None
-        self.view: CompactedView | None = load(self._path) if self._path is not None else None
-        self.status = CompactionStatus.NOT_RUN
-        self.last_error = ""
+        self._directory = directory
+        # The view and the state file are read on first use, not when the
+        # topic loads: most topics are never compacted, and three file
+        # probes on the event loop per topic slowed topic creation (issue 43).
+        self._loaded = False
+        self._view: CompactedView | None = None
+        self._status = CompactionStatus.NOT_RUN
+        self._last_error = ""
         self._task: asyncio.Task[None] | None = None
         # The automatic trigger: bytes published since the last run started.
         self.threshold_bytes = 0
         self._pending_bytes = 0
         self._persisted_pending = 0
-        self._load_state()
 
-    def _load_state(self) -> None:
-        if self._path is None:
+    @property
+    def _path(self) -> Path | None:
+        directory = self._directory
+        return None if directory is None else view_path(directory, self.topic)
+
+    @property
+    def view(self) -> CompactedView | None:
+        self._load()
+        return self._view
+
+    @view.setter
+    def view(self, view: CompactedView | None) -> None:
+        self._load()
+        self._view = view
+
+    @property
+    def status(self) -> CompactionStatus:
+        self._load()
+        return self._status
+
+    @status.setter
+    def status(self, status: CompactionStatus) -> None:
+        self._load()
+        self._status = status
+
+    @property
+    def last_error(self) -> str:
+        self._load()
+        return self._last_error
+
+    @last_error.setter
+    def last_error(self, error: str) -> None:
+        self._load()
+        self._last_error = error
+
+    def _load(self) -> None:
+        if self._loaded:
             return
+        self._loaded = True
+        path = self._path
+        if path is None:
+            return
+        self._view = load(path)
         try:
-            state = json.loads(_state_path(self._path).read_text())
+            state = json.loads(_state_path(path).read_text())
             status = CompactionStatus(state["status"])
             error = str(state["last_error"])
             pending = int(state["pending_bytes"])
@@ -90,19 +133,20 @@ class TopicCompaction:
             return
         if status is CompactionStatus.RUNNING:
             status, error = CompactionStatus.ERROR, "interrupted by a broker restart"
-        self.status, self.last_error = status, error
+        self._status, self._last_error = status, error
         self._pending_bytes = self._persisted_pending = max(pending, 0)
 
     def _save_state(self) -> None:
         """Write the state aside and swap it in (a few bytes, on the loop)."""
-        if self._path is None:
+        view = self._path
+        if view is None:
             return
         state = {
             "status": self.status.value,
             "last_error": self.last_error,
             "pending_bytes": self._pending_bytes,
         }
-        path = _state_path(self._path)
+        path = _state_path(view)
         tmp = path.with_name(path.name + ".tmp")
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -119,6 +163,7 @@ class TopicCompaction:
 
     def note_published(self, size: int) -> None:
         """An entry was stored; start a run once the threshold policy is passed."""
+        self._load()
         self._pending_bytes += size
         if 0 < self.threshold_bytes <= self._pending_bytes and not self.running:
             log.info("compaction threshold reached", topic=self.topic, bytes=self._pending_bytes)
@@ -130,6 +175,7 @@ class TopicCompaction:
         """Start a run; CompactionRunning while one is under way."""
         if self.running:
             raise CompactionRunning(self.topic)
+        self._load()
         self._pending_bytes = 0
         self.status = CompactionStatus.RUNNING
         self._save_state()
@@ -140,8 +186,9 @@ class TopicCompaction:
         started = time.monotonic()
         try:
             view = await compact(self._ledger, self.view)
-            if self._path is not None:
-                await asyncio.to_thread(save, view, self._path)
+            path = self._path
+            if path is not None:
+                await asyncio.to_thread(save, view, path)
         except asyncio.CancelledError:
             self.status = CompactionStatus.ERROR
             self.last_error = "cancelled (topic closed)"
@@ -174,6 +221,7 @@ class TopicCompaction:
 
     def delete(self) -> None:
         """The topic is deleted: its view and state go too."""
-        self.view = None
-        if self._path is not None:
-            remove_compaction_files(self._path)
+        self._loaded, self._view = True, None
+        path = self._path
+        if path is not None:
+            remove_compaction_files(path)

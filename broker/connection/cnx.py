@@ -34,6 +34,7 @@ from magnetar.broker.connection.lookups import LookupCommands
 from magnetar.broker.connection.producers import ProducerCommands
 from magnetar.broker.connection.schemas import SchemaCommands
 from magnetar.broker.connection.topic_lists import TopicListCommands
+from magnetar.broker.eager import run_request
 from magnetar.broker.errors import BrokerServiceError
 from magnetar.broker.observability.metrics import BrokerMetrics
 from magnetar.broker.service.broker_service import BrokerService, parse_topic
@@ -464,10 +465,10 @@ class ServerCnx(asyncio.Protocol):
 
     # -------------------------------------------------------------- helpers
 
-    def spawn(self, coro: Coroutine[Any, Any, None], request_id: int, what: str) -> None:
-        task = asyncio.get_running_loop().create_task(self._guard(coro, request_id, what))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+    def spawn(
+        self, coro: Coroutine[Any, Any, None], request_id: int, what: str, eager: bool = False
+    ) -> None:
+        run_request(self._tasks, self._guard(coro, request_id, what), eager)
 
     async def _guard(self, coro: Coroutine[Any, Any, None], request_id: int, what: str) -> None:
         try:

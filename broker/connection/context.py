@@ -38,9 +38,12 @@ class CommandContext(ClientConnection, Protocol):
         """Queue one encoded frame (no-op once closed)."""
         ...
 
-    def spawn(self, coro: Coroutine[Any, Any, None], request_id: int, what: str) -> None:
+    def spawn(
+        self, coro: Coroutine[Any, Any, None], request_id: int, what: str, eager: bool = False
+    ) -> None:
         """Run a request that waits; a BrokerServiceError it raises becomes an
-        ERROR frame for `request_id`."""
+        ERROR frame for `request_id`. `eager`: run it now, up to its first
+        wait (broker/eager.py), rather than in a task from the next turn."""
         ...
 
     async def authorize(self, action: str, topic: str, denied: str = "") -> None:

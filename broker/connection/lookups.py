@@ -24,6 +24,7 @@ class LookupCommands:
             ),
             cmd.request_id,
             "LOOKUP",
+            eager=True,  # answered from caches: no task needed (broker/eager.py)
         )
 
     async def _lookup(
@@ -48,6 +49,7 @@ class LookupCommands:
             self._partitioned_metadata(cmd.topic, cmd.request_id),
             cmd.request_id,
             "PARTITIONED_METADATA",
+            eager=True,
         )
 
     async def _partitioned_metadata(self, topic: str, request_id: int) -> None:

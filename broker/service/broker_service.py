@@ -21,6 +21,7 @@ import structlog
 
 from magnetar.broker.auth.authorization import AuthorizationService
 from magnetar.broker.config import BrokerConfig
+from magnetar.broker.eager import Done, start_eagerly
 from magnetar.broker.errors import (
     BrokerServiceError,
     NotAllowedError,
@@ -357,7 +358,12 @@ class BrokerService:
         await self.check_namespace(name)
         task = self._loading.get(key)
         if task is None:
-            task = asyncio.get_running_loop().create_task(self._load(name, create))
+            # Started here: a topic nearly always loads without waiting, and
+            # then needs no task (broker/eager.py); else others share the task.
+            started = start_eagerly(self._load(name, create))
+            if isinstance(started, Done):
+                return started.value
+            task = started
             self._loading[key] = task
             task.add_done_callback(lambda _t: self._loading.pop(key, None))
         return await asyncio.shield(task)

@@ -1,8 +1,7 @@
 """Public types and interfaces of the broker's storage layer.
 
-The broker codes against this module only. Storage stores opaque bytes: it never
-parses message metadata; where the broker needs a search over entries (reset by
-publish time), it passes a predicate that does the parsing.
+The broker codes against this module only. Storage stores opaque bytes and never
+parses message metadata: a search over entries takes the broker's predicate.
 
 Vocabulary follows Apache Pulsar:
 
@@ -502,11 +501,12 @@ class ManagedLedger(ABC):
 
     @abstractmethod
     async def trim_consumed_ledgers(self) -> int:
-        """Delete whole ledgers no durable cursor needs and retention allows.
+        """Delete whole ledgers no durable cursor needs and retention allows
+        (also after acks and rollovers); returns how many."""
 
-        Runs by itself after acks and rollovers; call it periodically for
-        time-based retention. Returns the number of ledgers deleted.
-        """
+    @abstractmethod
+    async def wait_first_record(self) -> None:
+        """Until a new ledger's record is stored; then it survives a crash."""
 
     @abstractmethod
     async def close(self) -> None:

@@ -20,6 +20,7 @@ from magnetar.broker.storage.api import (
     MetadataStore,
     Position,
 )
+from magnetar.broker.storage.births import Births
 from magnetar.broker.storage.cache import EntryCacheManager
 from magnetar.broker.storage.group import RoundWriter
 from magnetar.broker.storage.handles import OpenFiles
@@ -75,6 +76,11 @@ class LedgerContext:
     # Sealed ledgers' index files mapped at once (index_file.py).
     indexes: IndexMaps = field(default_factory=IndexMaps)
     write_guard: WriteGuard | None = None
+    # New ledgers whose files and first records are stored in batches.
+    births: Births = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.births = Births(self.executor, self.store)
 
 
 class OwningLedger(Protocol):
@@ -103,6 +109,7 @@ class OwningLedger(Protocol):
     def total_size(self) -> int: ...
     @property
     def record_pending(self) -> bool: ...
+    def hurry_birth(self) -> None: ...
     @property
     def has_active_cursors(self) -> bool: ...
 

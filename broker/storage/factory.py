@@ -295,18 +295,28 @@ class FileManagedLedgerFactory(ManagedLedgerFactory):
             self._next_id += 1
             return self._next_id - 1
         async with self._id_lock:
-            while self._next_id >= self._id_limit or self._next_id <= after:
-                got = await self.store.get(LEDGER_ID_PATH)
-                current = int(got.value) if got is not None and got.value else 1
-                version = got.stat.version if got is not None else -1
-                limit = current + LEDGER_ID_BLOCK
-                try:
-                    await self.store.put(LEDGER_ID_PATH, str(limit).encode(), version)
-                except BadVersion:
-                    continue  # another process reserved a block; read again
-                self._next_id, self._id_limit = current, limit
+            await self._reserve_ids(after)
             self._next_id += 1
             return self._next_id - 1
+
+    async def reserve_ledger_ids(self) -> None:
+        """Reserve the first block of ledger ids (at start): otherwise the
+        first topic created waited for that metadata commit (1 of its 1.4 ms,
+        issue 43)."""
+        async with self._id_lock:
+            await self._reserve_ids(-1)
+
+    async def _reserve_ids(self, after: int) -> None:
+        while self._next_id >= self._id_limit or self._next_id <= after:
+            got = await self.store.get(LEDGER_ID_PATH)
+            current = int(got.value) if got is not None and got.value else 1
+            version = got.stat.version if got is not None else -1
+            limit = current + LEDGER_ID_BLOCK
+            try:
+                await self.store.put(LEDGER_ID_PATH, str(limit).encode(), version)
+            except BadVersion:
+                continue  # another process reserved a block; read again
+            self._next_id, self._id_limit = current, limit
 
 
 def _validate_name(name: str) -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import bisect
 import json
 from dataclasses import dataclass
-from typing import Any
 
 from magnetar.broker.storage.api import Position
 from magnetar.broker.storage.cache import LedgerCache
@@ -187,14 +186,15 @@ class LedgerRecord:
 
 
 def encode_ledger_list(records: list[LedgerRecord]) -> bytes:
-    body: dict[str, Any] = {
-        "format": 1,
-        "ledgers": [
-            {"id": r.ledger_id, "entries": r.entries, "size": r.size, "closed_at": r.closed_at}
-            for r in records
-        ],
-    }
-    return json.dumps(body, separators=(",", ":")).encode()
+    """The JSON json.dumps(..., separators=(",", ":")) wrote, formatted
+    directly: every new topic stores one (json.dumps took 8 us of the 20 a
+    new ledger's record cost the event loop, issue 43)."""
+    ledgers = ",".join(
+        f'{{"id":{int(r.ledger_id)},"entries":{int(r.entries)},"size":{int(r.size)},'
+        f'"closed_at":{"null" if r.closed_at is None else json.dumps(r.closed_at)}}}'
+        for r in records
+    )
+    return f'{{"format":1,"ledgers":[{ledgers}]}}'.encode()
 
 
 def decode_ledger_list(data: bytes) -> list[LedgerRecord]:

@@ -34,6 +34,7 @@ from magnetar.broker.storage.api import (
     StorageError,
     WriteStats,
 )
+from magnetar.broker.storage.births import Birth
 from magnetar.broker.storage.context import LedgerContext
 from magnetar.broker.storage.layout import (
     LedgerInfo,
@@ -88,7 +89,8 @@ class ManagedLedgerImpl(ManagedLedger):
         self.durable_mark_deletes: dict[str, Position] = {}
         self._opening_cursors: dict[str, asyncio.Future[ManagedCursorImpl]] = {}
         self._sealer = IndexSealer(self)
-        self._first_record: asyncio.Task[None] | None = None
+        # A new ledger's record or files not made yet (births.py).
+        self._birth: Birth | None = None
         self.stats = LedgerStats()
 
     # ------------------------------------------------------------------ accessors
@@ -102,6 +104,9 @@ class ManagedLedgerImpl(ManagedLedger):
         return self._config
 
     def set_retention(self, time_s: float, size_bytes: int) -> None:
+        config = self._config
+        if config.retention_time_s == time_s and config.retention_size_bytes == size_bytes:
+            return  # every topic load sets it; most keep the default
         self._config = replace(
             self._config, retention_time_s=time_s, retention_size_bytes=size_bytes
         )
@@ -170,7 +175,8 @@ class ManagedLedgerImpl(ManagedLedger):
         """Called by recovery once the layout is built: begin serving."""
         self._lac = lac
         self._writer.start()
-        self.schedule_trim()
+        if len(self.layout) > 1:  # trimming never takes the ledger being written
+            self.schedule_trim()
 
     # ---------------------------------------------------------------------- append
 
@@ -220,38 +226,36 @@ class ManagedLedgerImpl(ManagedLedger):
                     w.set_result(None)
 
     def store_first_record(self, make_files: Callable[[], None]) -> None:
-        """Make a new ledger's files and store its record in the background
-        (see recovery)."""
-        self._first_record = self._loop.create_task(
-            self._store_first_record(make_files), name=f"ml-first-record:{self._name}"
-        )
+        """A new ledger: its record stored soon, its files made by its first
+        append (births.py; see recovery)."""
+        self._birth = self._ctx.births.add(self, make_files)
 
-    async def _store_first_record(self, make_files: Callable[[], None]) -> None:
-        try:
-            # Independent: the record names a file that replay would recreate.
-            results = await asyncio.gather(
-                self.run_blocking(make_files), self.write_ledger_list(), return_exceptions=True
-            )
-            for result in results:
-                if isinstance(result, BaseException):
-                    raise result
-        except Exception as exc:
-            log.exception("storing a new managed ledger failed", ledger=self._name)
+    def birth_done(self, error: BaseException | None) -> None:
+        """Record and files are made (appends go), or one failed (fenced)."""
+        if self._birth is None:
+            return
+        self._birth = None
+        if error is not None:
+            log.error("storing a new managed ledger failed", ledger=self._name, error=repr(error))
             self.fence()
-            self._writer.fail_queued(StorageError(f"creating {self._name} failed: {exc}"))
-        finally:
-            self._first_record = None  # no longer pending: appends may go
-            self._writer.resume()
+            self._writer.fail_queued(StorageError(f"creating {self._name} failed: {error}"))
+        self._writer.resume()
 
     @property
     def record_pending(self) -> bool:
-        """A new ledger whose first record is not stored yet: no receipt may resolve."""
-        return self._first_record is not None
+        """A new ledger whose record or first file is not made yet: no append goes."""
+        return self._birth is not None
+
+    def hurry_birth(self) -> None:
+        """Appends wait: the record and the files now."""
+        if self._birth is not None:
+            self._ctx.births.hurry(self, self._birth, files=True)
 
     async def wait_first_record(self) -> None:
-        task = self._first_record
-        if task is not None:
-            await asyncio.shield(task)
+        birth = self._birth
+        if birth is not None:
+            self._ctx.births.hurry(self, birth, files=False)
+            await asyncio.shield(birth.record)
         if self._state == _FENCED:
             self.check_open()
 
@@ -261,22 +265,24 @@ class ManagedLedgerImpl(ManagedLedger):
     def forget_unsynced(self, lf: LedgerFile) -> None:
         self._writer.forget_unsynced(lf)
 
+    def ledger_list(self) -> bytes:
+        """The layout's ledger list, as stored."""
+        records = [
+            LedgerRecord(
+                i.ledger_id,
+                i.entry_count if i.closed_at is not None else -1,
+                i.file.data_size if i.closed_at is not None else -1,
+                i.closed_at,
+            )
+            for i in self.layout.infos()
+        ]
+        return encode_ledger_list(records)
+
     async def write_ledger_list(self) -> None:
         """Store the layout's ledger list (compare-and-set on our version)."""
         async with self._meta_lock:
             # Built under the lock so that every write stores the newest layout.
-            records = [
-                LedgerRecord(
-                    i.ledger_id,
-                    i.entry_count if i.closed_at is not None else -1,
-                    i.file.data_size if i.closed_at is not None else -1,
-                    i.closed_at,
-                )
-                for i in self.layout.infos()
-            ]
-            stat = await self._ctx.store.put(
-                self.meta_path, encode_ledger_list(records), self.meta_version
-            )
+            stat = await self._ctx.store.put(self.meta_path, self.ledger_list(), self.meta_version)
             self.meta_version = stat.version
 
     # ------------------------------------------------------------------------ reads
@@ -541,8 +547,11 @@ class ManagedLedgerImpl(ManagedLedger):
         fenced = self._state == _FENCED
         self._state = _CLOSING
         err = ManagedLedgerClosed(f"managed ledger {self._name} is closed")
-        if self._first_record is not None:
-            await asyncio.wait([self._first_record])
+        birth = self._birth
+        if birth is not None:  # files never asked for are not made
+            self._ctx.births.hurry(self, birth, files=False)
+            if pending := birth.pending():
+                await asyncio.wait(pending)
         await self._writer.stop(err)
         waiters, self._entry_waiters = self._entry_waiters, []
         fail_all(waiters, err)

@@ -16,6 +16,7 @@ from urllib.parse import unquote
 import structlog
 
 from magnetar.broker.storage.api import ManagedLedgerConfig, Position
+from magnetar.broker.storage.births import make_dir_once
 from magnetar.broker.storage.context import LedgerContext
 from magnetar.broker.storage.index_file import SUFFIX, TMP_SUFFIX
 from magnetar.broker.storage.layout import LedgerInfo, LedgerRecord, decode_ledger_list
@@ -138,7 +139,9 @@ async def restore_cursors(ml: ManagedLedgerImpl) -> None:
 def _prepare_new(path: str, new_id: int) -> None:
     """A new managed ledger's files (any leftover of an earlier creation that
     crashed before its record goes); the LedgerFile opens its own later."""
-    _prepare_files(path, set(), new_id).close()
+    if not make_dir_once(path):
+        _remove_leftovers(path, set())
+    LedgerFile.create(os.path.join(path, f"{new_id}.log"), new_id, False).close()
 
 
 def _prepare_files(path: str, known: set[str], new_id: int) -> LedgerFile:

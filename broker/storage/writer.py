@@ -96,8 +96,10 @@ class LedgerWriter:
             and not self._stopping
             and self._rolling is None
             and self._in_flight is None
-            and not self._ml.record_pending
         ):
+            if self._ml.record_pending:
+                self._ml.hurry_birth()  # a new ledger: its record and file first
+                return
             self._scheduled = True
             self._ml.ctx.journal.schedule(self)
 

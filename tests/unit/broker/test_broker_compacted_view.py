@@ -1,12 +1,18 @@
 """The compacted view's file (issue 16): written aside and swapped in, so an
-interrupted write leaves the previous view; a damaged file is ignored."""
+interrupted write leaves the previous view; a damaged file is ignored; read
+when first needed (issue 43)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import cast
 
+import pytest
+
+from magnetar.broker.compaction.state import CompactionStatus, TopicCompaction, view_path
 from magnetar.broker.compaction.view import CompactedView, load, save
-from magnetar.broker.storage.api import Entry, Position
+from magnetar.broker.storage.api import Entry, ManagedLedger, Position
 
 
 def _view(tag: bytes) -> CompactedView:
@@ -48,3 +54,34 @@ def test_a_damaged_file_is_ignored(tmp_path: Path) -> None:
     path.write_bytes(b"short")
     assert load(path) is None
     assert load(tmp_path / "missing.view") is None
+
+
+def test_a_topics_view_and_state_are_read_on_first_use(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Loading a topic touches no compaction file (issue 43): the view and the
+    last run's state are read when first asked for."""
+    topic = "persistent://public/default/t"
+    view = view_path(tmp_path, topic)
+    save(_view(b"kept"), view)
+    state = {"status": "RUNNING", "last_error": "", "pending_bytes": 7}
+    view.with_suffix(".state").write_text(json.dumps(state))
+    opened: list[Path] = []
+    real_read_bytes, real_read_text = Path.read_bytes, Path.read_text
+
+    def read_bytes(path: Path) -> bytes:
+        opened.append(path)
+        return real_read_bytes(path)
+
+    def read_text(path: Path) -> str:
+        opened.append(path)
+        return real_read_text(path)
+
+    monkeypatch.setattr(Path, "read_bytes", read_bytes)
+    monkeypatch.setattr(Path, "read_text", read_text)
+    compaction = TopicCompaction(topic, cast(ManagedLedger, None), tmp_path)
+    assert opened == []
+    # A run cut by a restart reads back as failed.
+    assert compaction.status is CompactionStatus.ERROR
+    assert compaction.view is not None and compaction.view.horizon == Position(3, 9)
+    assert len(opened) == 2

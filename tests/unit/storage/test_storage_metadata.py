@@ -155,6 +155,27 @@ async def test_commit_applies_all_or_nothing(open_store: Opener) -> None:
         await store.close()
 
 
+async def test_a_commit_of_creations_only_is_all_or_nothing_too(open_store: Opener) -> None:
+    """New ledgers' first records are stored so, in batches (births.py)."""
+    store = await open_store()
+    heard: list[Notification] = []
+    store.register_listener(heard.append)
+    try:
+        stats = await store.commit([Put(f"/new/{i}", b"r%d" % i, -1) for i in range(3)])
+        assert [s.version if s else None for s in stats] == [0, 0, 0]
+        assert await store.get_children("/new") == ["0", "1", "2"]
+        assert (await store.get("/new/1")).value == b"r1"  # type: ignore[union-attr]
+        await asyncio.sleep(0)
+        assert Notification(NotificationType.CREATED, "/new") in heard
+        assert Notification(NotificationType.CREATED, "/new/2") in heard
+        assert Notification(NotificationType.CHILDREN_CHANGED, "/new") in heard
+        with pytest.raises(BadVersion, match="/new/1"):
+            await store.commit([Put("/new/3", b"", -1), Put("/new/1", b"", -1)])
+        assert await store.get("/new/3") is None
+    finally:
+        await store.close()
+
+
 async def test_concurrent_commits_under_one_fence_let_exactly_one_win(
     open_store: Opener,
 ) -> None:

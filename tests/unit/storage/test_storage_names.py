@@ -5,12 +5,16 @@ internal error (no OSError from a file name, no ValueError from a path)."""
 from __future__ import annotations
 
 import asyncio
+import re
 import tempfile
+from urllib.parse import quote
 
+import pytest
 from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 from magnetar.broker.storage import FileManagedLedgerFactory
 from magnetar.broker.storage.api import ManagedLedgerConfig, SyncPolicy
+from magnetar.broker.storage.paths import ML_ROOT, ledger_meta_path
 from magnetar.broker.topics.persistent import ledger_name
 from magnetar.proto.naming import (
     InvalidName,
@@ -83,3 +87,27 @@ def test_producer_and_consumer_names(name: str) -> None:
             validate(name)
         except InvalidName as exc:
             assert str(exc)
+
+
+@given(name=NAMES)
+@example(name="public/default/persistent/t-1")
+@example(name="a~b.c_d-e")
+def test_storage_names_are_percent_encoded_as_quote_does(name: str) -> None:
+    # paths.py skips quote()'s walk byte by byte for plain names.
+    assert ledger_meta_path(name) == f"{ML_ROOT}/{quote(name, safe='')}"
+
+
+@given(local=NAMES)
+@example(local="orders-partition-3")
+@example(local="x-partition-")
+def test_parsed_names_are_remembered_and_refusals_repeated(local: str) -> None:
+    full = f"persistent://public/default/{local}"
+    try:
+        first = TopicName.parse(full)
+    except InvalidTopicName:
+        with pytest.raises(InvalidTopicName):
+            TopicName.parse(full)
+        return
+    assert TopicName.parse(full) is first
+    match = re.match(r"^(.+)-partition-(\d+)$", local)
+    assert first.partition_index == (int(match.group(2)) if match else -1)

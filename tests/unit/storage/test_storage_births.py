@@ -1,0 +1,113 @@
+"""New ledgers (births.py): their records stored together after a short
+delay or when something needs them, their files made by their first append."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from magnetar.broker.storage import (
+    FileManagedLedgerFactory,
+    births as births_module,
+)
+from magnetar.broker.storage.api import StorageError
+from magnetar.broker.storage.ledger import ManagedLedgerImpl
+from magnetar.broker.storage.metadata_api import Put
+from magnetar.broker.storage.paths import ledger_dir, ledger_meta_path
+from tests.unit.storage.storage_support import OpenFactory
+
+
+def _dir(f: FileManagedLedgerFactory, name: str) -> Path:
+    return Path(ledger_dir(f.data_dir, name))
+
+
+async def _stored(f: FileManagedLedgerFactory, name: str) -> bool:
+    return await f.store.exists(ledger_meta_path(name))
+
+
+async def test_records_of_new_ledgers_are_stored_together_after_the_delay(
+    factory: FileManagedLedgerFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    commits: list[int] = []
+    commit = factory.store.commit
+
+    async def counting(ops: list[Put]) -> object:
+        commits.append(len(ops))
+        return await commit(ops)
+
+    monkeypatch.setattr(factory.store, "commit", counting)
+    names = [f"t/ns/persistent/b{i}" for i in range(5)]
+    for name in names:
+        await factory.open_impl(name)
+    assert not any([await _stored(factory, n) for n in names])  # not yet: the delay
+    await asyncio.sleep(births_module.FLUSH_DELAY_S * 4)
+    assert all([await _stored(factory, n) for n in names])
+    assert commits == [5]
+    # No append yet: no directory, no file.
+    assert not any(_dir(factory, n).exists() for n in names)
+
+
+async def test_the_first_append_makes_the_files_and_stores_the_record_at_once(
+    factory: FileManagedLedgerFactory,
+) -> None:
+    ml = await factory.open_impl("t/ns/persistent/first")
+    assert ml.record_pending
+    # Well inside the delay: the append does not wait for the timer.
+    position = await asyncio.wait_for(ml.add_entry(b"x"), births_module.FLUSH_DELAY_S / 2)
+    assert not ml.record_pending
+    assert await _stored(factory, ml.name)
+    assert [p.name for p in _dir(factory, ml.name).iterdir()] == [f"{position[0]}.log"]
+    assert [e.data for e in await ml.read_entries(position, 10)] == [b"x"]
+
+
+async def test_a_cursor_stores_the_record_but_makes_no_file(
+    factory: FileManagedLedgerFactory,
+) -> None:
+    ml = await factory.open_impl("t/ns/persistent/sub")
+    await asyncio.wait_for(ml.open_cursor("s"), births_module.FLUSH_DELAY_S / 2)
+    assert await _stored(factory, ml.name)
+    assert ml.record_pending  # its file is still to be made
+    assert not _dir(factory, ml.name).exists()
+
+
+async def test_a_ledger_closed_before_any_append_reopens_and_takes_appends(
+    open_factory: OpenFactory,
+) -> None:
+    f = await open_factory()
+    ml = await f.open_impl("t/ns/persistent/empty")
+    await ml.open_cursor("keep")
+    await ml.close()  # its record is stored, no file was ever made
+    assert await _stored(f, ml.name) and not _dir(f, ml.name).exists()
+    await f.close()
+    again = await open_factory()
+    reopened = await again.open_impl("t/ns/persistent/empty")
+    assert "keep" in reopened.cursors_by_name
+    position = await reopened.add_entry(b"after")
+    assert [e.data for e in await reopened.read_entries(position, 1)] == [b"after"]
+
+
+async def test_a_record_that_cannot_be_stored_fences_its_ledger_alone(
+    factory: FileManagedLedgerFactory,
+) -> None:
+    ok = await factory.open_impl("t/ns/persistent/fine")
+    bad = await factory.open_impl("t/ns/persistent/taken")
+    # Another writer stores a record first: the batch's commit is refused,
+    # then each record alone; only that ledger fails.
+    await factory.store.put(bad.meta_path, b"{}")
+    with pytest.raises(StorageError):
+        await bad.add_entry(b"x")
+    assert await ok.add_entry(b"y")
+
+
+async def test_more_new_ledgers_than_one_commit_takes(
+    factory: FileManagedLedgerFactory,
+) -> None:
+    n = births_module.MAX_COMMIT * 2 + 3
+    ledgers: list[ManagedLedgerImpl] = [
+        await factory.open_impl(f"t/ns/persistent/m{i}") for i in range(n)
+    ]
+    factory._ctx.births.store_records()
+    await asyncio.gather(*(ml.wait_first_record() for ml in ledgers))
+    assert all([await _stored(factory, ml.name) for ml in ledgers])
