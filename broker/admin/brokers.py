@@ -23,7 +23,7 @@ from aiohttp import web
 from prometheus_client.metrics import MetricWrapperBase
 
 from magnetar.broker.admin.base import HttpError, no_content
-from magnetar.broker.admin.subscriptions import topic_stats
+from magnetar.broker.admin.subscriptions import topic_stats, traffic_stats
 from magnetar.broker.cluster.bundles import bundle_of
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.observability.topic_metrics import TopicSample, sample_topic
@@ -128,28 +128,7 @@ def live_topic_stats(topic: Topic) -> dict[str, Any]:
             "msgDropped": stats.msg_dropped,
             "consumers": [_consumer_entry(c) for c in sub.consumers],
         }
-    published, dispatched = topic.published, topic.dispatched
-    return {
-        "msgRateIn": published.msg_rate,
-        "msgThroughputIn": published.byte_rate,
-        "msgRateOut": dispatched.msg_rate,
-        "msgThroughputOut": dispatched.byte_rate,
-        "msgInCounter": published.messages,
-        "bytesInCounter": published.bytes,
-        "msgOutCounter": dispatched.messages,
-        "bytesOutCounter": dispatched.bytes,
-        "publishers": [
-            {
-                "producerName": p.name,
-                "producerId": p.producer_id,
-                "accessMode": p.access_mode,
-                "address": p.cnx.address,
-                "clientVersion": p.cnx.client_version,
-            }
-            for p in list(topic.producers.values())
-        ],
-        "subscriptions": subscriptions,
-    }
+    return {**traffic_stats(topic), "subscriptions": subscriptions}
 
 
 def streamed_topic_stats(stats: dict[str, Any]) -> dict[str, Any]:

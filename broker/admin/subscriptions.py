@@ -26,7 +26,7 @@ from magnetar.broker.admin.base import (
 from magnetar.broker.policies.backlog_quota import backlog_bytes
 from magnetar.broker.service.broker_service import BrokerService
 from magnetar.broker.storage.api import EARLIEST, LATEST, Position
-from magnetar.broker.topics.base import StoredSubscription, StoredTopic, is_persistent
+from magnetar.broker.topics.base import StoredSubscription, StoredTopic, Topic, is_persistent
 
 
 def _message_id(body: object, *, default: Position | None = None) -> Position:
@@ -76,22 +76,9 @@ def _subscription_stats(sub: StoredSubscription) -> dict[str, Any]:
     }
 
 
-async def topic_stats(topic: StoredTopic) -> dict[str, Any]:
-    """TopicStats' fields: rates and counters in and out, publishers,
-    per-subscription stats, storage size and backlog."""
-    subs = {
-        n: _subscription_stats(await topic.get_subscription(n)) for n in topic.subscription_names()
-    }
-    publishers = [
-        {
-            "producerName": p.name,
-            "producerId": p.producer_id,
-            "accessMode": p.access_mode,
-            "address": p.cnx.address,
-            "clientVersion": p.cnx.client_version,
-        }
-        for p in topic.producers.values()
-    ]
+def traffic_stats(topic: Topic) -> dict[str, Any]:
+    """TopicStats' fields any topic has: rates and counters in and out, and
+    its publishers."""
     published, dispatched = topic.published, topic.dispatched
     return {
         "msgRateIn": published.msg_rate,
@@ -102,7 +89,27 @@ async def topic_stats(topic: StoredTopic) -> dict[str, Any]:
         "bytesInCounter": published.bytes,
         "msgOutCounter": dispatched.messages,
         "bytesOutCounter": dispatched.bytes,
-        "publishers": publishers,
+        "publishers": [
+            {
+                "producerName": p.name,
+                "producerId": p.producer_id,
+                "accessMode": p.access_mode,
+                "address": p.cnx.address,
+                "clientVersion": p.cnx.client_version,
+            }
+            for p in list(topic.producers.values())
+        ],
+    }
+
+
+async def topic_stats(topic: StoredTopic) -> dict[str, Any]:
+    """TopicStats' fields: traffic, per-subscription stats, storage size and
+    backlog."""
+    subs = {
+        n: _subscription_stats(await topic.get_subscription(n)) for n in topic.subscription_names()
+    }
+    return {
+        **traffic_stats(topic),
         "subscriptions": subs,
         "storageSize": topic.ledger.total_size,
         "backlogSize": backlog_bytes(topic.ledger),

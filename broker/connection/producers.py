@@ -240,28 +240,18 @@ class ProducerCommands:
         producer = attached.producer
         data = payload.data
         if problem is not None:
+            why = "SEND refused: batch does not hold what its metadata says"
+        elif (limits := attached.topic.publish_limits) is not None:
+            problem = limits.refusal(data, time.time_ns() // 1_000_000)
+            why = "SEND refused by the topic's policies"
+        if problem is not None:
+            # Permanent: ChecksumError is the one SEND_ERROR that fails the
+            # message instead of a reconnect that would resend it (WIRE 5).
             self.cnx.log.info(
-                "SEND refused: batch does not hold what its metadata says",
-                topic=attached.topic.name,
-                producer=producer.name,
-                detail=problem,
+                why, topic=attached.topic.name, producer=producer.name, detail=problem
             )
             producer.reject(sequence_id, ServerError.ChecksumError, problem, len(data))
             return
-        limits = attached.topic.publish_limits
-        if limits is not None:
-            refusal = limits.refusal(data, time.time_ns() // 1_000_000)
-            if refusal is not None:
-                # Permanent: ChecksumError is the one SEND_ERROR that fails the
-                # message instead of a reconnect that would resend it (WIRE 5).
-                self.cnx.log.info(
-                    "SEND refused by the topic's policies",
-                    topic=attached.topic.name,
-                    producer=producer.name,
-                    detail=refusal,
-                )
-                producer.reject(sequence_id, ServerError.ChecksumError, refusal, len(data))
-                return
         limiter = attached.topic.publish_rate
         if limiter is not None:
             pause = limiter.consume(num_messages or 1, len(data))
