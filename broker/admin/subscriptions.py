@@ -125,13 +125,15 @@ def routes(service: BrokerService) -> list[web.RouteDef]:
 
     async def create_topic(request: web.Request) -> web.Response:
         name = topic_from_path(request)
+        # Pulsar's 409 texts: scripts match on them to tolerate leftovers.
         if await service.partitioned_metadata(str(name)) > 0:
-            raise HttpError(409, f"{name} is a partitioned topic")
+            raise HttpError(409, f"This topic already exists: {name} is a partitioned topic")
         if str(name) in service.topics or str(name) in await service.namespace_topics(
             name.tenant, name.namespace
         ):
-            raise HttpError(409, f"topic {name} already exists")
-        topic = await service.get_topic(str(name), create=True)
+            raise HttpError(409, "This topic already exists")
+        # Created even where automatic creation is off, as Pulsar's admin does.
+        topic = await service.get_topic(str(name), explicit=True)
         if is_persistent(topic):
             # 204 means created: its record is stored, not only queued.
             await topic.ledger.wait_first_record()
@@ -158,7 +160,7 @@ def routes(service: BrokerService) -> list[web.RouteDef]:
         name = request.match_info["subscription"]
         for topic in topics:
             if name in topic.subscription_names():
-                raise HttpError(409, f"subscription {name!r} already exists on {topic.name}")
+                raise HttpError(409, f"Subscription already exists for topic {topic.name}")
         start = _message_id(await json_body(request), default=LATEST)
         if start.ledger_id < 0:
             start = EARLIEST

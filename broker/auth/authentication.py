@@ -19,6 +19,10 @@ from passlib.apache import HtpasswdFile
 
 from magnetar.broker.config import BrokerConfig
 
+# What a client is told when its credentials are refused: Pulsar's words,
+# which clients match on; the reason goes to the broker's log only.
+AUTHENTICATION_REFUSED = "Unable to authenticate"
+
 
 class AuthenticationFailed(Exception):
     """Bad or missing credentials; the message never contains them."""

@@ -22,6 +22,7 @@ from structlog.typing import FilteringBoundLogger
 
 from magnetar.broker import commands
 from magnetar.broker.auth.authentication import (
+    AUTHENTICATION_REFUSED,
     AuthenticationFailed,
     AuthenticationService,
     Credentials,
@@ -515,7 +516,7 @@ class ServerCnx(asyncio.Protocol):
         # The remote address and the reason; never the credentials.
         self.log.warning("authentication failed", method=method, reason=str(exc))
         self.metrics.connection_errors.labels(reason="authentication").inc()
-        self.write(commands.error(0, ServerError.AuthenticationError, str(exc)))
+        self.write(commands.error(0, ServerError.AuthenticationError, AUTHENTICATION_REFUSED))
         self.close()
 
     def _watch_expiry(self, credentials: Credentials) -> None:

@@ -347,8 +347,10 @@ class BrokerService:
 
     # --------------------------------------------------------------- topics
 
-    async def get_topic(self, topic: str, *, create: bool = True) -> Topic:
-        """The loaded topic, loading (and if allowed creating) it on first use."""
+    async def get_topic(self, topic: str, *, create: bool = True, explicit: bool = False) -> Topic:
+        """The loaded topic, loading (and if allowed creating) it on first use.
+        `explicit`: an admin asked for this topic, so it is created whatever
+        the automatic creation rule says (as Pulsar's admin creates it)."""
         name = parse_topic(topic)
         self._check_open()
         key = str(name)
@@ -360,7 +362,7 @@ class BrokerService:
         if task is None:
             # Started here: a topic nearly always loads without waiting, and
             # then needs no task (broker/eager.py); else others share the task.
-            started = start_eagerly(self._load(name, create))
+            started = start_eagerly(self._load(name, create, explicit))
             if isinstance(started, Done):
                 return started.value
             task = started
@@ -368,10 +370,13 @@ class BrokerService:
             task.add_done_callback(lambda _t: self._loading.pop(key, None))
         return await asyncio.shield(task)
 
-    async def _load(self, name: TopicName, create: bool) -> Topic:
+    async def _load(self, name: TopicName, create: bool, explicit: bool = False) -> Topic:
         seen = self.policies.changes
         policies = await self.policies.resolve(name)
-        may_create = await self._may_create(name, create, policies.auto_topic_creation)
+        # A partition name stays under its partitioned topic's count.
+        may_create = (explicit and name.partition_index < 0) or await self._may_create(
+            name, create or explicit, policies.auto_topic_creation
+        )
         exists: bool | None = None
         if not may_create and not (exists := await topic_exists(name, self.factory)):
             why = " and automatic topic creation is disabled" if create else ""

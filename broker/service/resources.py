@@ -145,11 +145,13 @@ class PulsarResources:
         value = json.loads(raw)
         return value if isinstance(value, dict) else {"value": value}
 
-    async def _create(self, path: str, value: Json, what: str) -> None:
+    async def _create(self, path: str, value: Json, conflict: str) -> None:
+        """Store a new document; `conflict` is Pulsar's 409 text when it exists
+        (clients and scripts match on those texts to tolerate leftovers)."""
         try:
             await self.store.put(path, json.dumps(value).encode(), expected_version=-1)
         except BadVersion as exc:
-            raise ResourceExists(f"{what} already exists") from exc
+            raise ResourceExists(conflict) from exc
 
     async def next_instance_id(self) -> int:
         """A number no earlier start of a broker on this metadata store got
@@ -213,7 +215,7 @@ class PulsarResources:
 
     async def put_cluster(self, name: str, data: Json) -> None:
         _check_name("cluster", name)
-        await self._create(f"{CLUSTERS}/{name}", data, f"cluster {name}")
+        await self._create(f"{CLUSTERS}/{name}", data, "Cluster already exists")
 
     async def update_cluster(self, name: str, data: Json) -> None:
         await self.get_cluster(name)
@@ -256,7 +258,7 @@ class PulsarResources:
         _check_name("tenant", tenant)
         await self._check_clusters(info)
         info = {"adminRoles": [], "allowedClusters": [], **info}
-        await self._create(f"{POLICIES}/{tenant}", info, f"tenant {tenant}")
+        await self._create(f"{POLICIES}/{tenant}", info, "Tenant already exists")
 
     async def update_tenant(self, tenant: str, info: Json) -> None:
         current = await self.get_tenant(tenant)
@@ -293,9 +295,7 @@ class PulsarResources:
     async def create_namespace(self, tenant: str, namespace: str, policies: Json) -> None:
         _check_name("namespace", namespace)
         await self.get_tenant(tenant)
-        await self._create(
-            f"{POLICIES}/{tenant}/{namespace}", policies, f"namespace {tenant}/{namespace}"
-        )
+        await self._create(f"{POLICIES}/{tenant}/{namespace}", policies, "Namespace already exists")
 
     async def set_policies(self, tenant: str, namespace: str, policies: Json) -> None:
         await self.get_policies(tenant, namespace)
@@ -362,7 +362,7 @@ class PulsarResources:
         await self._create(
             partitioned_topic_path(topic),
             {"partitions": partitions},
-            f"partitioned topic {topic}",
+            "Partitioned topic already exists",
         )
 
     async def update_partitions(self, topic: TopicName, partitions: int) -> None:

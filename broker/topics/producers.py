@@ -140,19 +140,20 @@ class TopicProducers(ABC):
                 return
 
     def _check_access_mode(self, mode: int) -> None:
+        # Pulsar's refusal texts (clients show them; some match on them).
         exclusive = [p for p in self.producers.values() if p.access_mode != AccessMode.Shared]
+        holder = exclusive[0].name if exclusive else ""
+        held_by = f"Topic has an existing exclusive producer: {holder}"
         if mode == AccessMode.Shared:
             # Pulsar: ProducerBusy for a shared producer, ProducerFenced
             # only for an exclusive one that cannot have the topic.
             if exclusive:
-                raise ProducerBusyError(
-                    f"topic {self.name} has an exclusive producer {exclusive[0].name!r}"
-                )
+                raise ProducerBusyError(held_by)
         elif mode in (AccessMode.Exclusive, AccessMode.WaitForExclusive):
+            if exclusive:
+                raise ProducerFencedError(held_by)
             if self.producers:
-                raise ProducerFencedError(
-                    f"topic {self.name} already has producers; an exclusive one is refused"
-                )
+                raise ProducerFencedError("Topic has existing shared producers")
         elif mode == AccessMode.ExclusiveWithFencing:
             # WIRE 7: the new producer takes over; the old ones are closed.
             for producer in list(self.producers.values()):
