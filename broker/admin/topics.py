@@ -19,6 +19,11 @@ def _partition_count(body: object) -> int:
     return body
 
 
+def _force(request: web.Request) -> bool:
+    """Pulsar's `?force=true`: close the topic's clients rather than refuse."""
+    return request.query.get("force", "false").lower() == "true"
+
+
 def routes(service: BrokerService) -> list[web.RouteDef]:
     async def get_partitions(request: web.Request) -> web.Response:
         topic = topic_from_path(request)
@@ -37,11 +42,11 @@ def routes(service: BrokerService) -> list[web.RouteDef]:
         return no_content()
 
     async def delete_partitioned(request: web.Request) -> web.Response:
-        await service.delete_partitioned_topic(str(topic_from_path(request)))
+        await service.delete_partitioned_topic(str(topic_from_path(request)), force=_force(request))
         return no_content()
 
     async def delete_topic(request: web.Request) -> web.Response:
-        await service.delete_known_topic(str(topic_from_path(request)))
+        await service.delete_known_topic(str(topic_from_path(request)), force=_force(request))
         return no_content()
 
     async def list_topics(request: web.Request) -> web.Response:

@@ -275,34 +275,36 @@ class BrokerService:
         await self.resources.update_partitions(name, partitions)
         self._topics_changed(name)
 
-    async def delete_partitioned_topic(self, topic: str) -> None:
+    async def delete_partitioned_topic(self, topic: str, *, force: bool = False) -> None:
         """Delete a partitioned topic and its partitions' data; refused while a
-        partition has producers or consumers."""
+        partition has producers or consumers, unless `force` (then they are
+        closed, as Pulsar's `delete -f`)."""
         name = parse_topic(topic)
         count = await self.resources.get_partitions(name)
         if count == 0:
             raise TopicNotFoundError(f"partitioned topic {name} does not exist")
         partitions = [str(name.partition(i)) for i in range(count)]
         for partition in partitions:
-            self._check_unused(partition)
+            self._check_unused(partition, force)
         for partition in partitions:
-            await self.delete_topic(partition)
+            await self.delete_topic(partition, force=force)
         await self.resources.delete_partitioned_topic(name)
         self._topics_changed(name)
 
-    def _check_unused(self, topic: str) -> None:
+    def _check_unused(self, topic: str, force: bool = False) -> None:
         loaded = self.topics.get(topic)
-        if loaded is None:
+        if loaded is None or force:
             return
         if loaded.producers or any(s.consumers for s in loaded.subscriptions.values()):
             raise BrokerServiceError(
                 ServerError.ConsumerBusy, f"topic {topic} has connected producers or consumers"
             )
 
-    async def delete_topic(self, topic: str) -> None:
-        """Unload a topic and delete its stored data (no error when it has none)."""
+    async def delete_topic(self, topic: str, *, force: bool = False) -> None:
+        """Unload a topic and delete its stored data (no error when it has none);
+        `force` closes its producers and consumers instead of refusing."""
         name = parse_topic(topic)
-        self._check_unused(str(name))
+        self._check_unused(str(name), force)
         loaded = self.topics.pop(str(name), None)
         if loaded is not None:
             await loaded.close()
@@ -323,12 +325,12 @@ class BrokerService:
         log.info("topic terminated", topic=loaded.name, last=str(last))
         return last
 
-    async def delete_known_topic(self, topic: str) -> None:
+    async def delete_known_topic(self, topic: str, *, force: bool = False) -> None:
         """The admin DELETE: TopicNotFound unless the topic is loaded or stored."""
         name = parse_topic(topic)
         if str(name) not in self.topics and not await topic_exists(name, self.factory):
             raise TopicNotFoundError(f"topic {name} does not exist")
-        await self.delete_topic(str(name))
+        await self.delete_topic(str(name), force=force)
 
     async def namespace_topics(self, tenant: str, namespace: str) -> list[str]:
         """Every topic the broker knows in a namespace: loaded ones, stored

@@ -113,7 +113,9 @@ def test_conflicts_answer_pulsars_409_texts(broker: BrokerThread) -> None:
     )
 
 
-def _producer_error(raw: RawClient, topic: str, producer_id: int, mode: int) -> pb.CommandError:
+def _producer_error(
+    raw: RawClient, topic: str, producer_id: int, mode: pb.ProducerAccessMode.ValueType
+) -> pb.CommandError:
     raw.send(
         pb.CommandProducer(
             topic=topic,
