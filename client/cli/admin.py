@@ -8,16 +8,10 @@ from typing import Any
 
 import click
 
+from magnetar.client.cli.connection import Connection, connection_options
 from magnetar.client.cli.http import Admin
+from magnetar.client.cli.names import topic_rest_path
 from magnetar.client.cli.peek import peeked_messages
-
-
-def _topic_path(topic: str) -> str:
-    """persistent://t/n/x (or t/n/x) -> persistent/t/n/x."""
-    if "://" not in topic:
-        topic = f"persistent://{topic}"
-    domain, rest = topic.split("://", 1)
-    return f"{domain}/{rest}"
 
 
 def _human(value: Any, indent: int = 0) -> list[str]:
@@ -75,19 +69,15 @@ def _admin(ctx: click.Context) -> Admin:
 
 
 @click.group()
-@click.option(
-    "--admin-url",
-    default="http://localhost:8080",
-    show_default=True,
-    envvar="MAGNETAR_ADMIN_URL",
-    help="The broker's HTTP URL.",
-)
+@connection_options("admin")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
 @click.pass_context
-def admin(ctx: click.Context, admin_url: str, as_json: bool) -> None:
-    """Administer a broker over its admin REST API (like pulsar-admin)."""
+def admin(ctx: click.Context, connection: Connection, as_json: bool) -> None:
+    """Administer a broker over its admin REST API (like pulsar-admin).
+    A topic is a full name, `tenant/namespace/topic` or `topic` (in
+    public/default)."""
     ctx.ensure_object(dict)
-    ctx.obj.update(admin=Admin(admin_url), json=as_json)
+    ctx.obj.update(admin=connection.admin(), json=as_json)
 
 
 # ------------------------------------------------------------------ tenants
@@ -258,7 +248,7 @@ def topics_list(ctx: click.Context, namespace: str) -> None:
 @click.argument("topic")
 @click.pass_context
 def topics_create(ctx: click.Context, topic: str) -> None:
-    _admin(ctx).call("PUT", f"/admin/v2/{_topic_path(topic)}")
+    _admin(ctx).call("PUT", f"/admin/v2/{topic_rest_path(topic)}")
 
 
 @topics.command("create-partitioned-topic")
@@ -266,14 +256,18 @@ def topics_create(ctx: click.Context, topic: str) -> None:
 @click.option("--partitions", "-p", type=int, required=True)
 @click.pass_context
 def create_partitioned(ctx: click.Context, topic: str, partitions: int) -> None:
-    _admin(ctx).call("PUT", f"/admin/v2/{_topic_path(topic)}/partitions", partitions)
+    _admin(ctx).call("PUT", f"/admin/v2/{topic_rest_path(topic)}/partitions", partitions)
 
 
 @topics.command("delete")
 @click.argument("topic")
+@click.option(
+    "--force", "-f", is_flag=True, help="Close the topic's producers and consumers and delete it."
+)
 @click.pass_context
-def topics_delete(ctx: click.Context, topic: str) -> None:
-    _admin(ctx).call("DELETE", f"/admin/v2/{_topic_path(topic)}")
+def topics_delete(ctx: click.Context, topic: str, force: bool) -> None:
+    params = {"force": "true"} if force else None
+    _admin(ctx).call("DELETE", f"/admin/v2/{topic_rest_path(topic)}", params=params)
 
 
 def _get(name: str, suffix: str, help_text: str) -> None:
@@ -281,7 +275,7 @@ def _get(name: str, suffix: str, help_text: str) -> None:
     @click.argument("topic")
     @click.pass_context
     def command(ctx: click.Context, topic: str) -> None:
-        _show(ctx, _admin(ctx).call("GET", f"/admin/v2/{_topic_path(topic)}/{suffix}"))
+        _show(ctx, _admin(ctx).call("GET", f"/admin/v2/{topic_rest_path(topic)}/{suffix}"))
 
 
 _get("stats", "stats", "Topic stats (rates, backlog, subscriptions, consumers).")
@@ -298,7 +292,7 @@ _get("last-message-id", "lastMessageId", "The newest message id.")
 @click.pass_context
 def create_subscription(ctx: click.Context, topic: str, subscription: str, earliest: bool) -> None:
     body = {"ledgerId": -1, "entryId": -1} if earliest else None
-    path = f"/admin/v2/{_topic_path(topic)}/subscription/{subscription}"
+    path = f"/admin/v2/{topic_rest_path(topic)}/subscription/{subscription}"
     _admin(ctx).call("PUT", path, body)
 
 
@@ -307,7 +301,7 @@ def create_subscription(ctx: click.Context, topic: str, subscription: str, earli
 @click.option("--subscription", "-s", required=True)
 @click.pass_context
 def unsubscribe(ctx: click.Context, topic: str, subscription: str) -> None:
-    _admin(ctx).call("DELETE", f"/admin/v2/{_topic_path(topic)}/subscription/{subscription}")
+    _admin(ctx).call("DELETE", f"/admin/v2/{topic_rest_path(topic)}/subscription/{subscription}")
 
 
 @topics.command("reset-cursor")
@@ -319,7 +313,7 @@ def unsubscribe(ctx: click.Context, topic: str, subscription: str) -> None:
 def reset_cursor(
     ctx: click.Context, topic: str, subscription: str, timestamp: int | None, message_id: str | None
 ) -> None:
-    base = f"/admin/v2/{_topic_path(topic)}/subscription/{subscription}/resetcursor"
+    base = f"/admin/v2/{topic_rest_path(topic)}/subscription/{subscription}/resetcursor"
     if (timestamp is None) == (message_id is None):
         raise click.UsageError("give exactly one of --time and --message-id")
     if timestamp is not None:
@@ -339,7 +333,7 @@ def reset_cursor(
 @click.option("--count", "-n", type=int, required=True)
 @click.pass_context
 def skip(ctx: click.Context, topic: str, subscription: str, count: int) -> None:
-    path = f"/admin/v2/{_topic_path(topic)}/subscription/{subscription}/skip/{count}"
+    path = f"/admin/v2/{topic_rest_path(topic)}/subscription/{subscription}/skip/{count}"
     _admin(ctx).call("POST", path)
 
 
@@ -348,7 +342,7 @@ def skip(ctx: click.Context, topic: str, subscription: str, count: int) -> None:
 @click.option("--subscription", "-s", required=True)
 @click.pass_context
 def clear_backlog(ctx: click.Context, topic: str, subscription: str) -> None:
-    path = f"/admin/v2/{_topic_path(topic)}/subscription/{subscription}/skip_all"
+    path = f"/admin/v2/{topic_rest_path(topic)}/subscription/{subscription}/skip_all"
     _admin(ctx).call("POST", path)
 
 
@@ -358,7 +352,9 @@ def clear_backlog(ctx: click.Context, topic: str, subscription: str) -> None:
 @click.option("--expire-time", "-t", "seconds", type=int, required=True)
 @click.pass_context
 def expire(ctx: click.Context, topic: str, subscription: str, seconds: int) -> None:
-    path = f"/admin/v2/{_topic_path(topic)}/subscription/{subscription}/expireMessages/{seconds}"
+    path = (
+        f"/admin/v2/{topic_rest_path(topic)}/subscription/{subscription}/expireMessages/{seconds}"
+    )
     _admin(ctx).call("POST", path)
 
 
@@ -371,7 +367,7 @@ def peek(ctx: click.Context, topic: str, subscription: str, count: int) -> None:
     """The first COUNT unacknowledged entries, batches split into their
     messages (decompressed), one line each: id and body (with --json, objects
     with the key and properties too)."""
-    base = f"/admin/v2/{_topic_path(topic)}/subscription/{subscription}/position"
+    base = f"/admin/v2/{topic_rest_path(topic)}/subscription/{subscription}/position"
     for n in range(1, count + 1):
         response = _admin(ctx).request("GET", f"{base}/{n}")
         for message in peeked_messages(response.headers, response.content):
@@ -386,7 +382,7 @@ def peek(ctx: click.Context, topic: str, subscription: str, count: int) -> None:
 @click.pass_context
 def terminate(ctx: click.Context, topic: str) -> None:
     """No more messages may be published; prints the last message id."""
-    last = _admin(ctx).call("POST", f"/admin/v2/{_topic_path(topic)}/terminate")
+    last = _admin(ctx).call("POST", f"/admin/v2/{topic_rest_path(topic)}/terminate")
     if ctx.obj["json"]:
         _show(ctx, last)
     else:
@@ -397,7 +393,7 @@ def terminate(ctx: click.Context, topic: str) -> None:
 @click.argument("topic")
 @click.pass_context
 def unload(ctx: click.Context, topic: str) -> None:
-    _admin(ctx).call("PUT", f"/admin/v2/{_topic_path(topic)}/unload")
+    _admin(ctx).call("PUT", f"/admin/v2/{topic_rest_path(topic)}/unload")
 
 
 @topics.command("get-policy", help=f"Show one topic policy. {_POLICY_HELP}")
@@ -408,7 +404,7 @@ def unload(ctx: click.Context, topic: str) -> None:
 )
 @click.pass_context
 def topic_get_policy(ctx: click.Context, topic: str, policy: str, applied: bool) -> None:
-    path = f"/admin/v2/{_topic_path(topic)}/{policy}" + ("?applied=true" if applied else "")
+    path = f"/admin/v2/{topic_rest_path(topic)}/{policy}" + ("?applied=true" if applied else "")
     _show(ctx, _admin(ctx).call("GET", path))
 
 
@@ -421,7 +417,7 @@ def topic_get_policy(ctx: click.Context, topic: str, policy: str, applied: bool)
 def topic_set_policy(
     ctx: click.Context, topic: str, policy: str, value: str, params: tuple[str, ...]
 ) -> None:
-    path = _policy_path(f"/admin/v2/{_topic_path(topic)}", policy, params)
+    path = _policy_path(f"/admin/v2/{topic_rest_path(topic)}", policy, params)
     _admin(ctx).call("POST", path, _policy_value(value))
 
 
@@ -433,4 +429,4 @@ def topic_set_policy(
 def topic_remove_policy(
     ctx: click.Context, topic: str, policy: str, params: tuple[str, ...]
 ) -> None:
-    _admin(ctx).call("DELETE", _policy_path(f"/admin/v2/{_topic_path(topic)}", policy, params))
+    _admin(ctx).call("DELETE", _policy_path(f"/admin/v2/{topic_rest_path(topic)}", policy, params))

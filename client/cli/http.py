@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ssl
 from typing import Any
 
 import click
@@ -14,13 +15,28 @@ UNREACHABLE = 3
 
 
 class Admin:
-    def __init__(self, url: str, timeout: float = 30.0) -> None:
-        self._client = httpx.Client(base_url=url.rstrip("/"), timeout=timeout)
+    def __init__(
+        self,
+        url: str,
+        timeout: float = 30.0,
+        *,
+        headers: dict[str, str] | None = None,
+        verify: ssl.SSLContext | bool = True,
+    ) -> None:
+        """`headers`: the authentication's; `verify`: the TLS context of an
+        https:// URL (trust store, client certificate, checks)."""
+        self._client = httpx.Client(
+            base_url=url.rstrip("/"), timeout=timeout, headers=headers, verify=verify
+        )
 
-    def request(self, method: str, path: str, body: object = None) -> httpx.Response:
+    def request(
+        self, method: str, path: str, body: object = None, params: dict[str, str] | None = None
+    ) -> httpx.Response:
         """One request; the response when it succeeded, else the exit code."""
         try:
-            response = self._client.request(method, path, json=body if body is not None else None)
+            response = self._client.request(
+                method, path, json=body if body is not None else None, params=params
+            )
         except httpx.HTTPError as exc:
             click.echo(f"error: cannot reach the broker: {exc}", err=True)
             raise SystemExit(UNREACHABLE) from exc
@@ -33,9 +49,11 @@ class Admin:
             raise SystemExit(REFUSED)
         return response
 
-    def call(self, method: str, path: str, body: object = None) -> Any:
+    def call(
+        self, method: str, path: str, body: object = None, params: dict[str, str] | None = None
+    ) -> Any:
         """One request; the decoded JSON answer (None for 204)."""
-        response = self.request(method, path, body)
+        response = self.request(method, path, body, params)
         if response.status_code == 204 or not response.content:
             return None
         content_type = response.headers.get("content-type", "")

@@ -15,6 +15,7 @@ import click
 from hdrh.histogram import HdrHistogram
 
 from magnetar import client as pulsar
+from magnetar.client.cli.names import topic_argument
 
 # Latencies are recorded in microseconds, up to a minute, 3 significant digits.
 _MAX_US = 60_000_000
@@ -88,7 +89,7 @@ def _report(meter: Meter, what: str, interval: float, done: threading.Event) -> 
 
 
 @contextlib.contextmanager
-def _until_interrupted() -> Iterator[threading.Event]:
+def until_interrupted() -> Iterator[threading.Event]:
     """An event set by Ctrl-C (SIGINT), the way an open-ended run ends. A
     flag, not KeyboardInterrupt: the exception could land inside a client
     call (and be lost there, or leave it half done); the loops check the flag."""
@@ -112,7 +113,7 @@ def perf() -> None:
 
 
 @perf.command("produce")
-@click.argument("topic")
+@topic_argument
 @click.option("--rate", "-r", default=100.0, show_default=True, help="msg/s; 0: unlimited.")
 @click.option("--size", "-s", default=1024, show_default=True, help="Message bytes.")
 @click.option("--num-messages", "-m", default=0, show_default=True, help="0: until interrupted.")
@@ -137,7 +138,7 @@ def perf_produce(
         payload = b"m" * size
         start, sent = time.monotonic(), 0
         # Ctrl-C ends the run and still prints the summary.
-        with _until_interrupted() as stop:
+        with until_interrupted() as stop:
             while (num_messages == 0 or sent < num_messages) and not stop.is_set():
                 if rate > 0:
                     wait = start + sent / rate - time.monotonic()
@@ -168,7 +169,7 @@ def _on_sent(meter: Meter, size: int, began: float) -> Callable[[Any, Any], None
 
 
 @perf.command("consume")
-@click.argument("topic")
+@topic_argument
 @click.option("--subscription", "-s", default="perf", show_default=True)
 @click.option("--num-messages", "-m", default=0, show_default=True, help="0: until interrupted.")
 @_INTERVAL
@@ -183,7 +184,7 @@ def perf_consume(
         consumer = client.subscribe(topic, subscription, consumer_type=pulsar.ConsumerType.Shared)
         reporter = _report(meter, "consumed", interval, done)
         received = 0
-        with _until_interrupted() as stop:
+        with until_interrupted() as stop:
             while (num_messages == 0 or received < num_messages) and not stop.is_set():
                 try:
                     message = consumer.receive(timeout_millis=200)
