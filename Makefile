@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 # setuptools' editable import hook).
 TYPECHECK := build/typecheck
 
-.PHONY: run cluster test lint proto proto-check bench clean venv conformance conformance-cpp fuzz chaos
+.PHONY: run cluster test lint proto proto-check bench clean venv conformance conformance-cpp conformance-js fuzz chaos
 
 venv: $(STAMP)
 
@@ -90,6 +90,18 @@ conformance-cpp: $(STAMP)
 		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $$missing; \
 	fi
 	$(BIN)/python -m tests.conformance.cpp $(SUITE) --build-dir $(CPP_BUILD) $(CONFORMANCE_ARGS)
+
+# pulsar-flex's mocha suite (an independent JavaScript client) against a
+# broker from this checkout, through a `docker` stand-in; not part of `make
+# test`. Installs Node.js and npm (apt-get) when missing; the suite's npm
+# dependencies go to a cache outside both checkouts. RUNS: runs in a row.
+conformance-js: $(STAMP)
+	@test -n "$(SUITE)" || { echo "usage: make conformance-js SUITE=<pulsar-flex checkout> [RUNS=5] [CONFORMANCE_ARGS=...]"; exit 2; }
+	@command -v npm > /dev/null || { \
+		echo "installing Node.js and npm with apt-get"; \
+		$(SUDO) apt-get update -y && \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends nodejs npm; }
+	$(BIN)/python -m tests.conformance.js $(SUITE) --runs $(or $(RUNS),1) $(CONFORMANCE_ARGS)
 
 # Coverage-guided fuzzing of the codec and the command handlers (atheris);
 # not part of `make test`. The corpus grows in build/fuzz-corpus.
