@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from typing import NamedTuple, Protocol, TypeGuard
 
 from magnetar.broker.compaction.state import TopicCompaction
+from magnetar.broker.counters import RateCounter
 from magnetar.broker.endpoint import ClientConnection
 from magnetar.broker.features.dedup import MessageDeduplication
 from magnetar.broker.features.keywindow import KeyWindowIndex, KeyWindowPolicy
-from magnetar.broker.observability.counters import RateCounter
 from magnetar.broker.policies.backlog_quota import QuotaState
 from magnetar.broker.policies.rates import DispatchRate, PublishRate, PublishRateLimiter
 from magnetar.broker.policies.subscribe_rate import SubscribeRate, SubscribeRateLimiter

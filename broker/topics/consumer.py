@@ -22,8 +22,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from magnetar.broker.commands import message_parts
+from magnetar.broker.counters import RateCounter
 from magnetar.broker.endpoint import ClientConnection
-from magnetar.broker.observability.counters import RateCounter
 from magnetar.broker.storage.api import Entry, Position
 from magnetar.proto import pulsar_api_pb2 as pb
 

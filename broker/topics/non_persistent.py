@@ -15,13 +15,13 @@ from collections.abc import Callable, Sequence
 
 import structlog
 
+from magnetar.broker.counters import RateCounter
 from magnetar.broker.dispatchers.base import DispatcherSettings
 from magnetar.broker.dispatchers.factory import new_non_persistent_dispatcher
 from magnetar.broker.dispatchers.non_persistent import NonPersistentDispatcher
 from magnetar.broker.endpoint import ClientConnection
 from magnetar.broker.errors import ConsumerBusyError, NotAllowedError
 from magnetar.broker.features.keywindow import KeyWindowPolicy
-from magnetar.broker.observability.counters import RateCounter
 from magnetar.broker.policies.rates import DispatchRate
 from magnetar.broker.policies.subscribe_rate import SubscribeRate, SubscribeRateLimiter
 from magnetar.broker.policies.subscription_rates import SubscriptionDispatchRates

@@ -15,6 +15,7 @@ import structlog
 
 from magnetar.broker.compaction.state import TopicCompaction
 from magnetar.broker.compaction.view import CompactedView
+from magnetar.broker.counters import RateCounter
 from magnetar.broker.dispatchers.base import DispatcherSettings
 from magnetar.broker.endpoint import ClientConnection
 from magnetar.broker.errors import (
@@ -30,7 +31,6 @@ from magnetar.broker.features.keywindow import (
     KeyWindowIndex,
     KeyWindowPolicy,
 )
-from magnetar.broker.observability.counters import RateCounter
 from magnetar.broker.policies.backlog_quota import QuotaState, backlog_bytes
 from magnetar.broker.policies.rates import DispatchRate, DispatchRateLimiter
 from magnetar.broker.policies.subscribe_rate import SubscribeRate, SubscribeRateLimiter

@@ -17,6 +17,7 @@ from dataclasses import replace
 import structlog
 
 from magnetar.broker.compaction.view import CompactedView
+from magnetar.broker.counters import RateCounter
 from magnetar.broker.dispatchers.base import DispatcherSettings, PersistentDispatcher
 from magnetar.broker.dispatchers.factory import new_dispatcher
 from magnetar.broker.errors import (
@@ -24,7 +25,6 @@ from magnetar.broker.errors import (
     ConsumerBusyError,
     NotAllowedError,
 )
-from magnetar.broker.observability.counters import RateCounter
 from magnetar.broker.policies.rates import DispatchRate, DispatchRateLimiter
 from magnetar.broker.storage.api import (
     EARLIEST,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from magnetar.broker.observability.counters import RateCounter
+from magnetar.broker.counters import RateCounter
 from magnetar.broker.observability.stats_update import StatsUpdater
 from magnetar.broker.storage import FileManagedLedgerFactory
 from magnetar.broker.storage.api import InitialPosition, ManagedLedgerConfig, SyncPolicy
