@@ -27,8 +27,8 @@ from magnetar.broker.admin.subscriptions import topic_stats, traffic_stats
 from magnetar.broker.cluster.bundles import bundle_of
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.observability.topic_metrics import TopicSample, sample_topic
+from magnetar.broker.resources import ResourceNotFound
 from magnetar.broker.service.broker_service import BrokerService
-from magnetar.broker.service.resources import ResourceNotFound
 from magnetar.broker.storage_setup import METADATA_FILE
 from magnetar.broker.topics.base import Topic, is_persistent
 from magnetar.broker.topics.consumer import Consumer

@@ -41,15 +41,15 @@ from magnetar.broker.policies.resolver import (
     PolicyResolver,
     TopicPolicies,
 )
-from magnetar.broker.schemas.registry import SchemaRegistry
-from magnetar.broker.service.lookup import LookupAnswer, Ownership
-from magnetar.broker.service.resources import (
+from magnetar.broker.resources import (
     InvalidResource,
     PulsarResources,
     ResourceError,
     ResourceExists,
     ResourceNotFound,
 )
+from magnetar.broker.schemas.registry import SchemaRegistry
+from magnetar.broker.service.lookup import LookupAnswer, Ownership
 from magnetar.broker.service.topic_watchers import TopicListWatchers
 from magnetar.broker.storage.api import ManagedLedgerFactory, MetadataStore, Position
 from magnetar.broker.storage_setup import ledger_config
