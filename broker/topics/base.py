@@ -74,7 +74,7 @@ class SubscribeOptions:
 
 
 class Subscription(Protocol):
-    # Bumped when a consumer leaves: the inactivity sweep (policies/inactive.py)
+    # Bumped when a consumer leaves: the inactivity sweep (service/inactivity.py)
     # restarts the subscription's idle time when it changed.
     activity: int
 
@@ -145,7 +145,7 @@ class Subscription(Protocol):
 
 class Topic(Protocol):
     # Bumped when a producer leaves or a subscription goes: the inactivity
-    # sweep (policies/inactive.py) restarts the topic's idle time when it changed.
+    # sweep (service/inactivity.py) restarts the topic's idle time when it changed.
     activity: int
 
     @property

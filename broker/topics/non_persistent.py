@@ -67,7 +67,7 @@ class NonPersistentSubscription:
         self._dispatcher: NonPersistentDispatcher | None = None
         self._on_emptied = on_emptied
         self.is_closed = False
-        # Consumers gone (policies/inactive.py's idle time).
+        # Consumers gone (service/inactivity.py's idle time).
         self.activity = 0
 
     @property

@@ -103,7 +103,7 @@ class PersistentTopic(TopicProducers):
         self.compaction = TopicCompaction(self.name, ledger, compaction_dir)
         # Where a terminated topic stopped: no entry is ever stored after it.
         self.terminated_at: Position | None = None
-        # The namespace's message TTL (0: none); enforced by broker/policies/expiry.py.
+        # The namespace's message TTL (0: none); enforced by broker/service/expiry.py.
         self.message_ttl_s = 0
         # The delayedDelivery policy's switch, for dispatchers made later too.
         self._delayed_delivery = True

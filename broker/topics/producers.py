@@ -70,7 +70,7 @@ class TopicProducers(ABC):
         # periodic stats update, exports from the metrics collector.
         self.published = RateCounter()
         self.dispatched = RateCounter()
-        # Producers and subscriptions gone (policies/inactive.py's idle time).
+        # Producers and subscriptions gone (service/inactivity.py's idle time).
         self.activity = 0
 
     @abstractmethod

@@ -84,7 +84,7 @@ class PersistentSubscription:
         # Counted per dispatch (the topic adds its own; rates by stats_update.py).
         self.dispatched = RateCounter()
         self.redelivered = RateCounter()
-        # Consumers gone (policies/inactive.py's idle time).
+        # Consumers gone (service/inactivity.py's idle time).
         self.activity = 0
 
     def __repr__(self) -> str:
