@@ -46,11 +46,11 @@ from magnetar.broker.resources import (
     ResourceExists,
     ResourceNotFound,
 )
-from magnetar.broker.schemas.registry import SchemaRegistry
 from magnetar.broker.service.apply import apply_policies
 from magnetar.broker.service.expiry import ExpiryMonitor
 from magnetar.broker.service.inactivity import InactivitySweep
 from magnetar.broker.service.lookup import LookupAnswer, Ownership
+from magnetar.broker.service.schema_registry import SchemaRegistry
 from magnetar.broker.service.topic_watchers import TopicListWatchers
 from magnetar.broker.storage.api import ManagedLedgerFactory, MetadataStore, Position
 from magnetar.broker.storage_setup import ledger_config
