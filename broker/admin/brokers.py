@@ -26,12 +26,12 @@ from magnetar.broker.admin.base import HttpError, no_content
 from magnetar.broker.admin.subscriptions import topic_stats, traffic_stats
 from magnetar.broker.cluster.bundles import bundle_of
 from magnetar.broker.config import BrokerConfig
+from magnetar.broker.dispatchers.consumer import Consumer
 from magnetar.broker.observability.topic_metrics import TopicSample, sample_topic
 from magnetar.broker.resources import ResourceNotFound
 from magnetar.broker.service.broker_service import BrokerService
 from magnetar.broker.storage_setup import METADATA_FILE
 from magnetar.broker.topics.base import Topic, is_persistent
-from magnetar.broker.topics.consumer import Consumer
 from magnetar.proto.naming import TopicName
 
 # Settings whose values are, or point at, credentials: never shown. By name

@@ -16,13 +16,13 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 
 from magnetar.broker.dispatchers.base import ActiveChangeListener, DispatcherSettings
+from magnetar.broker.dispatchers.consumer import Consumer, KeySharedMode, KeySharedPolicy
+from magnetar.broker.dispatchers.entries import key_hash_and_deliver_at
 from magnetar.broker.dispatchers.failover import choose_active
 from magnetar.broker.dispatchers.selectors import ConsumerSelector as KeySelector, new_selector
 from magnetar.broker.dispatchers.shared import ConsumerSelector
 from magnetar.broker.errors import ConsumerBusyError
 from magnetar.broker.storage.api import Entry, Position
-from magnetar.broker.topics.consumer import Consumer, KeySharedMode, KeySharedPolicy
-from magnetar.broker.topics.entries import key_hash_and_deliver_at
 
 _DEFAULT_POLICY = KeySharedPolicy()
 

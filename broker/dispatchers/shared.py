@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections import deque
 
 from magnetar.broker.dispatchers.base import DispatcherSettings, PersistentDispatcher
+from magnetar.broker.dispatchers.consumer import Consumer
 from magnetar.broker.storage.api import Entry, ManagedCursor, ManagedLedger
-from magnetar.broker.topics.consumer import Consumer
 
 
 class ConsumerSelector:

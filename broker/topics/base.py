@@ -18,6 +18,7 @@ from typing import NamedTuple, Protocol, TypeGuard
 
 from magnetar.broker.compaction.state import TopicCompaction
 from magnetar.broker.counters import RateCounter
+from magnetar.broker.dispatchers.consumer import Consumer, KeySharedPolicy
 from magnetar.broker.endpoint import ClientConnection
 from magnetar.broker.features.dedup import MessageDeduplication
 from magnetar.broker.features.keywindow import KeyWindowIndex, KeyWindowPolicy
@@ -26,7 +27,6 @@ from magnetar.broker.policies.rates import DispatchRate, PublishRate, PublishRat
 from magnetar.broker.policies.subscribe_rate import SubscribeRate, SubscribeRateLimiter
 from magnetar.broker.policies.subscription_rates import SubscriptionDispatchRates
 from magnetar.broker.storage.api import InitialPosition, ManagedCursor, ManagedLedger, Position
-from magnetar.broker.topics.consumer import Consumer, KeySharedPolicy
 from magnetar.broker.topics.producer import Producer
 from magnetar.broker.topics.producers import PublishLimits
 from magnetar.proto.naming import TopicName

@@ -17,6 +17,7 @@ import structlog
 
 from magnetar.broker.counters import RateCounter
 from magnetar.broker.dispatchers.base import DispatcherSettings
+from magnetar.broker.dispatchers.consumer import Consumer, sub_type_name
 from magnetar.broker.dispatchers.factory import new_non_persistent_dispatcher
 from magnetar.broker.dispatchers.non_persistent import NonPersistentDispatcher
 from magnetar.broker.endpoint import ClientConnection
@@ -32,7 +33,6 @@ from magnetar.broker.topics.base import (
     Subscription,
     SubscriptionStats,
 )
-from magnetar.broker.topics.consumer import Consumer, sub_type_name
 from magnetar.broker.topics.producers import TopicProducers
 from magnetar.proto.naming import TopicName
 

@@ -17,6 +17,8 @@ from magnetar.broker.compaction.state import TopicCompaction
 from magnetar.broker.compaction.view import CompactedView
 from magnetar.broker.counters import RateCounter
 from magnetar.broker.dispatchers.base import DispatcherSettings
+from magnetar.broker.dispatchers.consumer import Consumer, SubType
+from magnetar.broker.dispatchers.entries import last_entry_id
 from magnetar.broker.endpoint import ClientConnection
 from magnetar.broker.errors import (
     BrokerServiceError,
@@ -45,8 +47,6 @@ from magnetar.broker.storage.api import (
     StorageError,
 )
 from magnetar.broker.topics.base import SubscribeOptions, Subscription
-from magnetar.broker.topics.consumer import Consumer, SubType
-from magnetar.broker.topics.entries import last_entry_id
 from magnetar.broker.topics.producer import Producer, SendRejected
 from magnetar.broker.topics.producers import TopicProducers
 from magnetar.broker.topics.subscription import PersistentSubscription

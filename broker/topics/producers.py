@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from magnetar.broker.counters import RateCounter
+from magnetar.broker.dispatchers.entries import deliver_at_time
 from magnetar.broker.endpoint import ClientConnection
 from magnetar.broker.errors import (
     NotAllowedError,
@@ -21,7 +22,6 @@ from magnetar.broker.features.dedup import MessageDeduplication
 from magnetar.broker.features.keywindow import KeyWindowIndex, KeyWindowPolicy
 from magnetar.broker.policies.rates import PublishRate, PublishRateLimiter
 from magnetar.broker.storage.api import Position
-from magnetar.broker.topics.entries import deliver_at_time
 from magnetar.broker.topics.producer import AccessMode, Producer
 
 

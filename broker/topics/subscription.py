@@ -19,6 +19,8 @@ import structlog
 from magnetar.broker.compaction.view import CompactedView
 from magnetar.broker.counters import RateCounter
 from magnetar.broker.dispatchers.base import DispatcherSettings, PersistentDispatcher
+from magnetar.broker.dispatchers.consumer import Consumer, SubType, sub_type_name
+from magnetar.broker.dispatchers.entries import last_entry_id, publish_time
 from magnetar.broker.dispatchers.factory import new_dispatcher
 from magnetar.broker.errors import (
     BrokerServiceError,
@@ -36,8 +38,6 @@ from magnetar.broker.storage.api import (
     StorageError,
 )
 from magnetar.broker.topics.base import LastMessageId, SubscriptionStats
-from magnetar.broker.topics.consumer import Consumer, SubType, sub_type_name
-from magnetar.broker.topics.entries import last_entry_id, publish_time
 from magnetar.proto.errors import ServerError
 
 log = structlog.get_logger(__name__)

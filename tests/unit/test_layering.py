@@ -271,7 +271,7 @@ def test_connection_layer_reaches_no_cursor_or_dispatcher() -> None:
         "connection/producers.py",
         "connection/consumers.py",
         "service/broker_service.py",
-        "topics/consumer.py",
+        "dispatchers/consumer.py",
     ):
         text = (ROOT / "broker" / name).read_text()
         for word in ("PersistentTopic", "PersistentSubscription", r"\.cursor", r"\.dispatcher"):

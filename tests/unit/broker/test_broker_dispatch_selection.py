@@ -3,10 +3,10 @@ broker Consumer objects attached to a recording connection."""
 
 from __future__ import annotations
 
+from magnetar.broker.dispatchers.consumer import Consumer, SubType
 from magnetar.broker.dispatchers.redelivery import RedeliveryTracker, ReplayQueue
 from magnetar.broker.dispatchers.shared import ConsumerSelector
 from magnetar.broker.storage.api import Entry, Position
-from magnetar.broker.topics.consumer import Consumer, SubType
 from magnetar.proto import pulsar_api_pb2 as pb
 from magnetar.proto.frames import FrameDecoder, Payload
 from tests.unit.broker.recording import RecordingConnection

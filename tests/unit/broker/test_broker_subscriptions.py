@@ -7,10 +7,10 @@ import asyncio
 
 import pytest
 
+from magnetar.broker.dispatchers.consumer import Consumer, SubType
 from magnetar.broker.errors import BrokerServiceError
 from magnetar.broker.storage.api import InitialPosition, Position
 from magnetar.broker.topics.base import SubscribeOptions
-from magnetar.broker.topics.consumer import Consumer, SubType
 from magnetar.broker.topics.persistent import PersistentTopic
 from magnetar.broker.topics.subscription import PersistentSubscription
 from magnetar.proto import pulsar_api_pb2 as pb

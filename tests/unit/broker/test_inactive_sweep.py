@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from magnetar.broker.dispatchers.consumer import Consumer, SubType
 from magnetar.broker.policies import catalog
 from magnetar.broker.policies.inactive import (
     NO_SUBSCRIPTIONS,
@@ -15,7 +16,6 @@ from magnetar.broker.policies.resolver import PolicyDefaults, TopicPolicies
 from magnetar.broker.service.inactivity import IdleTimes, InactivitySweep
 from magnetar.broker.storage.api import InitialPosition
 from magnetar.broker.topics.base import SubscribeOptions
-from magnetar.broker.topics.consumer import Consumer, SubType
 from magnetar.broker.topics.non_persistent import NonPersistentTopic
 from magnetar.broker.topics.persistent import PersistentTopic
 from magnetar.proto import pulsar_api_pb2 as pb
