@@ -7,7 +7,7 @@ per-topic stats and metrics of what it serves.
 A standalone broker is its whole cluster: it is the only active broker and
 the leader, and it owns each namespace it has topics of as one bundle (the
 full hash range). Those four answers are standalone-only; a cluster broker
-serves its own (broker/cluster/admin.py). Broker ids are Pulsar's:
+serves its own (cluster.py). Broker ids are Pulsar's:
 advertised host and web service port. Every answer is per broker, so
 nothing here asks another broker.
 """
