@@ -6,7 +6,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from magnetar.client.aio.consumer.unacked_tracker import validate as unacked_validate
+from magnetar.client.aio.checks import check_ack_timeout as unacked_validate
 from magnetar.client.aio.crypto import CryptoKeyReader
 from magnetar.client.aio.enums import (
     BatchingType,
