@@ -20,7 +20,6 @@ from magnetar.client.aio.config import (
 from magnetar.client.aio.consumer.consumer import Consumer
 from magnetar.client.aio.consumer.multi_topic import MultiTopicsConsumer
 from magnetar.client.aio.consumer.opening import ConsumerOpener, open_pattern_consumer
-from magnetar.client.aio.context import ClientContext
 from magnetar.client.aio.enums import (
     BatchingType,
     CompressionType,
@@ -40,6 +39,7 @@ from magnetar.client.aio.errors import (
 )
 from magnetar.client.aio.net import commands
 from magnetar.client.aio.net.auth import Authentication
+from magnetar.client.aio.net.context import ClientContext
 from magnetar.client.aio.net.failover import (
     AutoClusterFailover,
     ClusterSwitch,
