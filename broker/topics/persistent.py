@@ -47,9 +47,9 @@ from magnetar.broker.storage.api import (
     StorageError,
 )
 from magnetar.broker.topics.base import SubscribeOptions, Subscription
+from magnetar.broker.topics.persistent_subscription import PersistentSubscription
 from magnetar.broker.topics.producer import Producer, SendRejected
 from magnetar.broker.topics.producers import TopicProducers
-from magnetar.broker.topics.subscription import PersistentSubscription
 from magnetar.proto.errors import ServerError
 from magnetar.proto.naming import TopicName
 

@@ -415,7 +415,7 @@ ABOVE_THE_SEAMS = (
 BEHIND_THE_SEAMS = (
     "magnetar.broker.topics.persistent",
     "magnetar.broker.topics.non_persistent",
-    "magnetar.broker.topics.subscription",
+    "magnetar.broker.topics.persistent_subscription",
 )
 # The storage seam: the interfaces (api.py re-exports errors.py and
 # metadata_api.py), and the storage's own metric families.

@@ -23,7 +23,7 @@ from magnetar.broker.storage.api import (
     Position,
     SyncPolicy,
 )
-from magnetar.broker.topics.subscription import PersistentSubscription
+from magnetar.broker.topics.persistent_subscription import PersistentSubscription
 from magnetar.proto import pulsar_api_pb2 as pb
 from magnetar.proto.errors import ServerError
 from magnetar.proto.frames import Payload
