@@ -27,8 +27,8 @@ from magnetar.broker.policies.rates import DispatchRate, PublishRate, PublishRat
 from magnetar.broker.policies.subscribe_rate import SubscribeRate, SubscribeRateLimiter
 from magnetar.broker.policies.subscription_rates import SubscriptionDispatchRates
 from magnetar.broker.storage.api import InitialPosition, ManagedCursor, ManagedLedger, Position
-from magnetar.broker.topics.producer import Producer
-from magnetar.broker.topics.producers import PublishLimits
+from magnetar.broker.topics.publish_path import Producer
+from magnetar.broker.topics.topic_producers import PublishLimits
 from magnetar.proto.naming import TopicName
 
 

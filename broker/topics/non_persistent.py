@@ -33,7 +33,7 @@ from magnetar.broker.topics.base import (
     Subscription,
     SubscriptionStats,
 )
-from magnetar.broker.topics.producers import TopicProducers
+from magnetar.broker.topics.topic_producers import TopicProducers
 from magnetar.proto.naming import TopicName
 
 log = structlog.get_logger(__name__)

@@ -48,8 +48,8 @@ from magnetar.broker.storage.api import (
 )
 from magnetar.broker.topics.base import SubscribeOptions, Subscription
 from magnetar.broker.topics.persistent_subscription import PersistentSubscription
-from magnetar.broker.topics.producer import Producer, SendRejected
-from magnetar.broker.topics.producers import TopicProducers
+from magnetar.broker.topics.publish_path import Producer, SendRejected
+from magnetar.broker.topics.topic_producers import TopicProducers
 from magnetar.proto.errors import ServerError
 from magnetar.proto.naming import TopicName
 

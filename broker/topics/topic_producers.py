@@ -22,7 +22,7 @@ from magnetar.broker.features.dedup import MessageDeduplication
 from magnetar.broker.features.keywindow import KeyWindowIndex, KeyWindowPolicy
 from magnetar.broker.policies.rates import PublishRate, PublishRateLimiter
 from magnetar.broker.storage.api import Position
-from magnetar.broker.topics.producer import AccessMode, Producer
+from magnetar.broker.topics.publish_path import AccessMode, Producer
 
 
 @dataclass(frozen=True, slots=True)
