@@ -474,8 +474,6 @@ class PersistentTopic(TopicProducers):
         if sub.is_durable:
             await self.ledger.delete_cursor(sub.cursor.name)
 
-    # ---------------------------------------------------------------- queries
-
     # ------------------------------------------------------------ termination
 
     def add_producer(
