@@ -114,14 +114,6 @@ def _package(module: str) -> str:
     return module.split(".")[1]
 
 
-# Known client -> broker imports, allowed until they go. Removed by point 2 of
-# issue 47 (the `magnetar` command stops loading the broker): delete then.
-KNOWN_WRONG = {
-    "magnetar.client.cli.__main__ -> magnetar.broker.__main__",
-    "magnetar.client.cli.__main__ -> magnetar.broker.auth.tokens",
-}
-
-
 def _wrong_package_imports(graph: Graph, package: str) -> set[str]:
     return {
         f"{name} -> {target}"
@@ -137,7 +129,7 @@ def test_packages_import_one_way(package: str) -> None:
     """DESIGN: proto imports nothing of ours; broker and client import proto
     and never each other (`import_module` strings included); spark_connector
     imports client."""
-    assert _wrong_package_imports(GRAPH, package) - KNOWN_WRONG == set()
+    assert _wrong_package_imports(GRAPH, package) == set()
 
 
 def _edges(typing_too: bool) -> dict[str, list[str]]:
