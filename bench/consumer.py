@@ -105,19 +105,18 @@ def run_facade(url: str, topic: str, count: int, batched: bool) -> float:
 
 
 def run_aio(url: str, topic: str, count: int, batched: bool) -> float:
-    from magnetar.client.aio import Client, InitialPosition
+    from magnetar.client.aio import Client, ConsumerConfiguration, InitialPosition
     from magnetar.client.aio.policies import BatchReceivePolicy
     from magnetar.client.sync.loop import new_event_loop
 
     async def go() -> float:
         async with Client(url, operation_timeout_seconds=10) as client:
-            consumer = await client.subscribe(
-                topic,
-                "bench",
+            conf = ConsumerConfiguration(
                 initial_position=InitialPosition.Earliest,
                 receiver_queue_size=1000,
                 batch_receive_policy=BatchReceivePolicy(*BATCH_POLICY),
             )
+            consumer = await client.subscribe(topic, "bench", conf)
             received = 0
             start = time.perf_counter()
             if batched:

@@ -137,12 +137,13 @@ def run_facade(
 
 
 def run_aio(url: str, topic: str, count: int, payload: bytes, batched: bool) -> float:
-    from magnetar.client.aio import Client, OutgoingMessage
+    from magnetar.client.aio import Client, OutgoingMessage, ProducerConfiguration
     from magnetar.client.sync.loop import new_event_loop
 
     async def go() -> float:
         async with Client(url, operation_timeout_seconds=10) as client:
-            producer = await client.create_producer(topic, **_producer_options(batched))
+            conf = ProducerConfiguration(**_producer_options(batched))
+            producer = await client.create_producer(topic, conf)
             start = time.perf_counter()
             for _ in range(count):
                 if not producer.has_capacity():

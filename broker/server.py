@@ -196,7 +196,7 @@ class BrokerServer:
         app = build_app(self.metrics, self.health_problem)
         assert self.service is not None
         if self.cluster is not None:
-            from magnetar.broker.cluster import admin as cluster_admin
+            from magnetar.broker.admin import cluster as cluster_admin
 
             app.middlewares.append(cluster_admin.owner_redirect(self.cluster))
             app.add_routes(cluster_admin.routes(self.cluster))

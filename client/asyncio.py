@@ -25,6 +25,11 @@ from datetime import timedelta
 from typing import Any, TypeAlias
 
 from magnetar.client.aio import client as _aio_client, message as _aio_message
+from magnetar.client.aio.config import (
+    ConsumerConfiguration,
+    ProducerConfiguration,
+    facade_keywords,
+)
 from magnetar.client.aio.consumer.consumer import Consumer as _AioConsumer
 from magnetar.client.aio.consumer.multi_topic import MultiTopicsConsumer as _AioMultiConsumer
 from magnetar.client.aio.enums import (
@@ -320,38 +325,20 @@ class Client:
         crypto_key_reader: Any = None,
         access_mode: ProducerAccessMode = ProducerAccessMode.Shared,
         message_router: Callable[[Any, int], int] | None = None,
+        **ours: Any,
     ) -> Producer:
         """A producer; batching is on by default here (off in the blocking
-        `Client.create_producer`), as in the official modules."""
+        `Client.create_producer`), as in the official modules. `ours` takes
+        ProducerConfiguration's options beyond the official ones
+        (chunk_max_message_size, hashing_scheme)."""
+        options = facade_keywords(locals(), "topic")
         self._check_open()
         if batching_enabled and chunking_enabled:
             raise ValueError("Batching and chunking of messages can't be enabled together.")
         if schema is None:
-            schema = BytesSchema()
-        producer = await self._client.create_producer(
-            topic,
-            producer_name=producer_name,
-            schema=schema,
-            initial_sequence_id=initial_sequence_id,
-            send_timeout_millis=send_timeout_millis,
-            compression_type=compression_type,
-            max_pending_messages=max_pending_messages,
-            max_pending_messages_across_partitions=max_pending_messages_across_partitions,
-            block_if_queue_full=block_if_queue_full,
-            batching_enabled=batching_enabled,
-            batching_max_messages=batching_max_messages,
-            batching_max_allowed_size_in_bytes=batching_max_allowed_size_in_bytes,
-            batching_max_publish_delay_ms=batching_max_publish_delay_ms,
-            chunking_enabled=chunking_enabled,
-            message_routing_mode=message_routing_mode,
-            lazy_start_partitioned_producers=lazy_start_partitioned_producers,
-            properties=properties,
-            batching_type=batching_type,
-            encryption_key=encryption_key,
-            crypto_key_reader=crypto_key_reader,
-            access_mode=access_mode,
-            message_router=message_router,
-        )
+            schema = options["schema"] = BytesSchema()
+        conf = ProducerConfiguration.from_keywords(options)
+        producer = await self._client.create_producer(topic, conf)
         return Producer(self, producer, schema)
 
     async def subscribe(
@@ -384,8 +371,10 @@ class Client:
         **ours: Any,
     ) -> Consumer:
         """A consumer of a topic, a list of topics, or (is_pattern_topic) the
-        topics a regex matches. `ours` takes the core's extra keywords
-        (priority_level, enable_retry, ack_receipt_enabled, ...)."""
+        topics a regex matches. `ours` takes ConsumerConfiguration's options
+        beyond the official ones (priority_level, enable_retry,
+        ack_receipt_enabled, ...)."""
+        options = facade_keywords(locals(), "topic", "subscription_name", "is_pattern_topic")
         self._check_open()
         target: str | list[str] | re.Pattern[str]
         if isinstance(topic, str):
@@ -399,34 +388,9 @@ class Client:
         else:
             raise ValueError("Argument 'topic' is expected to be of type 'str' or 'list'")
         if schema is None:
-            schema = BytesSchema()
-        consumer = await self._client.subscribe(
-            target,
-            subscription_name,
-            consumer_type=consumer_type,
-            schema=schema,
-            receiver_queue_size=receiver_queue_size,
-            max_total_receiver_queue_size_across_partitions=max_total_receiver_queue_size_across_partitions,
-            consumer_name=consumer_name,
-            unacked_messages_timeout_ms=unacked_messages_timeout_ms,
-            broker_consumer_stats_cache_time_ms=broker_consumer_stats_cache_time_ms,
-            negative_ack_redelivery_delay_ms=negative_ack_redelivery_delay_ms,
-            is_read_compacted=is_read_compacted,
-            properties=properties,
-            initial_position=initial_position,
-            crypto_key_reader=crypto_key_reader,
-            replicate_subscription_state_enabled=replicate_subscription_state_enabled,
-            max_pending_chunked_message=max_pending_chunked_message,
-            auto_ack_oldest_chunked_message_on_queue_full=auto_ack_oldest_chunked_message_on_queue_full,
-            start_message_id_inclusive=start_message_id_inclusive,
-            batch_receive_policy=batch_receive_policy,
-            key_shared_policy=key_shared_policy,
-            batch_index_ack_enabled=batch_index_ack_enabled,
-            regex_subscription_mode=regex_subscription_mode,
-            dead_letter_policy=dead_letter_policy,
-            crypto_failure_action=crypto_failure_action,
-            **ours,
-        )
+            schema = options["schema"] = BytesSchema()
+        conf = ConsumerConfiguration.from_keywords(options)
+        consumer = await self._client.subscribe(target, subscription_name, conf)
         return Consumer(consumer, schema)
 
     async def create_reader(
@@ -444,6 +408,7 @@ class Client:
     ) -> Reader:
         """A reader of `topic` from `start_message_id` (MessageId.earliest,
         MessageId.latest or a message's id)."""
+        options = facade_keywords(locals(), "topic", "start_message_id", "subscription_role_prefix")
         self._check_open()
         if isinstance(start_message_id, MessageId):
             start = start_message_id.inner
@@ -455,20 +420,9 @@ class Client:
                 f"not {type(start_message_id).__name__}"
             )
         if schema is None:
-            schema = BytesSchema()
-        # The core's readers take no schema yet (nothing declared in their
-        # SUBSCRIBE); values are decoded here all the same.
-        reader = await self._client.create_reader(
-            topic,
-            start,
-            receiver_queue_size=receiver_queue_size,
-            reader_name=reader_name,
-            subscription_role_prefix=subscription_role_prefix,
-            is_read_compacted=is_read_compacted,
-            crypto_key_reader=crypto_key_reader,
-            start_message_id_inclusive=start_message_id_inclusive,
-            crypto_failure_action=crypto_failure_action,
-        )
+            schema = options["schema"] = BytesSchema()
+        conf = ConsumerConfiguration.from_reader_keywords(options)
+        reader = await self._client.create_reader(topic, start, conf, subscription_role_prefix)
         return Reader(reader, schema)
 
     async def get_topic_partitions(self, topic: str) -> list[str]:

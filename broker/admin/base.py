@@ -16,7 +16,7 @@ import structlog
 from aiohttp import web
 
 from magnetar.broker.errors import BrokerServiceError
-from magnetar.broker.service.resources import (
+from magnetar.broker.resources import (
     InvalidResource,
     ResourceBusy,
     ResourceError,

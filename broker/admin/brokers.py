@@ -7,7 +7,7 @@ per-topic stats and metrics of what it serves.
 A standalone broker is its whole cluster: it is the only active broker and
 the leader, and it owns each namespace it has topics of as one bundle (the
 full hash range). Those four answers are standalone-only; a cluster broker
-serves its own (broker/cluster/admin.py). Broker ids are Pulsar's:
+serves its own (cluster.py). Broker ids are Pulsar's:
 advertised host and web service port. Every answer is per broker, so
 nothing here asks another broker.
 """
@@ -26,12 +26,12 @@ from magnetar.broker.admin.base import HttpError, no_content
 from magnetar.broker.admin.subscriptions import topic_stats, traffic_stats
 from magnetar.broker.cluster.bundles import bundle_of
 from magnetar.broker.config import BrokerConfig
+from magnetar.broker.dispatchers.consumer import Consumer
 from magnetar.broker.observability.topic_metrics import TopicSample, sample_topic
+from magnetar.broker.resources import ResourceNotFound
 from magnetar.broker.service.broker_service import BrokerService
-from magnetar.broker.service.resources import ResourceNotFound
 from magnetar.broker.storage_setup import METADATA_FILE
 from magnetar.broker.topics.base import Topic, is_persistent
-from magnetar.broker.topics.consumer import Consumer
 from magnetar.proto.naming import TopicName
 
 # Settings whose values are, or point at, credentials: never shown. By name

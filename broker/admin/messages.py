@@ -39,9 +39,9 @@ from magnetar.broker.admin.base import (
     stored_topic,
     topic_from_path,
 )
+from magnetar.broker.dispatchers.entries import publish_time
 from magnetar.broker.service.broker_service import BrokerService
 from magnetar.broker.storage.api import EARLIEST, Entry, ManagedLedger, Position
-from magnetar.broker.topics.entries import publish_time
 from magnetar.proto import pulsar_api_pb2 as pb
 from magnetar.proto.errors import ProtocolError
 from magnetar.proto.frames import Payload

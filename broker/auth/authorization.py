@@ -8,7 +8,7 @@ covered by its partitioned topic's grants, as in Pulsar)."""
 
 from __future__ import annotations
 
-from magnetar.broker.service.resources import PulsarResources, ResourceNotFound
+from magnetar.broker.resources import PulsarResources, ResourceNotFound
 from magnetar.proto.naming import TopicName
 
 PRODUCE = "produce"

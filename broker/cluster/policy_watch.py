@@ -16,7 +16,7 @@ import aetcd
 import aetcd.exceptions
 import structlog
 
-from magnetar.broker.service.resources import POLICIES, TOPIC_POLICIES
+from magnetar.broker.resources import POLICIES, TOPIC_POLICIES
 
 log = structlog.get_logger(__name__)
 

@@ -13,6 +13,7 @@ from typing import NamedTuple
 from magnetar.broker import commands
 from magnetar.broker.connection.context import CommandContext
 from magnetar.broker.connection.limits import check_subscribe
+from magnetar.broker.dispatchers.consumer import Consumer, KeySharedPolicy, SubType, sub_type_name
 from magnetar.broker.errors import BrokerServiceError, ConsumerBusyError
 from magnetar.broker.policies.subscribe_rate import SubscribeRateLimiter, consumer_identity
 from magnetar.broker.schemas.types import from_wire
@@ -25,7 +26,6 @@ from magnetar.broker.storage.api import (
     StorageError,
 )
 from magnetar.broker.topics.base import SubscribeOptions, Subscription, Topic
-from magnetar.broker.topics.consumer import Consumer, KeySharedPolicy, SubType, sub_type_name
 from magnetar.proto import pulsar_api_pb2 as pb
 from magnetar.proto.errors import ServerError
 from magnetar.proto.frames import Frame

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from collections import Counter
 
+from magnetar.broker.dispatchers.consumer import sub_type_name
 from magnetar.broker.errors import BrokerServiceError, ConsumerBusyError, ProducerBusyError
 from magnetar.broker.policies.resolver import TopicPolicies
 from magnetar.broker.topics.base import Topic
-from magnetar.broker.topics.consumer import sub_type_name
 from magnetar.proto.errors import ServerError
 
 

@@ -23,7 +23,7 @@ from magnetar.broker.schemas.types import from_wire, version_bytes
 from magnetar.broker.service.broker_service import check_name, parse_topic
 from magnetar.broker.storage.api import EARLIEST
 from magnetar.broker.topics.base import Topic, is_persistent
-from magnetar.broker.topics.producer import AccessMode, Producer
+from magnetar.broker.topics.publish_path import AccessMode, Producer
 from magnetar.proto import pulsar_api_pb2 as pb
 from magnetar.proto.batch_check import counts_problem, send_problem
 from magnetar.proto.errors import ProtocolError, ServerError

@@ -9,6 +9,7 @@ from __future__ import annotations
 from magnetar.broker import commands
 from magnetar.broker.connection.context import CommandContext
 from magnetar.broker.errors import BrokerServiceError
+from magnetar.broker.resources import ResourceError
 from magnetar.broker.schemas.types import (
     SchemaVersion,
     from_wire,
@@ -16,7 +17,6 @@ from magnetar.broker.schemas.types import (
     version_from_bytes,
 )
 from magnetar.broker.service.broker_service import parse_topic
-from magnetar.broker.service.resources import ResourceError
 from magnetar.broker.storage.api import StorageError
 from magnetar.proto import pulsar_api_pb2 as pb
 from magnetar.proto.errors import ServerError

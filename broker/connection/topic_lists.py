@@ -7,7 +7,7 @@ from __future__ import annotations
 from magnetar.broker import commands
 from magnetar.broker.connection.context import CommandContext
 from magnetar.broker.errors import BrokerServiceError, NotAllowedError, TopicNotFoundError
-from magnetar.broker.service.resources import ResourceNotFound
+from magnetar.broker.resources import ResourceNotFound
 from magnetar.broker.service.topic_list import filter_topics, topics_hash
 from magnetar.broker.service.topic_watchers import InvalidPattern
 from magnetar.proto import pulsar_api_pb2 as pb

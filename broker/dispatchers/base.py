@@ -28,6 +28,8 @@ from dataclasses import dataclass
 import structlog
 
 from magnetar.broker.compaction.view import CompactedView
+from magnetar.broker.dispatchers.consumer import Consumer
+from magnetar.broker.dispatchers.entries import deliver_at_time
 from magnetar.broker.dispatchers.redelivery import RedeliveryTracker, ReplayQueue
 from magnetar.broker.features.delayed import DelayedDeliveryTracker
 from magnetar.broker.policies.rates import DispatchRateLimiter
@@ -40,8 +42,6 @@ from magnetar.broker.storage.api import (
     ManagedLedgerClosed,
     Position,
 )
-from magnetar.broker.topics.consumer import Consumer
-from magnetar.broker.topics.entries import deliver_at_time
 
 log = structlog.get_logger(__name__)
 

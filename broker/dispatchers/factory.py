@@ -10,6 +10,7 @@ drops each entry as it is published.
 from __future__ import annotations
 
 from magnetar.broker.dispatchers.base import DispatcherSettings, PersistentDispatcher
+from magnetar.broker.dispatchers.consumer import SubType, sub_type_name
 from magnetar.broker.dispatchers.key_shared import KeySharedDispatcher
 from magnetar.broker.dispatchers.non_persistent import (
     NonPersistentDispatcher,
@@ -21,7 +22,6 @@ from magnetar.broker.dispatchers.shared import SharedDispatcher
 from magnetar.broker.dispatchers.single_active import SingleActiveDispatcher
 from magnetar.broker.errors import NotAllowedError
 from magnetar.broker.storage.api import ManagedCursor, ManagedLedger
-from magnetar.broker.topics.consumer import SubType, sub_type_name
 
 
 def new_dispatcher(

@@ -42,11 +42,11 @@ from typing import NamedTuple
 import structlog
 
 from magnetar.broker.dispatchers.base import DispatcherSettings, PersistentDispatcher
+from magnetar.broker.dispatchers.consumer import Consumer, KeySharedMode, KeySharedPolicy
+from magnetar.broker.dispatchers.entries import key_hash_and_deliver_at
 from magnetar.broker.dispatchers.selectors import ConsumerSelector, new_selector
 from magnetar.broker.errors import ConsumerBusyError
 from magnetar.broker.storage.api import Entry, ManagedCursor, ManagedLedger, Position
-from magnetar.broker.topics.consumer import Consumer, KeySharedMode, KeySharedPolicy
-from magnetar.broker.topics.entries import key_hash_and_deliver_at
 
 log = structlog.get_logger(__name__)
 

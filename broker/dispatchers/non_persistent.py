@@ -16,13 +16,13 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 
 from magnetar.broker.dispatchers.base import ActiveChangeListener, DispatcherSettings
+from magnetar.broker.dispatchers.consumer import Consumer, KeySharedMode, KeySharedPolicy
+from magnetar.broker.dispatchers.entries import key_hash_and_deliver_at
 from magnetar.broker.dispatchers.failover import choose_active
-from magnetar.broker.dispatchers.selectors import ConsumerSelector as KeySelector, new_selector
-from magnetar.broker.dispatchers.shared import ConsumerSelector
+from magnetar.broker.dispatchers.selectors import ConsumerSelector, new_selector
+from magnetar.broker.dispatchers.shared import RoundRobinSelector
 from magnetar.broker.errors import ConsumerBusyError
 from magnetar.broker.storage.api import Entry, Position
-from magnetar.broker.topics.consumer import Consumer, KeySharedMode, KeySharedPolicy
-from magnetar.broker.topics.entries import key_hash_and_deliver_at
 
 _DEFAULT_POLICY = KeySharedPolicy()
 
@@ -115,7 +115,7 @@ class NonPersistentSharedDispatcher(NonPersistentDispatcher):
 
     def __init__(self, settings: DispatcherSettings) -> None:
         super().__init__(settings)
-        self.selector = ConsumerSelector()
+        self.selector = RoundRobinSelector()
 
     def add_consumer(self, consumer: Consumer) -> None:
         self.consumers.append(consumer)
@@ -138,7 +138,7 @@ class NonPersistentKeySharedDispatcher(NonPersistentDispatcher):
         super().__init__(settings)
         self.consistent_hashing = settings.key_shared_consistent_hashing
         self.mode: int = KeySharedMode.AUTO_SPLIT
-        self.selector: KeySelector = new_selector(
+        self.selector: ConsumerSelector = new_selector(
             self.mode, consistent_hashing=self.consistent_hashing
         )
 

@@ -23,8 +23,8 @@ import itertools
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 
+from magnetar.broker.dispatchers.consumer import Consumer, KeySharedMode
 from magnetar.broker.errors import ConsumerAssignError
-from magnetar.broker.topics.consumer import Consumer, KeySharedMode
 from magnetar.proto.hashes import KEY_SHARED_SLOTS, murmur3_32
 
 HashRange = tuple[int, int]  # inclusive slot bounds, as KeySharedMeta carries them

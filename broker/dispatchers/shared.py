@@ -18,11 +18,11 @@ from __future__ import annotations
 from collections import deque
 
 from magnetar.broker.dispatchers.base import DispatcherSettings, PersistentDispatcher
+from magnetar.broker.dispatchers.consumer import Consumer
 from magnetar.broker.storage.api import Entry, ManagedCursor, ManagedLedger
-from magnetar.broker.topics.consumer import Consumer
 
 
-class ConsumerSelector:
+class RoundRobinSelector:
     """Round-robin within priority levels; pure logic, no I/O."""
 
     def __init__(self) -> None:
@@ -96,7 +96,7 @@ class SharedDispatcher(PersistentDispatcher):
         self, ledger: ManagedLedger, cursor: ManagedCursor, settings: DispatcherSettings
     ) -> None:
         super().__init__(ledger, cursor, settings)
-        self.selector = ConsumerSelector()
+        self.selector = RoundRobinSelector()
 
     def add_consumer(self, consumer: Consumer) -> None:
         self._limit_consumer(consumer)

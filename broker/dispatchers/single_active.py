@@ -15,10 +15,10 @@ from collections import deque
 from collections.abc import Sequence
 
 from magnetar.broker.dispatchers.base import DispatcherSettings, PersistentDispatcher
+from magnetar.broker.dispatchers.consumer import Consumer
 from magnetar.broker.dispatchers.failover import choose_active
 from magnetar.broker.errors import ConsumerBusyError
 from magnetar.broker.storage.api import Entry, ManagedCursor, ManagedLedger, Position
-from magnetar.broker.topics.consumer import Consumer
 
 
 class SingleActiveDispatcher(PersistentDispatcher):

@@ -346,7 +346,7 @@ MAX_UNACKED_ON_SUBSCRIPTION = Policy(
     "maxUnackedMessagesPerSubscription", "maxUnackedMessagesOnSubscription",
     default="max_unacked_on_subscription",
 )  # fmt: skip
-# Enforced by the expiry sweep (policies/inactive.py).
+# Enforced by the expiry sweep (service/inactivity.py).
 INACTIVE_TOPIC_POLICIES = Policy(
     "inactive_topic_policies", inactive_topic_policies,
     "inactive_topic_policies", "inactiveTopicPolicies",

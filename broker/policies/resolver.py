@@ -32,8 +32,8 @@ from magnetar.broker.policies.subscription_rates import (
     SubscriptionDispatchRates,
     subscription_overrides,
 )
+from magnetar.broker.resources import PulsarResources, ResourceNotFound
 from magnetar.broker.schemas.compatibility import DEFAULT_STRATEGY, Strategy
-from magnetar.broker.service.resources import PulsarResources, ResourceNotFound
 from magnetar.proto.naming import TopicName
 
 T = TypeVar("T")

@@ -1,2 +1,3 @@
-"""The schema registry: per-topic schema versions in the metadata store and
-the compatibility strategies that decide whether a new schema may join."""
+"""Schemas as values: the schema data and versions (types.py) and the
+compatibility strategies that decide whether a new schema may join
+(compatibility.py). The registry that stores them is service/schema_registry.py."""

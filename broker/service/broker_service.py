@@ -31,25 +31,26 @@ from magnetar.broker.errors import (
 from magnetar.broker.observability.metrics import BrokerMetrics
 from magnetar.broker.observability.stats_update import StatsUpdater
 from magnetar.broker.observability.topic_metrics import TopicMetricsCollector
-from magnetar.broker.policies.apply import apply_policies
 from magnetar.broker.policies.catalog import AUTO_TOPIC_CREATION
-from magnetar.broker.policies.expiry import ExpiryMonitor
-from magnetar.broker.policies.inactive import InactiveTopicPolicy, InactivitySweep
+from magnetar.broker.policies.inactive import InactiveTopicPolicy
 from magnetar.broker.policies.resolver import (
     PolicyChange,
     PolicyDefaults,
     PolicyResolver,
     TopicPolicies,
 )
-from magnetar.broker.schemas.registry import SchemaRegistry
-from magnetar.broker.service.lookup import LookupAnswer, Ownership
-from magnetar.broker.service.resources import (
+from magnetar.broker.resources import (
     InvalidResource,
     PulsarResources,
     ResourceError,
     ResourceExists,
     ResourceNotFound,
 )
+from magnetar.broker.service.apply import apply_policies
+from magnetar.broker.service.expiry import ExpiryMonitor
+from magnetar.broker.service.inactivity import InactivitySweep
+from magnetar.broker.service.lookup import LookupAnswer, Ownership
+from magnetar.broker.service.schema_registry import SchemaRegistry
 from magnetar.broker.service.topic_watchers import TopicListWatchers
 from magnetar.broker.storage.api import ManagedLedgerFactory, MetadataStore, Position
 from magnetar.broker.storage_setup import ledger_config

@@ -13,7 +13,7 @@ import bisect
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import structlog
 
@@ -36,6 +36,7 @@ from magnetar.broker.storage.api import (
 )
 from magnetar.broker.storage.births import Birth
 from magnetar.broker.storage.context import LedgerContext
+from magnetar.broker.storage.cursor import ManagedCursorImpl, cursor_path
 from magnetar.broker.storage.layout import (
     LedgerInfo,
     LedgerLayout,
@@ -48,10 +49,6 @@ from magnetar.broker.storage.records import CorruptEntryError
 from magnetar.broker.storage.sealer import IndexSealer
 from magnetar.broker.storage.segment import LedgerFile
 from magnetar.broker.storage.writer import LedgerWriter, fail_all
-
-# Typing only: cursor.py names the ledger in its types, so it is imported where used.
-if TYPE_CHECKING:
-    from magnetar.broker.storage.cursor import ManagedCursorImpl
 
 log = structlog.get_logger(__name__)
 T = TypeVar("T")
@@ -417,8 +414,6 @@ class ManagedLedgerImpl(ManagedLedger):
         initial_position: InitialPosition = InitialPosition.LATEST,
         properties: Mapping[str, int] | None = None,
     ) -> ManagedCursor:
-        from magnetar.broker.storage.cursor import ManagedCursorImpl
-
         self.check_open()
         existing = self.cursors_by_name.get(name)
         if existing is not None:
@@ -446,8 +441,6 @@ class ManagedLedgerImpl(ManagedLedger):
     def new_non_durable_cursor(
         self, start: Position, *, inclusive: bool = False, name: str | None = None
     ) -> ManagedCursor:
-        from magnetar.broker.storage.cursor import ManagedCursorImpl
-
         self.check_open()
         if start == LATEST:
             read = self.layout.next_position(self._lac)
@@ -475,8 +468,6 @@ class ManagedLedgerImpl(ManagedLedger):
         if cursor is not None:
             await cursor.discard()
         if name in self.durable_mark_deletes or cursor is None or cursor.is_durable:
-            from magnetar.broker.storage.cursor import cursor_path
-
             self.durable_mark_deletes.pop(name, None)
             path = cursor_path(self.meta_path, name)
             if await self._ctx.store.exists(path):

@@ -18,6 +18,7 @@ import structlog
 from magnetar.broker.storage.api import ManagedLedgerConfig, Position
 from magnetar.broker.storage.births import make_dir_once
 from magnetar.broker.storage.context import LedgerContext
+from magnetar.broker.storage.cursor import ManagedCursorImpl
 from magnetar.broker.storage.index_file import SUFFIX, TMP_SUFFIX
 from magnetar.broker.storage.layout import LedgerInfo, LedgerRecord, decode_ledger_list
 from magnetar.broker.storage.ledger import ManagedLedgerImpl
@@ -125,8 +126,6 @@ def last_confirmed(ml: ManagedLedgerImpl) -> Position:
 
 async def restore_cursors(ml: ManagedLedgerImpl) -> None:
     """Every durable cursor stored under the managed ledger's node."""
-    from magnetar.broker.storage.cursor import ManagedCursorImpl
-
     store = ml.ctx.store
     for encoded in await store.get_children(ml.meta_path):
         got = await store.get(f"{ml.meta_path}/{encoded}")

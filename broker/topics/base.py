@@ -17,18 +17,18 @@ from dataclasses import dataclass
 from typing import NamedTuple, Protocol, TypeGuard
 
 from magnetar.broker.compaction.state import TopicCompaction
+from magnetar.broker.counters import RateCounter
+from magnetar.broker.dispatchers.consumer import Consumer, KeySharedPolicy
 from magnetar.broker.endpoint import ClientConnection
 from magnetar.broker.features.dedup import MessageDeduplication
 from magnetar.broker.features.keywindow import KeyWindowIndex, KeyWindowPolicy
-from magnetar.broker.observability.counters import RateCounter
 from magnetar.broker.policies.backlog_quota import QuotaState
 from magnetar.broker.policies.rates import DispatchRate, PublishRate, PublishRateLimiter
 from magnetar.broker.policies.subscribe_rate import SubscribeRate, SubscribeRateLimiter
 from magnetar.broker.policies.subscription_rates import SubscriptionDispatchRates
 from magnetar.broker.storage.api import InitialPosition, ManagedCursor, ManagedLedger, Position
-from magnetar.broker.topics.consumer import Consumer, KeySharedPolicy
-from magnetar.broker.topics.producer import Producer
-from magnetar.broker.topics.producers import PublishLimits
+from magnetar.broker.topics.publish_path import Producer
+from magnetar.broker.topics.topic_producers import PublishLimits
 from magnetar.proto.naming import TopicName
 
 
@@ -74,7 +74,7 @@ class SubscribeOptions:
 
 
 class Subscription(Protocol):
-    # Bumped when a consumer leaves: the inactivity sweep (policies/inactive.py)
+    # Bumped when a consumer leaves: the inactivity sweep (service/inactivity.py)
     # restarts the subscription's idle time when it changed.
     activity: int
 
@@ -145,7 +145,7 @@ class Subscription(Protocol):
 
 class Topic(Protocol):
     # Bumped when a producer leaves or a subscription goes: the inactivity
-    # sweep (policies/inactive.py) restarts the topic's idle time when it changed.
+    # sweep (service/inactivity.py) restarts the topic's idle time when it changed.
     activity: int
 
     @property

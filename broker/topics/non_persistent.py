@@ -15,13 +15,14 @@ from collections.abc import Callable, Sequence
 
 import structlog
 
+from magnetar.broker.counters import RateCounter
 from magnetar.broker.dispatchers.base import DispatcherSettings
+from magnetar.broker.dispatchers.consumer import Consumer, sub_type_name
 from magnetar.broker.dispatchers.factory import new_non_persistent_dispatcher
 from magnetar.broker.dispatchers.non_persistent import NonPersistentDispatcher
 from magnetar.broker.endpoint import ClientConnection
 from magnetar.broker.errors import ConsumerBusyError, NotAllowedError
 from magnetar.broker.features.keywindow import KeyWindowPolicy
-from magnetar.broker.observability.counters import RateCounter
 from magnetar.broker.policies.rates import DispatchRate
 from magnetar.broker.policies.subscribe_rate import SubscribeRate, SubscribeRateLimiter
 from magnetar.broker.policies.subscription_rates import SubscriptionDispatchRates
@@ -32,8 +33,7 @@ from magnetar.broker.topics.base import (
     Subscription,
     SubscriptionStats,
 )
-from magnetar.broker.topics.consumer import Consumer, sub_type_name
-from magnetar.broker.topics.producers import TopicProducers
+from magnetar.broker.topics.topic_producers import TopicProducers
 from magnetar.proto.naming import TopicName
 
 log = structlog.get_logger(__name__)
@@ -67,7 +67,7 @@ class NonPersistentSubscription:
         self._dispatcher: NonPersistentDispatcher | None = None
         self._on_emptied = on_emptied
         self.is_closed = False
-        # Consumers gone (policies/inactive.py's idle time).
+        # Consumers gone (service/inactivity.py's idle time).
         self.activity = 0
 
     @property

@@ -15,7 +15,10 @@ import structlog
 
 from magnetar.broker.compaction.state import TopicCompaction
 from magnetar.broker.compaction.view import CompactedView
+from magnetar.broker.counters import RateCounter
 from magnetar.broker.dispatchers.base import DispatcherSettings
+from magnetar.broker.dispatchers.consumer import Consumer, SubType
+from magnetar.broker.dispatchers.entries import last_entry_id
 from magnetar.broker.endpoint import ClientConnection
 from magnetar.broker.errors import (
     BrokerServiceError,
@@ -30,7 +33,6 @@ from magnetar.broker.features.keywindow import (
     KeyWindowIndex,
     KeyWindowPolicy,
 )
-from magnetar.broker.observability.counters import RateCounter
 from magnetar.broker.policies.backlog_quota import QuotaState, backlog_bytes
 from magnetar.broker.policies.rates import DispatchRate, DispatchRateLimiter
 from magnetar.broker.policies.subscribe_rate import SubscribeRate, SubscribeRateLimiter
@@ -45,11 +47,9 @@ from magnetar.broker.storage.api import (
     StorageError,
 )
 from magnetar.broker.topics.base import SubscribeOptions, Subscription
-from magnetar.broker.topics.consumer import Consumer, SubType
-from magnetar.broker.topics.entries import last_entry_id
-from magnetar.broker.topics.producer import Producer, SendRejected
-from magnetar.broker.topics.producers import TopicProducers
-from magnetar.broker.topics.subscription import PersistentSubscription
+from magnetar.broker.topics.persistent_subscription import PersistentSubscription
+from magnetar.broker.topics.publish_path import Producer, SendRejected
+from magnetar.broker.topics.topic_producers import TopicProducers
 from magnetar.proto.errors import ServerError
 from magnetar.proto.naming import TopicName
 
@@ -103,7 +103,7 @@ class PersistentTopic(TopicProducers):
         self.compaction = TopicCompaction(self.name, ledger, compaction_dir)
         # Where a terminated topic stopped: no entry is ever stored after it.
         self.terminated_at: Position | None = None
-        # The namespace's message TTL (0: none); enforced by broker/policies/expiry.py.
+        # The namespace's message TTL (0: none); enforced by broker/service/expiry.py.
         self.message_ttl_s = 0
         # The delayedDelivery policy's switch, for dispatchers made later too.
         self._delayed_delivery = True
@@ -473,8 +473,6 @@ class PersistentTopic(TopicProducers):
         await sub.close()
         if sub.is_durable:
             await self.ledger.delete_cursor(sub.cursor.name)
-
-    # ---------------------------------------------------------------- queries
 
     # ------------------------------------------------------------ termination
 

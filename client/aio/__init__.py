@@ -1,11 +1,16 @@
 """The asynchronous client core: `Client`, producers and consumers as awaitables.
 
 async with Client("pulsar://localhost:6650") as client:
-    producer = await client.create_producer("my-topic")
+    producer = await client.create_producer("my-topic", ProducerConfiguration())
     msg_id = await producer.send(OutgoingMessage(b"hello"))
+
+Options come as a ProducerConfiguration / ConsumerConfiguration; the
+facades (`magnetar.client`, `magnetar.client.asyncio`) take the official
+client's keywords instead.
 """
 
 from magnetar.client.aio.client import Client
+from magnetar.client.aio.config import ConsumerConfiguration, ProducerConfiguration
 from magnetar.client.aio.consumer.consumer import Consumer
 from magnetar.client.aio.enums import (
     BatchingType,
@@ -26,6 +31,7 @@ __all__ = [
     "Client",
     "CompressionType",
     "Consumer",
+    "ConsumerConfiguration",
     "ConsumerType",
     "InitialPosition",
     "Message",
@@ -35,6 +41,7 @@ __all__ = [
     "PartitionsRoutingMode",
     "Producer",
     "ProducerAccessMode",
+    "ProducerConfiguration",
     "PulsarException",
     "Result",
 ]

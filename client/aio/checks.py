@@ -1,5 +1,6 @@
 """Argument checks with the official client's outcome: a ValueError naming
-the argument, raised before anything reaches the loop or the wire."""
+the argument, raised before anything reaches the loop or the wire; and the
+ack-timeout rule a consumer configuration is checked against (SEM-1)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from enum import IntEnum
 from typing import Any
 
 from magnetar.client.aio.crypto import CryptoKeyReader
-from magnetar.client.aio.errors import InvalidTopicName
+from magnetar.client.aio.errors import InvalidConfiguration, InvalidTopicName
 from magnetar.proto.naming import InvalidTopicName as _BadName, TopicName
 
 
@@ -51,3 +52,20 @@ def parse_topic(topic: str) -> TopicName:
 def check_key_reader(reader: object) -> None:
     if reader is not None and not isinstance(reader, CryptoKeyReader):
         raise ValueError("crypto_key_reader must be a magnetar.client.CryptoKeyReader")
+
+
+MIN_ACK_TIMEOUT = 1.0
+
+
+def check_ack_timeout(ack_timeout: float, tick_time: float) -> None:
+    """SEM-1: an ack timeout, when set, is >= 1 s and no shorter than its tick."""
+    if ack_timeout <= 0:
+        return
+    if ack_timeout < MIN_ACK_TIMEOUT:
+        raise InvalidConfiguration(
+            f"ack timeout must be at least {MIN_ACK_TIMEOUT:g} s (got {ack_timeout:g} s)"
+        )
+    if tick_time <= 0 or tick_time > ack_timeout:
+        raise InvalidConfiguration(
+            f"ack timeout tick must be in (0, ack timeout] (got {tick_time:g} s)"
+        )

@@ -6,29 +6,20 @@ import asyncio
 import dataclasses
 import functools
 import re
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from magnetar.client.aio.checks import check_key_reader, check_optional, check_type, parse_topic
+from magnetar.client.aio.checks import check_optional, check_type, parse_topic
 from magnetar.client.aio.config import (
-    ActiveConsumerListener,
     ConsumerConfiguration,
-    MessageListener,
     ProducerConfiguration,
     wire_schema,
 )
 from magnetar.client.aio.consumer.consumer import Consumer
 from magnetar.client.aio.consumer.multi_topic import MultiTopicsConsumer
 from magnetar.client.aio.consumer.opening import ConsumerOpener, open_pattern_consumer
-from magnetar.client.aio.context import ClientContext
 from magnetar.client.aio.enums import (
-    BatchingType,
-    CompressionType,
-    ConsumerCryptoFailureAction,
     ConsumerType,
-    InitialPosition,
-    PartitionsRoutingMode,
-    ProducerAccessMode,
     RegexSubscriptionMode,
 )
 from magnetar.client.aio.errors import (
@@ -40,6 +31,7 @@ from magnetar.client.aio.errors import (
 )
 from magnetar.client.aio.net import commands
 from magnetar.client.aio.net.auth import Authentication
+from magnetar.client.aio.net.context import ClientContext
 from magnetar.client.aio.net.failover import (
     AutoClusterFailover,
     ClusterSwitch,
@@ -49,7 +41,6 @@ from magnetar.client.aio.net.failover import (
 from magnetar.client.aio.net.lookup import lookup_service_for
 from magnetar.client.aio.net.pool import ConnectionPool
 from magnetar.client.aio.net.security import Security
-from magnetar.client.aio.policies import BatchReceivePolicy, DeadLetterPolicy, KeySharedPolicy
 from magnetar.client.aio.producer.partitioned import PartitionedProducer
 from magnetar.client.aio.producer.producer import Producer
 from magnetar.client.aio.reader.opening import open_reader
@@ -57,7 +48,6 @@ from magnetar.client.aio.reader.partitioned import PartitionedReader
 from magnetar.client.aio.reader.reader import Reader
 from magnetar.client.aio.reader.table_view import TableView
 from magnetar.proto import pulsar_api_pb2 as pb
-from magnetar.proto.hashes import DEFAULT_HASHING_SCHEME, HashingScheme
 from magnetar.proto.ids import MessageId
 from magnetar.proto.naming import TopicName
 
@@ -270,67 +260,17 @@ class Client:
         return sorted(listed)
 
     async def create_producer(
-        self,
-        topic: str,
-        producer_name: str | None = None,
-        schema: Any = None,
-        initial_sequence_id: int | None = None,
-        send_timeout_millis: int = 30000,
-        compression_type: CompressionType = CompressionType.NONE,
-        max_pending_messages: int = 1000,
-        max_pending_messages_across_partitions: int = 50000,
-        block_if_queue_full: bool = False,
-        batching_enabled: bool = True,
-        batching_max_messages: int = 1000,
-        batching_max_allowed_size_in_bytes: int = 128 * 1024,
-        batching_max_publish_delay_ms: int = 10,
-        chunking_enabled: bool = False,
-        message_routing_mode: PartitionsRoutingMode = PartitionsRoutingMode.RoundRobinDistribution,
-        lazy_start_partitioned_producers: bool = False,
-        properties: Mapping[str, str] | None = None,
-        batching_type: BatchingType = BatchingType.Default,
-        encryption_key: str | None = None,
-        crypto_key_reader: Any = None,
-        access_mode: ProducerAccessMode = ProducerAccessMode.Shared,
-        message_router: Callable[[Any, int], int] | None = None,
-        *,
-        chunk_max_message_size: int | None = None,
-        hashing_scheme: HashingScheme = DEFAULT_HASHING_SCHEME,
+        self, topic: str, conf: ProducerConfiguration | None = None
     ) -> AnyProducer:
-        """A producer.
+        """A producer on `topic` with `conf`'s options (ProducerConfiguration's
+        defaults without one: batching on, as in `pulsar.asyncio`).
 
-        Batching is on by default here and off in the blocking facade
-        (`magnetar.client.Client.create_producer`): deliberately, because the
-        official client does the same (`pulsar.asyncio` True, `pulsar` False),
-        so code moved from either API keeps its behaviour.
+        The facades take the official keywords (`magnetar.client.Client`,
+        batching off by default as in `pulsar.Client`, and
+        `magnetar.client.asyncio.Client`) and make the configuration from them.
         """
         self._check_open()
-        check_key_reader(crypto_key_reader)
-        conf = ProducerConfiguration(
-            producer_name=producer_name,
-            initial_sequence_id=initial_sequence_id,
-            send_timeout_millis=send_timeout_millis,
-            compression_type=compression_type,
-            max_pending_messages=max_pending_messages,
-            max_pending_messages_across_partitions=max_pending_messages_across_partitions,
-            block_if_queue_full=block_if_queue_full,
-            batching_enabled=batching_enabled,
-            batching_max_messages=batching_max_messages,
-            batching_max_allowed_size_in_bytes=batching_max_allowed_size_in_bytes,
-            batching_max_publish_delay_ms=batching_max_publish_delay_ms,
-            encryption_keys=(encryption_key,) if encryption_key else (),
-            crypto_key_reader=crypto_key_reader,
-            chunking_enabled=chunking_enabled,
-            message_routing_mode=message_routing_mode,
-            lazy_start_partitioned_producers=lazy_start_partitioned_producers,
-            properties=dict(properties or {}),
-            batching_type=batching_type,
-            access_mode=access_mode,
-            message_router=message_router,
-            chunk_max_message_size=chunk_max_message_size,
-            hashing_scheme=hashing_scheme,
-            schema=wire_schema(schema),
-        )
+        conf = dataclasses.replace(conf) if conf is not None else ProducerConfiguration()
         conf.validate()
         name = parse_topic(topic)
         partitions = 0
@@ -348,93 +288,17 @@ class Client:
         self,
         topic: str | list[str] | re.Pattern[str],
         subscription_name: str,
-        consumer_type: ConsumerType = ConsumerType.Exclusive,
-        schema: Any = None,
-        message_listener: MessageListener | None = None,
-        receiver_queue_size: int = 1000,
-        max_total_receiver_queue_size_across_partitions: int = 50000,
-        consumer_name: str | None = None,
-        unacked_messages_timeout_ms: int | None = None,
-        broker_consumer_stats_cache_time_ms: int = 30000,
-        negative_ack_redelivery_delay_ms: int = 60000,
-        is_read_compacted: bool = False,
-        properties: Mapping[str, str] | None = None,
-        pattern_auto_discovery_period: int = 60,
-        initial_position: InitialPosition = InitialPosition.Latest,
-        crypto_key_reader: Any = None,
-        replicate_subscription_state_enabled: bool = False,
-        max_pending_chunked_message: int = 10,
-        auto_ack_oldest_chunked_message_on_queue_full: bool = False,
-        start_message_id_inclusive: bool = False,
-        batch_receive_policy: Any = None,
-        key_shared_policy: Any = None,
-        batch_index_ack_enabled: bool = False,
-        regex_subscription_mode: RegexSubscriptionMode = RegexSubscriptionMode.PersistentOnly,
-        dead_letter_policy: Any = None,
-        crypto_failure_action: ConsumerCryptoFailureAction = ConsumerCryptoFailureAction.FAIL,
-        *,
-        priority_level: int = 0,
-        enable_retry: bool = False,
-        ack_group_time_ms: int = 100,
-        ack_receipt_enabled: bool = False,
-        ack_timeout_tick_time_ms: int = 1000,
-        expire_time_of_incomplete_chunked_message_ms: int = 60000,
-        active_consumer_listener: ActiveConsumerListener | None = None,
+        conf: ConsumerConfiguration | None = None,
     ) -> Consumer | MultiTopicsConsumer:
         """A consumer on one topic or partition, or (MultiTopicsConsumer) on the
-        partitions of a partitioned topic or on a list of topics.
-
-        Keywords follow `pulsar.Client.subscribe`; those after `*` are ours
-        (SEM-1 options the official Python client lacks).
-        """
+        partitions of a partitioned topic, on a list of topics or on the topics
+        a regex matches, with `conf`'s options (the facades make it from the
+        official `subscribe` keywords)."""
         self._check_open()
         if not isinstance(topic, str | list | tuple | re.Pattern):
             raise InvalidConfiguration(f"topic must be a name, a list or a regex, not {topic!r}")
-        check_key_reader(crypto_key_reader)
-        conf = ConsumerConfiguration(
-            crypto_key_reader=crypto_key_reader,
-            schema=wire_schema(schema),
-            consumer_type=consumer_type,
-            receiver_queue_size=receiver_queue_size,
-            consumer_name=consumer_name,
-            initial_position=initial_position,
-            properties=dict(properties or {}),
-            max_pending_chunked_message=max_pending_chunked_message,
-            auto_ack_oldest_chunked_message_on_queue_full=auto_ack_oldest_chunked_message_on_queue_full,
-            expire_time_of_incomplete_chunked_message_ms=expire_time_of_incomplete_chunked_message_ms,
-            message_listener=message_listener,
-            max_total_receiver_queue_size_across_partitions=max_total_receiver_queue_size_across_partitions,
-            unacked_messages_timeout_ms=unacked_messages_timeout_ms,
-            ack_timeout_tick_time_ms=ack_timeout_tick_time_ms,
-            ack_group_time_ms=ack_group_time_ms,
-            ack_receipt_enabled=ack_receipt_enabled,
-            negative_ack_redelivery_delay_ms=negative_ack_redelivery_delay_ms,
-            broker_consumer_stats_cache_time_ms=broker_consumer_stats_cache_time_ms,
-            is_read_compacted=is_read_compacted,
-            pattern_auto_discovery_period=pattern_auto_discovery_period,
-            replicate_subscription_state_enabled=replicate_subscription_state_enabled,
-            start_message_id_inclusive=start_message_id_inclusive,
-            batch_receive_policy=(
-                BatchReceivePolicy()
-                if batch_receive_policy is None
-                else BatchReceivePolicy.from_official(batch_receive_policy)
-            ),
-            key_shared_policy=(
-                None
-                if key_shared_policy is None
-                else KeySharedPolicy.from_official(key_shared_policy)
-            ),
-            batch_index_ack_enabled=batch_index_ack_enabled,
-            regex_subscription_mode=regex_subscription_mode,
-            dead_letter_policy=(
-                None
-                if dead_letter_policy is None
-                else DeadLetterPolicy.from_official(dead_letter_policy)
-            ),
-            crypto_failure_action=crypto_failure_action,
-            priority_level=priority_level,
-            enable_retry=enable_retry,
-            active_consumer_listener=active_consumer_listener,
+        conf = dataclasses.replace(
+            conf if conf is not None else ConsumerConfiguration(),
             stats_interval_seconds=self._stats_interval,
         )
         conf.validate()
@@ -479,34 +343,21 @@ class Client:
         self,
         topic: str,
         start_message_id: MessageId,
-        schema: Any = None,
-        reader_listener: Any = None,
-        receiver_queue_size: int = 1000,
-        reader_name: str | None = None,
+        conf: ConsumerConfiguration | None = None,
         subscription_role_prefix: str | None = None,
-        is_read_compacted: bool = False,
-        crypto_key_reader: Any = None,
-        start_message_id_inclusive: bool = False,
-        crypto_failure_action: ConsumerCryptoFailureAction = ConsumerCryptoFailureAction.FAIL,
     ) -> Reader | PartitionedReader:
-        """A reader of a topic, partitioned or not, or of a partition from `start_message_id`
-        (MessageId.earliest / latest or a message's id)."""
+        """A reader of a topic, partitioned or not, or of a partition from
+        `start_message_id` (MessageId.earliest / latest or a message's id),
+        with `conf`'s options (the facades make it from the official
+        `create_reader` keywords: ConsumerConfiguration.from_reader_keywords);
+        an exclusive, non-durable subscription whatever `conf` says."""
         self._check_open()
-        if reader_listener is not None:
-            raise InvalidConfiguration("reader listeners are not supported yet")
-        check_key_reader(crypto_key_reader)
-        conf = ConsumerConfiguration(
+        conf = dataclasses.replace(
+            conf if conf is not None else ConsumerConfiguration(),
             consumer_type=ConsumerType.Exclusive,
-            receiver_queue_size=receiver_queue_size,
-            consumer_name=reader_name,
-            is_read_compacted=is_read_compacted,
-            start_message_id_inclusive=start_message_id_inclusive,
-            crypto_failure_action=crypto_failure_action,
-            crypto_key_reader=crypto_key_reader,
             durable=False,
             start_message_id=start_message_id,
             stats_interval_seconds=self._stats_interval,
-            schema=wire_schema(schema),
         )
         conf.validate()
         name = parse_topic(topic)
@@ -526,9 +377,8 @@ class Client:
         reader = await self.create_reader(
             topic,
             MessageId.earliest,
-            schema=schema,
+            ConsumerConfiguration(schema=wire_schema(schema), is_read_compacted=True),
             subscription_role_prefix=subscription_name,
-            is_read_compacted=True,
         )
         view = TableView(reader, topic, on_close=self._context.endpoints.discard)
         self._context.endpoints.add(view)
@@ -547,11 +397,13 @@ class Client:
         return await self._consumers.open(name, subscription, conf)
 
     async def _dead_letter_producer(self, topic: str) -> AnyProducer:
-        return await self.create_producer(topic, batching_enabled=False)
+        return await self.create_producer(topic, ProducerConfiguration(batching_enabled=False))
 
     async def _create_subscription(self, topic: str, subscription: str) -> None:
         try:
-            consumer = await self.subscribe(topic, subscription, receiver_queue_size=0)
+            consumer = await self.subscribe(
+                topic, subscription, ConsumerConfiguration(receiver_queue_size=0)
+            )
         except ConsumerBusy:
             return  # someone is subscribed: the subscription exists
         await consumer.close()

@@ -1,7 +1,7 @@
-"""`magnetar`: one console script; `magnetar broker` starts a broker (the
-same as `magnetar-broker`, which keeps working) without this package
-importing the broker unless asked to; `magnetar token` (secret keys and
-tokens, broker/auth/tokens.py) is loaded the same lazy way."""
+"""`magnetar`: the client's console script (admin over HTTP, produce,
+consume, perf). It never loads the broker: a broker starts with
+`magnetar-broker standalone|cluster`, and keys and tokens come from
+`magnetar-broker token` (broker/auth/tokens.py)."""
 
 from __future__ import annotations
 
@@ -11,45 +11,29 @@ from magnetar.client.cli.admin import admin
 from magnetar.client.cli.perf import perf
 from magnetar.client.cli.pubsub import consume, produce
 
+# Subcommands this script once had that belong to the broker's own script.
+_BROKER_COMMANDS = {"broker": "magnetar-broker", "token": "magnetar-broker token"}
 
-@click.group()
+
+class _Group(click.Group):
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        moved = _BROKER_COMMANDS.get(args[0]) if args else None
+        if moved is not None:
+            ctx.fail(f"`magnetar {args[0]}` is now `{moved}`: run `{moved} --help`.")
+        return super().resolve_command(ctx, args)
+
+
+@click.group(cls=_Group)
 def cli() -> None:
-    """Magnetar: a Pulsar-compatible broker and its tools."""
+    """Magnetar's client tools (a broker starts with `magnetar-broker`)."""
 
 
 cli.add_command(admin)
 cli.add_command(produce)
 cli.add_command(consume)
 cli.add_command(perf)
-
-
-# --help goes through to the broker's (and token's) own parser.
-_PASS_THROUGH = {
-    "ignore_unknown_options": True,
-    "allow_extra_args": True,
-    "help_option_names": [],
-}
-
-
-@cli.command(context_settings=_PASS_THROUGH)
-@click.pass_context
-def broker(ctx: click.Context) -> None:
-    """Start a broker (all options as for magnetar-broker)."""
-    import importlib
-
-    # Imported only here: the client tools never load the broker.
-    main = importlib.import_module("magnetar.broker.__main__").main
-    raise SystemExit(main(ctx.args))
-
-
-@cli.command(context_settings=_PASS_THROUGH)
-@click.pass_context
-def token(ctx: click.Context) -> None:
-    """Create secret keys and tokens (as `magnetar-broker token`)."""
-    import importlib
-
-    main = importlib.import_module("magnetar.broker.auth.tokens").main
-    raise SystemExit(main(["token", *ctx.args]))
 
 
 def main() -> None:

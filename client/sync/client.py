@@ -12,6 +12,11 @@ from typing import Any, TypeVar
 from magnetar.client import schema
 from magnetar.client.aio import client as _aio_client
 from magnetar.client.aio.checks import check_enum, check_optional, check_type
+from magnetar.client.aio.config import (
+    ConsumerConfiguration,
+    ProducerConfiguration,
+    facade_keywords,
+)
 from magnetar.client.aio.enums import (
     BatchingType,
     CompressionType,
@@ -31,7 +36,6 @@ from magnetar.client.sync.messages import MessageId, message_class
 from magnetar.client.sync.producer import Producer
 from magnetar.client.sync.reader import Reader
 from magnetar.client.sync.table_view import TableView
-from magnetar.proto.hashes import DEFAULT_HASHING_SCHEME, HashingScheme
 
 _R = TypeVar("_R")
 
@@ -186,10 +190,11 @@ class Client:
         crypto_key_reader: Any = None,
         access_mode: ProducerAccessMode = ProducerAccessMode.Shared,
         message_router: Callable[[Any, int], int] | None = None,
-        *,
-        chunk_max_message_size: int | None = None,
-        hashing_scheme: HashingScheme = DEFAULT_HASHING_SCHEME,
+        **ours: Any,
     ) -> Producer:
+        """A producer; `ours` takes ProducerConfiguration's options beyond the
+        official ones (chunk_max_message_size, hashing_scheme)."""
+        options = facade_keywords(locals(), "topic")
         check_type(str, topic, "topic")
         for name, text in (("producer_name", producer_name), ("encryption_key", encryption_key)):
             check_optional(str, text, name)
@@ -214,35 +219,14 @@ class Client:
         check_enum(BatchingType, batching_type, "batching_type")
         check_enum(ProducerAccessMode, access_mode, "access_mode")
         check_optional(dict, properties, "properties")
-        producer = self._loop.run(
-            self._client.create_producer(
-                topic,
-                producer_name=producer_name,
-                schema=schema,
-                initial_sequence_id=initial_sequence_id,
-                send_timeout_millis=send_timeout_millis,
-                compression_type=compression_type,
-                # The blocking facade owns the pending limit (it can block the caller).
-                max_pending_messages=0,
-                max_pending_messages_across_partitions=0,
-                block_if_queue_full=False,
-                batching_enabled=batching_enabled,
-                batching_max_messages=batching_max_messages,
-                batching_max_allowed_size_in_bytes=batching_max_allowed_size_in_bytes,
-                batching_max_publish_delay_ms=batching_max_publish_delay_ms,
-                chunking_enabled=chunking_enabled,
-                message_routing_mode=message_routing_mode,
-                lazy_start_partitioned_producers=lazy_start_partitioned_producers,
-                properties=properties,
-                batching_type=batching_type,
-                encryption_key=encryption_key,
-                crypto_key_reader=crypto_key_reader,
-                access_mode=access_mode,
-                message_router=message_router,
-                chunk_max_message_size=chunk_max_message_size,
-                hashing_scheme=hashing_scheme,
-            )
+        # The blocking facade owns the pending limit (it can block the caller).
+        options.update(
+            max_pending_messages=0,
+            max_pending_messages_across_partitions=0,
+            block_if_queue_full=False,
         )
+        conf = ProducerConfiguration.from_keywords(options)
+        producer = self._loop.run(self._client.create_producer(topic, conf))
         limit = max_pending_messages
         if isinstance(producer, _AioPartitioned):
             per_partition = max_pending_messages * producer.num_partitions
@@ -284,12 +268,14 @@ class Client:
         crypto_failure_action: ConsumerCryptoFailureAction = ConsumerCryptoFailureAction.FAIL,
         **ours: Any,
     ) -> Consumer:
-        """A consumer; `ours` takes the async core's extra keywords (priority_level,
-        enable_retry, ack_group_time_ms, ack_receipt_enabled, ...).
+        """A consumer; `ours` takes ConsumerConfiguration's options beyond the
+        official ones (priority_level, enable_retry, ack_group_time_ms,
+        ack_receipt_enabled, ...).
 
         The message listener runs on the client's listener thread, as
         listener(consumer, message) with this module's objects.
         """
+        options = facade_keywords(locals(), "topic", "subscription_name")
         if not isinstance(topic, str | list | re.Pattern):
             raise ValueError("argument topic must be a str, a list of str or a re.Pattern")
         check_type(str, subscription_name, "subscription_name")
@@ -334,37 +320,9 @@ class Client:
                 loop = self._loop.loop
                 return loop.run_in_executor(pool, user_listener, facade[0], cls.of(msg))
 
-        consumer = self._loop.run(
-            self._client.subscribe(
-                topic,
-                subscription_name,
-                consumer_type=consumer_type,
-                schema=schema,
-                message_listener=listener,
-                receiver_queue_size=receiver_queue_size,
-                max_total_receiver_queue_size_across_partitions=max_total_receiver_queue_size_across_partitions,
-                consumer_name=consumer_name,
-                unacked_messages_timeout_ms=unacked_messages_timeout_ms,
-                broker_consumer_stats_cache_time_ms=broker_consumer_stats_cache_time_ms,
-                negative_ack_redelivery_delay_ms=negative_ack_redelivery_delay_ms,
-                is_read_compacted=is_read_compacted,
-                properties=properties,
-                pattern_auto_discovery_period=pattern_auto_discovery_period,
-                initial_position=initial_position,
-                crypto_key_reader=crypto_key_reader,
-                replicate_subscription_state_enabled=replicate_subscription_state_enabled,
-                max_pending_chunked_message=max_pending_chunked_message,
-                auto_ack_oldest_chunked_message_on_queue_full=auto_ack_oldest_chunked_message_on_queue_full,
-                start_message_id_inclusive=start_message_id_inclusive,
-                batch_receive_policy=batch_receive_policy,
-                key_shared_policy=key_shared_policy,
-                batch_index_ack_enabled=batch_index_ack_enabled,
-                regex_subscription_mode=regex_subscription_mode,
-                dead_letter_policy=dead_letter_policy,
-                crypto_failure_action=crypto_failure_action,
-                **ours,
-            )
-        )
+        options["message_listener"] = listener
+        conf = ConsumerConfiguration.from_keywords(options)
+        consumer = self._loop.run(self._client.subscribe(topic, subscription_name, conf))
         wrapper = Consumer(self, consumer, schema)
         self._loop.run(self._install(wrapper, buffered=listener is None))
         facade.append(wrapper)
@@ -421,6 +379,7 @@ class Client:
         crypto_failure_action: ConsumerCryptoFailureAction = ConsumerCryptoFailureAction.FAIL,
     ) -> Reader:
         """A reader of one topic (or partition) from `start_message_id`."""
+        options = facade_keywords(locals(), "topic", "start_message_id", "subscription_role_prefix")
         check_type(str, topic, "topic")
         check_type(MessageId, start_message_id, "start_message_id")
         check_type(int, receiver_queue_size, "receiver_queue_size")
@@ -433,19 +392,10 @@ class Client:
         check_type(bool, start_message_id_inclusive, "start_message_id_inclusive")
         check_enum(ConsumerCryptoFailureAction, crypto_failure_action, "crypto_failure_action")
         _attach(schema, self)
+        conf = ConsumerConfiguration.from_reader_keywords(options)
         reader = self.run(
             self._client.create_reader(
-                topic,
-                start_message_id.inner,
-                schema=schema,
-                reader_listener=reader_listener,
-                receiver_queue_size=receiver_queue_size,
-                reader_name=reader_name,
-                subscription_role_prefix=subscription_role_prefix,
-                is_read_compacted=is_read_compacted,
-                crypto_key_reader=crypto_key_reader,
-                start_message_id_inclusive=start_message_id_inclusive,
-                crypto_failure_action=crypto_failure_action,
+                topic, start_message_id.inner, conf, subscription_role_prefix
             )
         )
         return Reader(self, reader, schema)

@@ -9,11 +9,13 @@ import pytest
 
 from magnetar.client.aio import (
     Client,
+    ConsumerConfiguration,
     ConsumerType,
     InitialPosition,
     Message,
     OutgoingMessage,
     Producer,
+    ProducerConfiguration,
     errors,
 )
 from magnetar.client.aio.consumer.consumer import Consumer
@@ -25,14 +27,14 @@ pytestmark = pytest.mark.lite
 
 
 async def _producer(client: Client, topic: str, batched: bool = False) -> Producer:
-    producer = await client.create_producer(topic, batching_enabled=batched)
+    producer = await client.create_producer(topic, ProducerConfiguration(batching_enabled=batched))
     assert isinstance(producer, Producer)
     return producer
 
 
 async def _sub(client: Client, topic: str, sub: str = "sub", **options: object) -> Consumer:
     options.setdefault("initial_position", InitialPosition.Earliest)
-    consumer = await client.subscribe(topic, sub, **options)  # type: ignore[arg-type]
+    consumer = await client.subscribe(topic, sub, ConsumerConfiguration.from_keywords(options))
     assert isinstance(consumer, Consumer)
     return consumer
 
@@ -239,9 +241,10 @@ async def test_chunked_message_ack_acks_every_chunk(
 ) -> None:
     """SEM-8.2: acking a reassembled message acks all its chunks."""
     topic = broker.topic("chunks")
-    producer = await client.create_producer(
-        topic, batching_enabled=False, chunking_enabled=True, chunk_max_message_size=1000
+    conf = ProducerConfiguration(
+        batching_enabled=False, chunking_enabled=True, chunk_max_message_size=1000
     )
+    producer = await client.create_producer(topic, conf)
     payload = bytes(range(256)) * 20
     await producer.send(OutgoingMessage(payload))
     consumer = await _sub(client, topic, max_pending_chunked_message=2)

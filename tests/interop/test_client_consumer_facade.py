@@ -9,7 +9,14 @@ import pulsar
 import pytest
 
 from magnetar import client as magnetar
-from magnetar.client.aio import Client, ConsumerType, InitialPosition, OutgoingMessage
+from magnetar.client.aio import (
+    Client,
+    ConsumerConfiguration,
+    ConsumerType,
+    InitialPosition,
+    OutgoingMessage,
+    ProducerConfiguration,
+)
 from magnetar.client.aio.consumer.consumer import Consumer
 from tests.interop.conftest import BrokerUnderTest
 
@@ -102,14 +109,18 @@ async def test_shared_priority_dispatch_order(broker: BrokerUnderTest) -> None:
             name: await client.subscribe(
                 topic,
                 "prio",
-                consumer_type=ConsumerType.Shared,
-                consumer_name=name,
-                receiver_queue_size=permits,
-                priority_level=level,
+                ConsumerConfiguration(
+                    consumer_type=ConsumerType.Shared,
+                    consumer_name=name,
+                    receiver_queue_size=permits,
+                    priority_level=level,
+                ),
             )
             for name, level, permits in plan
         }
-        producer = await client.create_producer(topic, batching_enabled=False)
+        producer = await client.create_producer(
+            topic, ProducerConfiguration(batching_enabled=False)
+        )
         for i in range(7):
             await producer.send(OutgoingMessage(b"%d" % i))
         # Every entry dispatched before any receive frees a permit.
@@ -131,25 +142,21 @@ async def test_failover_priority_and_active_listener(broker: BrokerUnderTest) ->
     topic = f"{partitioned}-partition-0"
     changes: dict[str, list[bool]] = {"aaa": [], "bbb": []}
     async with Client(url, operation_timeout_seconds=10) as client:
-        c1 = await client.subscribe(
-            topic,
-            "fo",
-            consumer_type=ConsumerType.Failover,
-            consumer_name="aaa",
-            priority_level=1,
-            initial_position=InitialPosition.Earliest,
-            active_consumer_listener=lambda c, active: changes["aaa"].append(active),
+
+        def failover(name: str, priority: int) -> ConsumerConfiguration:
+            return ConsumerConfiguration(
+                consumer_type=ConsumerType.Failover,
+                consumer_name=name,
+                priority_level=priority,
+                initial_position=InitialPosition.Earliest,
+                active_consumer_listener=lambda c, active: changes[name].append(active),
+            )
+
+        c1 = await client.subscribe(topic, "fo", failover("aaa", 1))
+        c2 = await client.subscribe(topic, "fo", failover("bbb", 0))
+        producer = await client.create_producer(
+            topic, ProducerConfiguration(batching_enabled=False)
         )
-        c2 = await client.subscribe(
-            topic,
-            "fo",
-            consumer_type=ConsumerType.Failover,
-            consumer_name="bbb",
-            priority_level=0,
-            initial_position=InitialPosition.Earliest,
-            active_consumer_listener=lambda c, active: changes["bbb"].append(active),
-        )
-        producer = await client.create_producer(topic, batching_enabled=False)
         await producer.send(OutgoingMessage(b"x"))
         assert (await c2.receive(5000)).data() == b"x"
         assert isinstance(c1, Consumer) and isinstance(c2, Consumer)  # one topic each

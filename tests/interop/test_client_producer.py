@@ -12,11 +12,13 @@ from magnetar.client.aio import (
     Client,
     CompressionType,
     Consumer,
+    ConsumerConfiguration,
     InitialPosition,
     MessageId,
     OutgoingMessage,
     PartitionsRoutingMode,
     Producer,
+    ProducerConfiguration,
     errors,
 )
 from magnetar.client.aio.enums import ProducerAccessMode
@@ -27,12 +29,8 @@ pytestmark = pytest.mark.lite
 
 
 async def _consumer(client: Client, topic: str, **options: object) -> Consumer:
-    consumer = await client.subscribe(
-        topic,
-        "sub",
-        initial_position=InitialPosition.Earliest,
-        **options,  # type: ignore[arg-type]
-    )
+    options.setdefault("initial_position", InitialPosition.Earliest)
+    consumer = await client.subscribe(topic, "sub", ConsumerConfiguration.from_keywords(options))
     assert isinstance(consumer, Consumer)
     return consumer
 
@@ -62,7 +60,7 @@ async def send_all(
 
 
 async def _single(client: Client, topic: str, **options: object) -> Producer:
-    producer = await client.create_producer(topic, **options)  # type: ignore[arg-type]
+    producer = await client.create_producer(topic, ProducerConfiguration.from_keywords(options))
     assert isinstance(producer, Producer)
     return producer
 
@@ -252,21 +250,22 @@ async def test_partitioned_routing_modes(broker: BrokerUnderTest) -> None:
     url, topic = broker.partitioned_topic()
     async with Client(url, operation_timeout_seconds=5) as client:
         assert len(await client.get_topic_partitions(topic)) == PARTITIONS
-        rr = await client.create_producer(topic, batching_enabled=False)
+        rr = await client.create_producer(topic, ProducerConfiguration(batching_enabled=False))
         assert isinstance(rr, PartitionedProducer)
         ids = [await rr.send(OutgoingMessage(b"r")) for _ in range(PARTITIONS * 2)]
         assert sorted({i.partition for i in ids}) == list(range(PARTITIONS))
-        single = await client.create_producer(
-            topic, batching_enabled=False,
+        single = await client.create_producer(topic, ProducerConfiguration(
+            batching_enabled=False,
             message_routing_mode=PartitionsRoutingMode.UseSinglePartition,
-        )  # fmt: skip
+        ))  # fmt: skip
         assert len({(await single.send(OutgoingMessage(b"s"))).partition for _ in range(6)}) == 1
         keyed = {(await rr.send(OutgoingMessage(b"k", partition_key="same"))).partition
                  for _ in range(5)}  # fmt: skip
         assert len(keyed) == 1
-        custom = await client.create_producer(
-            topic, batching_enabled=False, message_router=lambda msg, n: int(msg.data()) % n
+        router = ProducerConfiguration(
+            batching_enabled=False, message_router=lambda msg, n: int(msg.data()) % n
         )
+        custom = await client.create_producer(topic, router)
         parts = [(await custom.send(OutgoingMessage(b"%d" % i))).partition for i in range(6)]
         assert parts == [i % PARTITIONS for i in range(6)]
         consumer = await _consumer(client, f"{topic}-partition-1")

@@ -7,7 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from magnetar.client.aio import Client, InitialPosition, MessageId, OutgoingMessage, Producer
+from magnetar.client.aio import (
+    Client,
+    ConsumerConfiguration,
+    InitialPosition,
+    MessageId,
+    OutgoingMessage,
+    Producer,
+    ProducerConfiguration,
+)
 from magnetar.client.aio.errors import PulsarException, Timeout
 from tests.interop.conftest import LITE_LACKS, MAGNETAR_LACKS
 from tests.support.brokers import BrokerThread, broker_config
@@ -41,16 +49,17 @@ async def _send_through_restart(
         initial_backoff_interval_ms=20,
         max_backoff_interval_ms=200,
     ) as client:
-        producer = await client.create_producer(
-            topic,
+        conf = ProducerConfiguration(
             producer_name=producer_name,
             send_timeout_millis=0,
             batching_enabled=batched,
             max_pending_messages=0,
         )
+        producer = await client.create_producer(topic, conf)
         assert isinstance(producer, Producer)
         # Subscribed before the first send: it must survive the restart as well.
-        consumer = await client.subscribe(topic, "check", initial_position=InitialPosition.Earliest)
+        earliest = ConsumerConfiguration(initial_position=InitialPosition.Earliest)
+        consumer = await client.subscribe(topic, "check", earliest)
         loop = asyncio.get_running_loop()
         futures: list[asyncio.Future[MessageId]] = []
         bounce: asyncio.Future[None] | None = None
@@ -126,7 +135,8 @@ async def test_a_broker_down_for_a_while_is_waited_for(tmp_path: Path) -> None:
         async with Client(
             broker.url, operation_timeout_seconds=30, max_backoff_interval_ms=300
         ) as client:
-            producer = await client.create_producer(topic, send_timeout_millis=0)
+            no_timeout = ProducerConfiguration(send_timeout_millis=0)
+            producer = await client.create_producer(topic, no_timeout)
             await producer.send(OutgoingMessage(b"before"))
             port = broker.port
             await asyncio.to_thread(broker.stop)

@@ -37,7 +37,6 @@ from magnetar.client.aio.consumer.incoming import MessageDecoder
 from magnetar.client.aio.consumer.incoming_queue import IncomingQueue
 from magnetar.client.aio.consumer.listener import ListenerRunner
 from magnetar.client.aio.consumer.stats import ConsumerStats
-from magnetar.client.aio.context import ClientContext
 from magnetar.client.aio.crypto import ConsumerCrypto
 from magnetar.client.aio.enums import ConsumerCryptoFailureAction, ConsumerType
 from magnetar.client.aio.errors import (
@@ -50,6 +49,7 @@ from magnetar.client.aio.errors import (
 from magnetar.client.aio.message import Message
 from magnetar.client.aio.net import commands
 from magnetar.client.aio.net.connection import ClientConnection
+from magnetar.client.aio.net.context import ClientContext
 from magnetar.client.aio.net.handler import ConnectionHandler, State
 from magnetar.client.aio.ticker import Job, Ticker
 from magnetar.proto import pulsar_api_pb2 as pb

@@ -19,9 +19,9 @@ from magnetar.client.aio.consumer.dead_letter import (
 )
 from magnetar.client.aio.consumer.multi_topic import MultiTopicsConsumer, SubscribeOne
 from magnetar.client.aio.consumer.topic_watcher import Connect
-from magnetar.client.aio.context import ClientContext
 from magnetar.client.aio.enums import RegexSubscriptionMode
 from magnetar.client.aio.errors import InvalidConfiguration
+from magnetar.client.aio.net.context import ClientContext
 from magnetar.proto.naming import TopicName
 
 

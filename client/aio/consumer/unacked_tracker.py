@@ -14,30 +14,15 @@ from __future__ import annotations
 import math
 from collections import deque
 
-from magnetar.client.aio.errors import InvalidConfiguration
+from magnetar.client.aio.checks import check_ack_timeout
 from magnetar.proto.ids import MessageId
 
-MIN_ACK_TIMEOUT = 1.0
 DEFAULT_TICK_TIME = 1.0
-
-
-def validate(ack_timeout: float, tick_time: float) -> None:
-    """SEM-1: an ack timeout, when set, is >= 1 s and no shorter than its tick."""
-    if ack_timeout <= 0:
-        return
-    if ack_timeout < MIN_ACK_TIMEOUT:
-        raise InvalidConfiguration(
-            f"ack timeout must be at least {MIN_ACK_TIMEOUT:g} s (got {ack_timeout:g} s)"
-        )
-    if tick_time <= 0 or tick_time > ack_timeout:
-        raise InvalidConfiguration(
-            f"ack timeout tick must be in (0, ack timeout] (got {tick_time:g} s)"
-        )
 
 
 class UnAckedMessageTracker:
     def __init__(self, ack_timeout: float, tick_time: float = DEFAULT_TICK_TIME) -> None:
-        validate(ack_timeout, tick_time)
+        check_ack_timeout(ack_timeout, tick_time)
         self.ack_timeout = ack_timeout
         self.tick_time = tick_time
         count = max(math.ceil(ack_timeout / tick_time - 1e-9), 1)

@@ -14,7 +14,6 @@ import contextlib
 import enum
 import time
 
-from magnetar.client.aio.context import ClientContext
 from magnetar.client.aio.errors import (
     AlreadyClosed,
     AuthenticationError,
@@ -30,6 +29,7 @@ from magnetar.client.aio.errors import (
 )
 from magnetar.client.aio.log import get_logger
 from magnetar.client.aio.net.connection import ClientConnection
+from magnetar.client.aio.net.context import ClientContext
 from magnetar.proto.naming import TopicName
 
 _log = get_logger("magnetar.client")

@@ -6,8 +6,8 @@ import asyncio
 import dataclasses
 
 from magnetar.client.aio.config import ProducerConfiguration
-from magnetar.client.aio.context import ClientContext
 from magnetar.client.aio.message import OutgoingMessage, SendCallback
+from magnetar.client.aio.net.context import ClientContext
 from magnetar.client.aio.producer.producer import Producer
 from magnetar.client.aio.producer.routing import Router
 from magnetar.proto.ids import MessageId

@@ -20,7 +20,6 @@ from collections.abc import Callable
 
 from magnetar.client.aio.compression import compress
 from magnetar.client.aio.config import ProducerConfiguration
-from magnetar.client.aio.context import ClientContext
 from magnetar.client.aio.crypto import ProducerCrypto
 from magnetar.client.aio.enums import BatchingType, CompressionType, ProducerAccessMode
 from magnetar.client.aio.errors import (
@@ -35,6 +34,7 @@ from magnetar.client.aio.errors import (
 from magnetar.client.aio.message import OutgoingMessage, SendCallback
 from magnetar.client.aio.net import commands
 from magnetar.client.aio.net.connection import ClientConnection
+from magnetar.client.aio.net.context import ClientContext
 from magnetar.client.aio.net.handler import ConnectionHandler, State
 from magnetar.client.aio.producer.batch import BatchContainer, BatchPayload, KeyBasedBatchContainer
 from magnetar.client.aio.producer.pending import OpSendMsg, call_back

@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable
 
 from magnetar.client.aio.config import ConsumerConfiguration
 from magnetar.client.aio.consumer.consumer import Consumer
-from magnetar.client.aio.context import ClientContext
+from magnetar.client.aio.net.context import ClientContext
 from magnetar.client.aio.reader.partitioned import PartitionedReader
 from magnetar.client.aio.reader.reader import Reader
 from magnetar.proto.naming import TopicName

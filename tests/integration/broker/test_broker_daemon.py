@@ -162,29 +162,15 @@ def test_data_dir_in_use_exits_1(broker: BrokerThread) -> None:
     assert failure and "in use" in failure[0]["error"]
 
 
-def test_magnetar_broker_subcommand(tmp_path: Path) -> None:
-    """`magnetar broker standalone ...` is the same daemon as `magnetar-broker`
-    (its --help is the broker's own)."""
+def test_magnetar_points_broker_commands_to_magnetar_broker() -> None:
+    """The client's `magnetar` script never loads the broker: `magnetar broker`
+    and `magnetar token` fail with a pointer to `magnetar-broker`."""
     script = Path(sys.executable).parent / "magnetar"
-    helped = subprocess.run(
-        [str(script), "broker", "standalone", "--help"],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=False,
-    )
-    assert helped.returncode == 0 and "--data-dir" in helped.stdout
-    command = [str(script), "broker", "standalone", "--port", "0", "--http-port", "0"]
-    command += ["--data-dir", str(tmp_path / "data"), "--log-format", "json"]
-    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        started = _read_json_lines(proc, "broker started", timeout=20)
-        assert _get(f"{started['http_url']}/admin/v2/brokers/health") == (200, b"ok")
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(15) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait(10)
-        assert proc.stderr is not None
-        proc.stderr.close()
+    for args, moved in (
+        (["broker", "standalone"], "`magnetar-broker`"),
+        (["token", "create"], "`magnetar-broker token`"),
+    ):
+        ran = subprocess.run(
+            [str(script), *args], capture_output=True, text=True, timeout=30, check=False
+        )
+        assert ran.returncode == 2 and moved in ran.stderr, ran.stderr

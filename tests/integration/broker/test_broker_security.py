@@ -340,7 +340,7 @@ def test_tls_minimum_version_and_a_required_client_certificate(
         _round_trip_public(client)
 
 
-def test_es256_token_from_the_magnetar_script(
+def test_es256_token_from_the_magnetar_broker_script(
     broker_factory: BrokerFactory, tmp_path: Path
 ) -> None:
     key = ec.generate_private_key(ec.SECP256R1())
@@ -357,7 +357,7 @@ def test_es256_token_from_the_magnetar_script(
             serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
         )
     )
-    script = Path(sys.executable).with_name("magnetar")
+    script = Path(sys.executable).with_name("magnetar-broker")
     token = subprocess.run(
         [str(script), "token", "create", "--subject", "svc", "--private-key", str(private)],
         check=True,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 
-from magnetar.client.aio import Client, OutgoingMessage
+from magnetar.client.aio import Client, OutgoingMessage, ProducerConfiguration
 from magnetar.client.aio.reader.reader import Reader
 from tests.support.brokers import BrokerThread
 from tests.support.polling import eventually_async
@@ -22,7 +22,9 @@ def test_a_queued_start_entry_is_not_available(broker: BrokerThread) -> None:
     async def scenario() -> None:
         client = Client(broker.url, operation_timeout_seconds=10)
         try:
-            producer = await client.create_producer(topic, batching_enabled=False)
+            producer = await client.create_producer(
+                topic, ProducerConfiguration(batching_enabled=False)
+            )
             ids = [await producer.send(OutgoingMessage(b"m%d" % i)) for i in range(3)]
             reader = await client.create_reader(topic, ids[-1])
             assert isinstance(reader, Reader)

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from magnetar.client.aio import Client, Consumer, MessageId
+from magnetar.client.aio import Client, Consumer, ConsumerConfiguration, MessageId
 from magnetar.client.aio.compression import compress
 from magnetar.client.aio.enums import CompressionType, ConsumerCryptoFailureAction
 from magnetar.client.aio.errors import Timeout
@@ -72,7 +72,9 @@ def scripted() -> Iterator[ScriptedTopic]:
 
 async def _subscribe(scripted: ScriptedTopic, queue_size: int) -> tuple[Client, Consumer]:
     client = Client(scripted.broker.url, operation_timeout_seconds=3)
-    consumer = await client.subscribe(TOPIC, "sub", receiver_queue_size=queue_size)
+    consumer = await client.subscribe(
+        TOPIC, "sub", ConsumerConfiguration(receiver_queue_size=queue_size)
+    )
     assert isinstance(consumer, Consumer)  # one topic, not partitioned
     return client, consumer
 
@@ -198,9 +200,8 @@ async def test_undecryptable_message_follows_crypto_failure_action(
     """SEM-1 crypto: an encrypted message we cannot decrypt is acked away (DISCARD) or
     handed out with its payload as it is (CONSUME)."""
     client = Client(scripted.broker.url, operation_timeout_seconds=3)
-    consumer = await client.subscribe(
-        TOPIC, "sub", receiver_queue_size=10, crypto_failure_action=action
-    )
+    conf = ConsumerConfiguration(receiver_queue_size=10, crypto_failure_action=action)
+    consumer = await client.subscribe(TOPIC, "sub", conf)
     try:
         await eventually_async("FLOW permits [10]", lambda: scripted.flows() == [10], timeout=5)
         meta = pb.MessageMetadata(producer_name="p", sequence_id=0, publish_time=1)

@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 import pytest
 from aiohttp import web
 
-from magnetar.client.aio import Client, OutgoingMessage, Producer, errors
+from magnetar.client.aio import Client, OutgoingMessage, Producer, ProducerConfiguration, errors
 from magnetar.client.aio.enums import ProducerAccessMode
 from magnetar.client.aio.net.connection import ClientConnection
 from magnetar.client.aio.producer.partitioned import PartitionedProducer
@@ -46,7 +46,8 @@ def _client(url: str, **options: object) -> Client:
 
 
 async def _producer(client: Client, **options: object) -> Producer:
-    producer = await client.create_producer(TOPIC, batching_enabled=False, **options)  # type: ignore[arg-type]
+    conf = ProducerConfiguration.from_keywords({"batching_enabled": False, **options})
+    producer = await client.create_producer(TOPIC, conf)
     assert isinstance(producer, Producer)
     return producer
 
@@ -124,7 +125,9 @@ async def test_http_service_url_lookup(partitions: int) -> None:
             http_lookup_server(broker.url, partitions) as http_url,
             _client(http_url) as client,
         ):
-            producer = await client.create_producer(TOPIC, batching_enabled=False)
+            producer = await client.create_producer(
+                TOPIC, ProducerConfiguration(batching_enabled=False)
+            )
             if partitions:
                 assert isinstance(producer, PartitionedProducer)
                 assert producer.num_partitions == partitions

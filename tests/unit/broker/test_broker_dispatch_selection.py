@@ -3,10 +3,10 @@ broker Consumer objects attached to a recording connection."""
 
 from __future__ import annotations
 
+from magnetar.broker.dispatchers.consumer import Consumer, SubType
 from magnetar.broker.dispatchers.redelivery import RedeliveryTracker, ReplayQueue
-from magnetar.broker.dispatchers.shared import ConsumerSelector
+from magnetar.broker.dispatchers.shared import RoundRobinSelector
 from magnetar.broker.storage.api import Entry, Position
-from magnetar.broker.topics.consumer import Consumer, SubType
 from magnetar.proto import pulsar_api_pb2 as pb
 from magnetar.proto.frames import FrameDecoder, Payload
 from tests.unit.broker.recording import RecordingConnection
@@ -27,7 +27,7 @@ def _consumer(
     return consumer
 
 
-def _drain(selector: ConsumerSelector, cost: int = 1) -> list[str]:
+def _drain(selector: RoundRobinSelector, cost: int = 1) -> list[str]:
     order: list[str] = []
     while (consumer := selector.select(cost)) is not None:
         consumer.permits -= cost
@@ -38,7 +38,7 @@ def _drain(selector: ConsumerSelector, cost: int = 1) -> list[str]:
 def test_sem_4_3_worked_example_order() -> None:
     """SEM-4.3: C1 (0, 2 permits), C2 (0, 1), C3 (0, 1), C4 (1, 2), C5 (1, 1)
     receive C1, C2, C3, C1, C4, C5, C4."""
-    selector = ConsumerSelector()
+    selector = RoundRobinSelector()
     for name, priority, permits in [
         ("C1", 0, 2),
         ("C2", 0, 1),
@@ -52,7 +52,7 @@ def test_sem_4_3_worked_example_order() -> None:
 
 def test_join_order_not_priority_order_of_adding() -> None:
     """SEM-4.3: a lower level is used only while every higher-level consumer is out."""
-    selector = ConsumerSelector()
+    selector = RoundRobinSelector()
     low = _consumer("C9", 1, 5)
     selector.add(low)
     high = _consumer("C1", 0, 1)
@@ -67,7 +67,7 @@ def test_join_order_not_priority_order_of_adding() -> None:
 def test_batch_cost_needs_enough_permits() -> None:
     """SEM-2.2: a batch entry of n messages goes to a consumer with n permits;
     only when none has enough may one with positive permits overdraw (Pulsar's rule)."""
-    selector = ConsumerSelector()
+    selector = RoundRobinSelector()
     small = _consumer("C1", 0, 10)
     small.permits -= 7  # 3 of its 10 left
     big = _consumer("C2", 0, 10)
@@ -87,7 +87,7 @@ def test_batch_cost_needs_enough_permits() -> None:
 
 def test_unwritable_consumer_is_skipped() -> None:
     blocked = RecordingConnection(writable=False)
-    selector = ConsumerSelector()
+    selector = RoundRobinSelector()
     c1 = _consumer("C1", 0, 5, blocked)
     c2 = _consumer("C2", 0, 5)
     selector.add(c1)
@@ -99,7 +99,7 @@ def test_unwritable_consumer_is_skipped() -> None:
 
 
 def test_removal_keeps_round_robin_turn() -> None:
-    selector = ConsumerSelector()
+    selector = RoundRobinSelector()
     consumers = [_consumer(f"C{i}", 0, 10) for i in (1, 2, 3)]
     for consumer in consumers:
         selector.add(consumer)

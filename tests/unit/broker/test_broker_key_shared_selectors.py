@@ -7,6 +7,8 @@ from typing import Any
 
 import pytest
 
+from magnetar.broker.dispatchers.consumer import Consumer, KeySharedMode, KeySharedPolicy, SubType
+from magnetar.broker.dispatchers.entries import NON_KEY, key_hash_and_deliver_at
 from magnetar.broker.dispatchers.selectors import (
     AutoSplitSelector,
     ConsistentHashingSelector,
@@ -14,8 +16,6 @@ from magnetar.broker.dispatchers.selectors import (
     ring_points,
 )
 from magnetar.broker.errors import ConsumerAssignError
-from magnetar.broker.topics.consumer import Consumer, KeySharedMode, KeySharedPolicy, SubType
-from magnetar.broker.topics.entries import NON_KEY, key_hash_and_deliver_at
 from magnetar.proto import pulsar_api_pb2 as pb
 from magnetar.proto.errors import ServerError
 from magnetar.proto.frames import Payload

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from magnetar.broker.dispatchers.base import DispatcherSettings
+from magnetar.broker.dispatchers.consumer import Consumer, KeySharedMode, KeySharedPolicy, SubType
 from magnetar.broker.dispatchers.factory import new_non_persistent_dispatcher
 from magnetar.broker.dispatchers.failover import choose_active
 from magnetar.broker.dispatchers.non_persistent import (
@@ -18,7 +19,6 @@ from magnetar.broker.dispatchers.non_persistent import (
 from magnetar.broker.dispatchers.selectors import StickySelector
 from magnetar.broker.errors import ConsumerAssignError, ConsumerBusyError, NotAllowedError
 from magnetar.broker.storage.api import Entry, Position
-from magnetar.broker.topics.consumer import Consumer, KeySharedMode, KeySharedPolicy, SubType
 from magnetar.broker.topics.non_persistent import NonPersistentSubscription
 from magnetar.proto import pulsar_api_pb2 as pb
 from magnetar.proto.frames import Payload

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from magnetar.broker.observability.log_throttle import RateLimitedLog
+from magnetar.broker.log_throttle import RateLimitedLog
 
 
 def test_one_line_per_key_per_interval_with_the_count() -> None:

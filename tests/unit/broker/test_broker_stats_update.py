@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from magnetar.broker.observability.counters import RateCounter
+from magnetar.broker.counters import RateCounter
+from magnetar.broker.dispatchers.consumer import SubType
 from magnetar.broker.observability.stats_update import StatsUpdater
 from magnetar.broker.storage import FileManagedLedgerFactory
 from magnetar.broker.storage.api import InitialPosition, ManagedLedgerConfig, SyncPolicy
 from magnetar.broker.topics.base import SubscribeOptions
-from magnetar.broker.topics.consumer import SubType
 from magnetar.broker.topics.non_persistent import NonPersistentTopic
 from magnetar.broker.topics.persistent import PersistentTopic
 from magnetar.proto import pulsar_api_pb2 as pb

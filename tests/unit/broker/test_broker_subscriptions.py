@@ -7,12 +7,12 @@ import asyncio
 
 import pytest
 
+from magnetar.broker.dispatchers.consumer import Consumer, SubType
 from magnetar.broker.errors import BrokerServiceError
 from magnetar.broker.storage.api import InitialPosition, Position
 from magnetar.broker.topics.base import SubscribeOptions
-from magnetar.broker.topics.consumer import Consumer, SubType
 from magnetar.broker.topics.persistent import PersistentTopic
-from magnetar.broker.topics.subscription import PersistentSubscription
+from magnetar.broker.topics.persistent_subscription import PersistentSubscription
 from magnetar.proto import pulsar_api_pb2 as pb
 from magnetar.proto.frames import Payload
 from tests.unit.broker.recording import RecordingConnection

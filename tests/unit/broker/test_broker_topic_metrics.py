@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
+from magnetar.broker.dispatchers.consumer import SubType
 from magnetar.broker.observability.stats_update import StatsUpdater
 from magnetar.broker.observability.topic_metrics import TopicMetricsCollector
 from magnetar.broker.storage import FileManagedLedgerFactory
 from magnetar.broker.storage.api import InitialPosition, ManagedLedgerConfig, SyncPolicy
 from magnetar.broker.storage.metrics import LatencyBuckets
 from magnetar.broker.topics.base import SubscribeOptions, Topic
-from magnetar.broker.topics.consumer import SubType
 from magnetar.broker.topics.non_persistent import NonPersistentTopic
 from magnetar.broker.topics.persistent import PersistentTopic
 from magnetar.proto import pulsar_api_pb2 as pb

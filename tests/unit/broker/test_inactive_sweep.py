@@ -1,22 +1,21 @@
-"""Deleting inactive topics and subscriptions (policies/inactive.py): the
+"""Deleting inactive topics and subscriptions (service/inactivity.py): the
 decisions, on a fake clock, over real topics and storage (no sockets)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from magnetar.broker.dispatchers.consumer import Consumer, SubType
 from magnetar.broker.policies import catalog
 from magnetar.broker.policies.inactive import (
     NO_SUBSCRIPTIONS,
     SUBSCRIPTIONS_CAUGHT_UP,
-    IdleTimes,
     InactiveTopicPolicy,
-    InactivitySweep,
 )
 from magnetar.broker.policies.resolver import PolicyDefaults, TopicPolicies
+from magnetar.broker.service.inactivity import IdleTimes, InactivitySweep
 from magnetar.broker.storage.api import InitialPosition
 from magnetar.broker.topics.base import SubscribeOptions
-from magnetar.broker.topics.consumer import Consumer, SubType
 from magnetar.broker.topics.non_persistent import NonPersistentTopic
 from magnetar.broker.topics.persistent import PersistentTopic
 from magnetar.proto import pulsar_api_pb2 as pb

@@ -22,9 +22,9 @@ from magnetar.broker.policies.resolver import (
     PolicyDefaults,
     PolicyResolver,
 )
+from magnetar.broker.resources import PulsarResources, ResourceNotFound
 from magnetar.broker.schemas.compatibility import Strategy
 from magnetar.broker.service.broker_service import BrokerService
-from magnetar.broker.service.resources import PulsarResources, ResourceNotFound
 from magnetar.broker.storage import SqliteMetadataStore
 from magnetar.broker.storage_setup import open_storage
 from magnetar.broker.topics.persistent import PersistentTopic

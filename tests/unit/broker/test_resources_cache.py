@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from magnetar.broker.service.resources import PulsarResources
+from magnetar.broker.resources import PulsarResources
 from magnetar.broker.storage import SqliteMetadataStore
 from magnetar.proto.naming import TopicName
 

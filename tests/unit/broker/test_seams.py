@@ -26,7 +26,7 @@ from magnetar.broker.topics.base import (
 )
 from magnetar.broker.topics.non_persistent import NonPersistentTopic
 from magnetar.broker.topics.persistent import PersistentTopic
-from magnetar.broker.topics.subscription import PersistentSubscription
+from magnetar.broker.topics.persistent_subscription import PersistentSubscription
 from magnetar.proto.naming import TopicName
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from magnetar.broker.dispatchers.base import DispatcherSettings
+from magnetar.broker.dispatchers.consumer import Consumer, SubType
 from magnetar.broker.policies.rates import DispatchRate, DispatchRateLimiter, InvalidRate
 from magnetar.broker.policies.resolver import PolicyDefaults, TopicPolicies
 from magnetar.broker.policies.subscription_rates import (
@@ -25,8 +26,7 @@ from magnetar.broker.storage.api import (
     ManagedLedgerConfig,
     SyncPolicy,
 )
-from magnetar.broker.topics.consumer import Consumer, SubType
-from magnetar.broker.topics.subscription import PersistentSubscription
+from magnetar.broker.topics.persistent_subscription import PersistentSubscription
 from magnetar.proto import pulsar_api_pb2 as pb
 from magnetar.proto.frames import Payload
 from magnetar.proto.naming import TopicName

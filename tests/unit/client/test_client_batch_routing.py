@@ -62,6 +62,7 @@ def test_key_based_batches_one_per_key_in_first_message_order() -> None:
 
 
 def _conf(**options: object) -> ProducerConfiguration:
+    options.setdefault("batching_enabled", False)
     conf = ProducerConfiguration(**options)  # type: ignore[arg-type]
     conf.validate()
     return conf

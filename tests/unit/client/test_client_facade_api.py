@@ -77,9 +77,13 @@ def test_enums_match_the_official_values() -> None:
 def test_async_create_producer_batches_by_default_like_pulsar_asyncio() -> None:
     import pulsar.asyncio as official_aio
 
+    from magnetar.client import asyncio as ours_aio
+
     theirs = _params(official_aio.Client.create_producer)
-    mine = _params(aio.Client.create_producer)
+    mine = _params(ours_aio.Client.create_producer)
     assert mine["batching_enabled"] is theirs["batching_enabled"] is True
+    # The async core's default configuration batches too.
+    assert aio.ProducerConfiguration().batching_enabled is True
 
 
 def test_message_id_accessors_and_serialization() -> None:

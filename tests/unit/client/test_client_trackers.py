@@ -6,10 +6,11 @@ import asyncio
 
 import pytest
 
+from magnetar.client.aio.checks import check_ack_timeout
 from magnetar.client.aio.consumer.ack_grouping import AckGroupingTracker
 from magnetar.client.aio.consumer.nack_tracker import NegativeAcksTracker
 from magnetar.client.aio.consumer.stats import ConsumerStats
-from magnetar.client.aio.consumer.unacked_tracker import UnAckedMessageTracker, validate
+from magnetar.client.aio.consumer.unacked_tracker import UnAckedMessageTracker
 from magnetar.client.aio.errors import InvalidConfiguration
 from magnetar.proto import pulsar_api_pb2 as pb
 from magnetar.proto.ids import MessageId
@@ -127,7 +128,7 @@ def test_unacked_ack_removes_and_cumulative_removes_older() -> None:
 def test_unacked_validation(timeout: float, tick: float) -> None:
     """SEM-1: ack_timeout must be >= 1 s and its tick no longer than it."""
     with pytest.raises(InvalidConfiguration):
-        validate(timeout, tick)
+        check_ack_timeout(timeout, tick)
 
 
 def test_nack_redelivers_after_the_delay_in_one_group() -> None:

@@ -18,7 +18,7 @@ from magnetar.broker import commands
 from magnetar.broker.endpoint import ClientConnection
 from magnetar.broker.features.dedup import DUPLICATE, DupStatus, MessageDeduplication
 from magnetar.broker.features.keywindow import KeyWindowIndex
-from magnetar.broker.observability.log_throttle import RateLimitedLog
+from magnetar.broker.log_throttle import RateLimitedLog
 from magnetar.broker.storage.api import (
     ManagedLedgerClosed,
     ManagedLedgerFenced,

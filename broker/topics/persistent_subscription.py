@@ -17,14 +17,16 @@ from dataclasses import replace
 import structlog
 
 from magnetar.broker.compaction.view import CompactedView
+from magnetar.broker.counters import RateCounter
 from magnetar.broker.dispatchers.base import DispatcherSettings, PersistentDispatcher
+from magnetar.broker.dispatchers.consumer import Consumer, SubType, sub_type_name
+from magnetar.broker.dispatchers.entries import last_entry_id, publish_time
 from magnetar.broker.dispatchers.factory import new_dispatcher
 from magnetar.broker.errors import (
     BrokerServiceError,
     ConsumerBusyError,
     NotAllowedError,
 )
-from magnetar.broker.observability.counters import RateCounter
 from magnetar.broker.policies.rates import DispatchRate, DispatchRateLimiter
 from magnetar.broker.storage.api import (
     EARLIEST,
@@ -36,8 +38,6 @@ from magnetar.broker.storage.api import (
     StorageError,
 )
 from magnetar.broker.topics.base import LastMessageId, SubscriptionStats
-from magnetar.broker.topics.consumer import Consumer, SubType, sub_type_name
-from magnetar.broker.topics.entries import last_entry_id, publish_time
 from magnetar.proto.errors import ServerError
 
 log = structlog.get_logger(__name__)
@@ -84,7 +84,7 @@ class PersistentSubscription:
         # Counted per dispatch (the topic adds its own; rates by stats_update.py).
         self.dispatched = RateCounter()
         self.redelivered = RateCounter()
-        # Consumers gone (policies/inactive.py's idle time).
+        # Consumers gone (service/inactivity.py's idle time).
         self.activity = 0
 
     def __repr__(self) -> str:

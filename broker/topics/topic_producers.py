@@ -9,6 +9,8 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from magnetar.broker.counters import RateCounter
+from magnetar.broker.dispatchers.entries import deliver_at_time
 from magnetar.broker.endpoint import ClientConnection
 from magnetar.broker.errors import (
     NotAllowedError,
@@ -18,11 +20,9 @@ from magnetar.broker.errors import (
 )
 from magnetar.broker.features.dedup import MessageDeduplication
 from magnetar.broker.features.keywindow import KeyWindowIndex, KeyWindowPolicy
-from magnetar.broker.observability.counters import RateCounter
 from magnetar.broker.policies.rates import PublishRate, PublishRateLimiter
 from magnetar.broker.storage.api import Position
-from magnetar.broker.topics.entries import deliver_at_time
-from magnetar.broker.topics.producer import AccessMode, Producer
+from magnetar.broker.topics.publish_path import AccessMode, Producer
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +70,7 @@ class TopicProducers(ABC):
         # periodic stats update, exports from the metrics collector.
         self.published = RateCounter()
         self.dispatched = RateCounter()
-        # Producers and subscriptions gone (policies/inactive.py's idle time).
+        # Producers and subscriptions gone (service/inactivity.py's idle time).
         self.activity = 0
 
     @abstractmethod

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from magnetar.broker.policies.resolver import TopicPolicies
 from magnetar.broker.topics.base import Topic, is_persistent
-from magnetar.broker.topics.producers import PublishLimits
+from magnetar.broker.topics.topic_producers import PublishLimits
 
 
 def apply_operations_policies(topic: Topic, policies: TopicPolicies) -> None:

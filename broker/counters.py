@@ -1,7 +1,7 @@
 """Plain counters behind the broker's rates and metrics.
 
 The publish and dispatch paths only add to integer fields (no lock, no
-label lookup, no call); the periodic stats update (stats_update.py) turns
+label lookup, no call); the periodic stats update (observability/stats_update.py) turns
 the totals into per-second rates, and the metrics collector and the admin
 stats read both.
 """

@@ -13,7 +13,7 @@ their messages (a batch counts whole until every message of it is acked).
 Shared and Key_Shared dispatchers give a consumer `max_unacked` (Pulsar's
 maxUnackedMessagesPerConsumer, 0: none): at that many unacked messages it is
 `blocked` and gets nothing until acks bring it down to half (the dispatcher
-sets and lifts the block; see dispatchers/base.py).
+sets and lifts the block; see base.py).
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from magnetar.broker.commands import message_parts
+from magnetar.broker.counters import RateCounter
 from magnetar.broker.endpoint import ClientConnection
-from magnetar.broker.observability.counters import RateCounter
 from magnetar.broker.storage.api import Entry, Position
 from magnetar.proto import pulsar_api_pb2 as pb
 

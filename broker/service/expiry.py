@@ -1,5 +1,5 @@
 """Namespace retention and message TTL, enforced (SEMANTICS retention / TTL);
-the same sweep then deletes inactive topics and subscriptions (inactive.py).
+the same sweep then deletes inactive topics and subscriptions (inactivity.py).
 
 Retention goes to each topic's managed ledger (trim.py deletes consumed
 ledgers past it); TTL expires messages for every subscription by moving its
@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable, Iterable
 
 import structlog
 
-from magnetar.broker.policies.inactive import InactivitySweep
+from magnetar.broker.service.inactivity import InactivitySweep
 from magnetar.broker.storage.api import StorageError
 from magnetar.broker.topics.base import StoredTopic, Topic, is_persistent
 

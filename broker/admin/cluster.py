@@ -1,7 +1,8 @@
-"""Cluster admin routes: bundle and namespace unload (Pulsar's paths), the
-bundle of a topic, the live brokers, and what this broker owns; and a
+"""Cluster mode's admin routes: bundle and namespace unload (Pulsar's paths),
+the bundle of a topic, the live brokers, and what this broker owns; and a
 middleware that sends topic admin requests to the topic's owner (307, as
-Pulsar does).
+Pulsar does). server.py loads this module in cluster mode only, so a
+standalone broker never imports the etcd client.
 
 The routes go before the other admin routes: their patterns would match first.
 """
