@@ -15,6 +15,7 @@ import click
 from hdrh.histogram import HdrHistogram
 
 from magnetar import client as pulsar
+from magnetar.client.cli.connection import Connection, connection_options
 from magnetar.client.cli.names import topic_argument
 
 # Latencies are recorded in microseconds, up to a minute, 3 significant digits.
@@ -101,9 +102,6 @@ def until_interrupted() -> Iterator[threading.Event]:
         signal.signal(signal.SIGINT, previous)
 
 
-_SERVICE_URL = click.option(
-    "--url", default="pulsar://localhost:6650", show_default=True, envvar="MAGNETAR_SERVICE_URL"
-)
 _INTERVAL = click.option("--interval", default=10.0, show_default=True, help="Seconds per line.")
 
 
@@ -119,7 +117,7 @@ def perf() -> None:
 @click.option("--num-messages", "-m", default=0, show_default=True, help="0: until interrupted.")
 @click.option("--batching/--no-batching", default=True, show_default=True)
 @_INTERVAL
-@_SERVICE_URL
+@connection_options("client")
 def perf_produce(
     topic: str,
     rate: float,
@@ -127,10 +125,10 @@ def perf_produce(
     num_messages: int,
     batching: bool,
     interval: float,
-    url: str,
+    connection: Connection,
 ) -> None:
     """Publish at a fixed rate; latency is send to receipt."""
-    client = pulsar.Client(url)
+    client = connection.client()
     meter, done = Meter(), threading.Event()
     try:
         producer = client.create_producer(topic, batching_enabled=batching)
@@ -173,12 +171,12 @@ def _on_sent(meter: Meter, size: int, began: float) -> Callable[[Any, Any], None
 @click.option("--subscription", "-s", default="perf", show_default=True)
 @click.option("--num-messages", "-m", default=0, show_default=True, help="0: until interrupted.")
 @_INTERVAL
-@_SERVICE_URL
+@connection_options("client")
 def perf_consume(
-    topic: str, subscription: str, num_messages: int, interval: float, url: str
+    topic: str, subscription: str, num_messages: int, interval: float, connection: Connection
 ) -> None:
     """Receive and acknowledge; latency is publish time to receipt."""
-    client = pulsar.Client(url)
+    client = connection.client()
     meter, done = Meter(), threading.Event()
     try:
         consumer = client.subscribe(topic, subscription, consumer_type=pulsar.ConsumerType.Shared)

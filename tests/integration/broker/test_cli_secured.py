@@ -93,6 +93,26 @@ def test_token_options_for_admin_produce_and_consume(
     assert ran.returncode == 1 and "401" in ran.stderr  # alice is no admin of the tenant
 
 
+def test_perf_takes_the_same_options(secured: BrokerThread) -> None:  # noqa: F811
+    """`magnetar perf produce|consume` reach a secured broker with the same
+    --auth-plugin/--auth-params as produce and consume; without them the
+    broker refuses the connection and perf exits non-zero."""
+    topic, url = _topic(), ["--url", secured.url]
+    create = ["admin", "--admin-url", secured.http_url, *_token_auth("root"), "topics"]
+    assert magnetar(*create, "create", topic).returncode == 0
+    ran = magnetar(*create, "create-subscription", topic, "-s", "perf", "--earliest")
+    assert ran.returncode == 0, ran.stderr
+    produce = ["perf", "produce", topic, "-m", "50", "-r", "0", "--size", "10", *url]
+    refused = magnetar(*produce, timeout=90)
+    assert refused.returncode != 0
+    ran = magnetar(*produce, *_token_auth("alice"))
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.splitlines()[-1].startswith("summary: produced")
+    ran = magnetar("perf", "consume", topic, "-m", "50", *url, *_token_auth("alice"))
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.splitlines()[-1].startswith("summary: consumed")  # after 50 (-m)
+
+
 def test_config_file_and_its_precedence(
     secured: BrokerThread,  # noqa: F811
     tmp_path: Path,
