@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 # setuptools' editable import hook).
 TYPECHECK := build/typecheck
 
-.PHONY: run cluster test lint proto proto-check bench clean venv conformance conformance-cpp conformance-js fuzz chaos
+.PHONY: run cluster test lint proto proto-check bench clean venv conformance conformance-cpp conformance-js spark-cluster fuzz chaos
 
 venv: $(STAMP)
 
@@ -102,6 +102,12 @@ conformance-js: $(STAMP)
 		$(SUDO) apt-get update -y && \
 		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends nodejs npm; }
 	$(BIN)/python -m tests.conformance.js $(SUITE) --runs $(or $(RUNS),1) $(CONFORMANCE_ARGS)
+
+# A Spark standalone cluster on loopback for pipelines (a master and two
+# one-core workers from the PySpark wheel's spark-class; needs Java 17+);
+# Ctrl-C stops it. SPARK_CLUSTER_ARGS: --workers N --cores N --dir D.
+spark-cluster: $(STAMP)
+	$(BIN)/python -m tests.support.spark_cluster $(SPARK_CLUSTER_ARGS)
 
 # Coverage-guided fuzzing of the codec and the command handlers (atheris);
 # not part of `make test`. The corpus grows in build/fuzz-corpus.
