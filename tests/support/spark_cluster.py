@@ -136,6 +136,23 @@ class SparkCluster:
             f"the Spark cluster did not start in {timeout} s; logs in {self.workdir}"
         )
 
+    def executor_pids(self) -> list[int]:
+        """The executor JVMs the workers started (their children)."""
+        workers = {p.pid for p in self._processes[1:]}
+        found = []
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue  # gone meanwhile
+            # pid (comm) state ppid ...: comm may hold spaces, so after ")".
+            parent = int(stat.rsplit(")", 1)[1].split()[1])
+            if parent in workers:
+                found.append(int(entry.name))
+        return sorted(found)
+
     def stop(self) -> None:
         for process in reversed(self._processes):
             if process.poll() is None:

@@ -61,8 +61,29 @@ def write_then_read(spark: Any, args: dict[str, Any]) -> dict[str, Any]:
     return {"values": values, "task_pids": pids, "driver_pid": os.getpid()}
 
 
+def stream_write(spark: Any, args: dict[str, Any]) -> dict[str, Any]:
+    """A streaming write of the JSON files in `source` (a few files per
+    micro-batch, 2 partitions each) to `topic`, run until all are written."""
+    query = (
+        spark.readStream.schema("value string")
+        .option("maxFilesPerTrigger", int(args["files_per_trigger"]))
+        .json(args["source"])
+        .repartition(2)
+        .writeStream.format("magnetar")
+        .option("service_url", args["service_url"])
+        .option("topic", args["topic"])
+        .option("checkpointLocation", args["checkpoint"])
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination(int(args.get("timeout", 240)))
+    failure = query.exception()
+    return {"failure": None if failure is None else str(failure)}
+
+
 JOBS: dict[str, Callable[[Any, dict[str, Any]], dict[str, Any]]] = {
     "write_then_read": write_then_read,
+    "stream_write": stream_write,
 }
 
 

@@ -6,8 +6,11 @@ of its own, so every task runs in an executor process, not in the driver
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +20,7 @@ import pytest
 
 from tests.support.brokers import BrokerThread
 from tests.support.draining import stored_messages
+from tests.support.http_calls import http_call
 from tests.support.spark_cluster import SparkCluster, spark_env
 
 REPO = Path(__file__).resolve().parents[3]
@@ -67,3 +71,75 @@ def test_batch_write_and_read_run_in_executor_processes(
     assert seen["task_pids"] and seen["driver_pid"] not in seen["task_pids"]
     finished = cluster.status()["completedapps"]
     assert any(app["name"] == "magnetar-cluster-test" for app in finished)
+
+
+def test_streaming_write_survives_a_killed_executor(
+    cluster: SparkCluster, broker: BrokerThread, tmp_path: Path
+) -> None:
+    """Issue 46.3 (a): a streaming write with deduplication on, one executor
+    JVM SIGKILLed while it writes; Spark runs the lost tasks again (on the
+    other worker, or on the executor the master starts in its place) and
+    the topic holds every input row exactly once."""
+    topic = f"persistent://public/default/cluster-kill-{uuid.uuid4().hex[:8]}"
+    source = tmp_path / "in"
+    source.mkdir()
+    expected = []
+    for f in range(16):
+        rows = [f"f{f}-r{i}" for i in range(400)]
+        expected += rows
+        (source / f"part-{f:02}.json").write_text("\n".join(json.dumps({"value": v}) for v in rows))
+    command = [
+        sys.executable,
+        "-m",
+        "tests.integration.spark.cluster_jobs",
+        cluster.master_url,
+        "stream_write",
+        json.dumps(
+            {
+                "service_url": broker.url,
+                "topic": topic,
+                "source": str(source),
+                "checkpoint": str(tmp_path / "checkpoint"),
+                "files_per_trigger": 2,
+            }
+        ),
+    ]
+    driver = subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=spark_env(),
+        cwd=REPO,
+    )
+    try:
+        # Kill one executor once the query has written part of its input.
+        killed = None
+        deadline = time.monotonic() + 180
+        while killed is None and time.monotonic() < deadline and driver.poll() is None:
+            written = _written(broker, topic)
+            executors = cluster.executor_pids()
+            if written >= 800 and executors:
+                killed = executors[0]
+                os.kill(killed, signal.SIGKILL)
+            else:
+                time.sleep(0.2)
+        out, err = driver.communicate(timeout=300)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+            driver.wait()
+    assert killed is not None, "the query ended before an executor could be killed"
+    assert driver.returncode == 0, err[-3000:]
+    assert json.loads(out.strip().splitlines()[-1]) == {"failure": None}
+    stored = [m.data().decode() for m in stored_messages(broker.url, topic)]
+    assert len(stored) == len(expected)
+    assert sorted(stored) == sorted(expected)
+
+
+def _written(broker: BrokerThread, topic: str) -> int:
+    """Messages the topic has taken in so far (0 before it exists)."""
+    status, stats = http_call(
+        "GET", f"{broker.http_url}/admin/v2/{topic.replace('://', '/')}/stats"
+    )
+    return int(stats.get("msgInCounter", 0)) if status == 200 else 0
