@@ -285,16 +285,17 @@ class BrokerService:
         if count == 0:
             raise TopicNotFoundError(f"partitioned topic {name} does not exist")
         partitions = [str(name.partition(i)) for i in range(count)]
-        for partition in partitions:
-            self._check_unused(partition, force)
+        if not force:
+            for partition in partitions:
+                self._check_unused(partition)
         for partition in partitions:
             await self.delete_topic(partition, force=force)
         await self.resources.delete_partitioned_topic(name)
         self._topics_changed(name)
 
-    def _check_unused(self, topic: str, force: bool = False) -> None:
+    def _check_unused(self, topic: str) -> None:
         loaded = self.topics.get(topic)
-        if loaded is None or force:
+        if loaded is None:
             return
         if loaded.producers or any(s.consumers for s in loaded.subscriptions.values()):
             raise BrokerServiceError(
@@ -305,7 +306,8 @@ class BrokerService:
         """Unload a topic and delete its stored data (no error when it has none);
         `force` closes its producers and consumers instead of refusing."""
         name = parse_topic(topic)
-        self._check_unused(str(name), force)
+        if not force:
+            self._check_unused(str(name))
         loaded = self.topics.pop(str(name), None)
         if loaded is not None:
             await loaded.close()

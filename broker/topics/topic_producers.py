@@ -141,16 +141,17 @@ class TopicProducers(ABC):
 
     def _check_access_mode(self, mode: int) -> None:
         # Pulsar's refusal texts (clients show them; some match on them).
-        exclusive = [p for p in self.producers.values() if p.access_mode != AccessMode.Shared]
-        holder = exclusive[0].name if exclusive else ""
+        holder = next(
+            (p.name for p in self.producers.values() if p.access_mode != AccessMode.Shared), None
+        )
         held_by = f"Topic has an existing exclusive producer: {holder}"
         if mode == AccessMode.Shared:
             # Pulsar: ProducerBusy for a shared producer, ProducerFenced
             # only for an exclusive one that cannot have the topic.
-            if exclusive:
+            if holder is not None:
                 raise ProducerBusyError(held_by)
         elif mode in (AccessMode.Exclusive, AccessMode.WaitForExclusive):
-            if exclusive:
+            if holder is not None:
                 raise ProducerFencedError(held_by)
             if self.producers:
                 raise ProducerFencedError("Topic has existing shared producers")

@@ -8,6 +8,7 @@ subprocess, to be SIGKILLed and started again.
 from __future__ import annotations
 
 import asyncio
+import base64
 import os
 import signal
 import socket
@@ -145,6 +146,20 @@ def broker_config(data_dir: Path, **changes: Any) -> BrokerConfig:
     settings: dict[str, Any] = {"data_dir": data_dir, "port": 0, "http_port": 0}
     settings.update(changes)
     return BrokerConfig(**settings)
+
+
+def token_auth(directory: Path, secret: bytes, **changes: Any) -> dict[str, Any]:
+    """Broker settings for HS256 token authentication with `secret` (stored
+    base64 in `directory`, as `magnetar-broker token create-secret-key
+    --base64` writes it), plus `changes`."""
+    key = directory / "secret.key"
+    key.write_bytes(base64.b64encode(secret))
+    return {
+        "authentication_enabled": True,
+        "authentication_providers": "token",
+        "token_secret_key": str(key),
+        **changes,
+    }
 
 
 class BrokerProcess:

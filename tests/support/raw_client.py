@@ -145,8 +145,15 @@ class RawClient:
             except ProtocolError:
                 continue
 
-    def connect(self, protocol_version: int = 20) -> pb.CommandConnected:
-        self.send(pb.CommandConnect(client_version="raw-test", protocol_version=protocol_version))
+    def send_connect(self, protocol_version: int = 20, token: str | None = None) -> None:
+        """CONNECT, with `token` as token authentication when given."""
+        connect = pb.CommandConnect(client_version="raw-test", protocol_version=protocol_version)
+        if token is not None:
+            connect.auth_method_name, connect.auth_data = "token", token.encode()
+        self.send(connect)
+
+    def connect(self, protocol_version: int = 20, token: str | None = None) -> pb.CommandConnected:
+        self.send_connect(protocol_version, token)
         return self.expect(T.CONNECTED).command.connected
 
     def create_producer(self, topic: str, producer_id: int = 1) -> pb.CommandProducerSuccess:

@@ -4,7 +4,6 @@ shapes, and `{"reason": ...}` bodies for bad requests."""
 
 from __future__ import annotations
 
-import base64
 import http.client
 import importlib.metadata
 import urllib.request
@@ -14,7 +13,7 @@ from typing import Any
 
 import jwt
 
-from tests.support.brokers import BrokerFactory, BrokerThread
+from tests.support.brokers import BrokerFactory, BrokerThread, token_auth
 from tests.support.etcd import (
     EtcdServer,
     etcd,  # noqa: F401  (a fixture: a real etcd server)
@@ -204,14 +203,8 @@ def test_superuser_only_and_other_clusters(broker_factory: BrokerFactory, tmp_pa
     out secrets; another cluster's brokers are a 307 to its web service (a
     GET is redirected, as Pulsar's cluster ownership check does) and an
     unknown cluster is 404 "Cluster does not exist"."""
-    secret = tmp_path / "secret.key"
-    secret.write_bytes(base64.b64encode(SECRET))
     broker = broker_factory(
-        authentication_enabled=True,
-        authentication_providers="token",
-        token_secret_key=str(secret),
-        authorization_enabled=True,
-        superuser_roles="root",
+        **token_auth(tmp_path, SECRET, authorization_enabled=True, superuser_roles="root")
     )
     root, alice = _token("root"), _token("alice")
     base = f"{broker.http_url}/admin/v2/brokers"

@@ -4,7 +4,6 @@ paths, statuses and JSON."""
 
 from __future__ import annotations
 
-import base64
 import uuid
 from pathlib import Path
 
@@ -12,7 +11,7 @@ import jwt
 import pulsar
 import pytest
 
-from tests.support.brokers import BrokerFactory, BrokerThread
+from tests.support.brokers import BrokerFactory, BrokerThread, token_auth
 from tests.support.http_calls import http_call
 from tests.support.official import official_client
 
@@ -67,14 +66,8 @@ def test_a_topic_grant_lets_a_role_produce_on_that_topic_only(
     """Pulsar's authorization reads topic grants: a role granted produce on
     one topic (and nothing in the namespace) produces there with the
     official client, and is refused on another topic of the namespace."""
-    secret = tmp_path / "secret.key"
-    secret.write_bytes(base64.b64encode(SECRET))
     broker = broker_factory(
-        authentication_enabled=True,
-        authentication_providers="token",
-        token_secret_key=str(secret),
-        authorization_enabled=True,
-        superuser_roles="root",
+        **token_auth(tmp_path, SECRET, authorization_enabled=True, superuser_roles="root")
     )
     granted, path = _topic()
     other, _ = _topic()

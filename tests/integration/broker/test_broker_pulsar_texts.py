@@ -4,7 +4,6 @@ and the admin's explicit topic creation where automatic creation is off."""
 
 from __future__ import annotations
 
-import base64
 import uuid
 from pathlib import Path
 
@@ -13,7 +12,7 @@ import pulsar
 import pytest
 
 from magnetar.proto import pulsar_api_pb2 as pb
-from tests.support.brokers import BrokerFactory, BrokerThread
+from tests.support.brokers import BrokerFactory, BrokerThread, token_auth
 from tests.support.http_calls import http_call
 from tests.support.official import official_client
 from tests.support.raw_client import RawClient
@@ -38,24 +37,11 @@ def test_a_refused_connect_says_unable_to_authenticate(
     """SEM 10 / WIRE: a CONNECT with a bad token gets AuthenticationError with
     Pulsar's text "Unable to authenticate" (pulsar-flex's suite matches it),
     then the close; a good token still connects."""
-    secret = tmp_path / "secret.key"
-    secret.write_bytes(base64.b64encode(SECRET))
-    broker = broker_factory(
-        authentication_enabled=True,
-        authentication_providers="token",
-        token_secret_key=str(secret),
-    )
+    broker = broker_factory(**token_auth(tmp_path, SECRET))
     good = jwt.encode({"sub": "admin"}, SECRET, algorithm="HS256")
     for credentials in (good + "wrong", "not-a-token"):
         with RawClient.for_broker(broker) as raw:
-            raw.send(
-                pb.CommandConnect(
-                    client_version="texts-test",
-                    protocol_version=17,
-                    auth_method_name="token",
-                    auth_data=credentials.encode(),
-                )
-            )
+            raw.send_connect(protocol_version=17, token=credentials)
             frames = raw.wait_closed()
             errors = [f.command.error for f in frames if f.type == T.ERROR]
             assert [(e.error, e.message) for e in errors] == [

@@ -394,15 +394,7 @@ def test_get_schema_needs_a_grant_on_the_namespace(secured: BrokerThread) -> Non
 
     def get_schema(role: str) -> pb.CommandGetSchemaResponse:
         with RawClient.for_broker(secured) as raw:
-            raw.send(
-                pb.CommandConnect(
-                    client_version="raw-test",
-                    protocol_version=20,
-                    auth_method_name="token",
-                    auth_data=_token(role).encode(),
-                )
-            )
-            raw.expect(pb.BaseCommand.CONNECTED)
+            raw.connect(token=_token(role))
             raw.send(pb.CommandGetSchema(request_id=1, topic=topic))
             return raw.expect(pb.BaseCommand.GET_SCHEMA_RESPONSE).command.getSchemaResponse
 
@@ -420,15 +412,7 @@ def test_lookup_refusals_say_what_pulsar_says(secured: BrokerThread) -> None:
     AuthPluginToken.testNoAuth, matches the partitioned-metadata one)."""
     topic = _topic()
     with RawClient.for_broker(secured) as raw:
-        raw.send(
-            pb.CommandConnect(
-                client_version="raw-test",
-                protocol_version=20,
-                auth_method_name="token",
-                auth_data=_token("eve").encode(),
-            )
-        )
-        raw.expect(pb.BaseCommand.CONNECTED)
+        raw.connect(token=_token("eve"))
         raw.send(pb.CommandPartitionedTopicMetadata(topic=topic, request_id=1))
         meta = raw.expect(pb.BaseCommand.PARTITIONED_METADATA_RESPONSE).command
         refused = meta.partitionMetadataResponse

@@ -10,7 +10,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +20,7 @@ import pytest
 from tests.support.brokers import BrokerThread
 from tests.support.draining import stored_messages
 from tests.support.http_calls import http_call
+from tests.support.polling import eventually
 from tests.support.spark_cluster import SparkCluster, spark_env
 
 REPO = Path(__file__).resolve().parents[3]
@@ -114,22 +114,21 @@ def test_streaming_write_survives_a_killed_executor(
     )
     try:
         # Kill one executor once the query has written part of its input.
-        killed = None
-        deadline = time.monotonic() + 180
-        while killed is None and time.monotonic() < deadline and driver.poll() is None:
-            written = _written(broker, topic)
-            executors = cluster.executor_pids()
-            if written >= 800 and executors:
-                killed = executors[0]
-                os.kill(killed, signal.SIGKILL)
-            else:
-                time.sleep(0.2)
+        eventually(
+            "800 rows written while an executor runs (or the query's end)",
+            lambda: (
+                driver.poll() is not None
+                or (_written(broker, topic) >= 800 and bool(cluster.executor_pids()))
+            ),
+            timeout=180,
+        )
+        assert driver.poll() is None, "the query ended before an executor could be killed"
+        os.kill(cluster.executor_pids()[0], signal.SIGKILL)
         out, err = driver.communicate(timeout=300)
     finally:
         if driver.poll() is None:
             driver.kill()
             driver.wait()
-    assert killed is not None, "the query ended before an executor could be killed"
     assert driver.returncode == 0, err[-3000:]
     assert json.loads(out.strip().splitlines()[-1]) == {"failure": None}
     stored = [m.data().decode() for m in stored_messages(broker.url, topic)]

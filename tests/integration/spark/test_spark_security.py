@@ -5,7 +5,6 @@ fails, and a bad plugin name is an option error."""
 
 from __future__ import annotations
 
-import base64
 import uuid
 from pathlib import Path
 from typing import Any
@@ -14,7 +13,7 @@ import jwt
 import pytest
 
 from magnetar.spark_connector.options import OptionError, client_options
-from tests.support.brokers import BrokerFactory, BrokerThread
+from tests.support.brokers import BrokerFactory, BrokerThread, token_auth
 from tests.support.certs import CertAuthority
 
 SECRET = b"spark-connector-test-secret-0123456789"
@@ -26,18 +25,17 @@ def secured(broker_factory: BrokerFactory, tmp_path: Path) -> tuple[BrokerThread
     role, deduplication on; with the CA certificate's path."""
     ca = CertAuthority(tmp_path)
     server = ca.issue("localhost", server=True)
-    secret = tmp_path / "secret.key"
-    secret.write_bytes(base64.b64encode(SECRET))
     broker = broker_factory(
-        tls_enabled=True,
-        tls_port=0,
-        tls_http_port=0,
-        tls_cert_file=str(server.cert),
-        tls_key_file=str(server.key),
-        authentication_enabled=True,
-        authentication_providers="token",
-        token_secret_key=str(secret),
-        broker_deduplication_enabled=True,
+        **token_auth(
+            tmp_path,
+            SECRET,
+            tls_enabled=True,
+            tls_port=0,
+            tls_http_port=0,
+            tls_cert_file=str(server.cert),
+            tls_key_file=str(server.key),
+            broker_deduplication_enabled=True,
+        )
     )
     return broker, str(ca.pem.cert)
 
