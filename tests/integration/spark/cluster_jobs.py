@@ -8,6 +8,7 @@ one JSON line with what it saw.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -39,10 +40,21 @@ def _pids(_rows: Iterator[Any]) -> Iterator[int]:
     yield os.getpid()
 
 
+def _finish(query: Any, args: dict[str, Any]) -> dict[str, Any]:
+    """Wait for a query's end; its failure, if any, as text."""
+    from pyspark.errors import StreamingQueryException
+
+    with contextlib.suppress(StreamingQueryException):
+        query.awaitTermination(int(args.get("timeout", 240)))
+    failure = query.exception()
+    return {"failure": None if failure is None else str(failure)}
+
+
 def write_then_read(spark: Any, args: dict[str, Any]) -> dict[str, Any]:
     """Batch write `count` rows in `partitions` tasks, then batch read the
     topic back; the pids of the processes the tasks ran in."""
     count, url, topic = int(args["count"]), args["service_url"], args["topic"]
+    options = args.get("options", {})
     rows = [(f"v{i}", f"k{i % 5}") for i in range(count)]
     df = spark.createDataFrame(rows, "value string, key string").repartition(
         int(args["partitions"])
@@ -52,10 +64,17 @@ def write_then_read(spark: Any, args: dict[str, Any]) -> dict[str, Any]:
         .option("service_url", url)
         .option("topic", topic)
         .option("producer_name_prefix", "cluster-job")
+        .options(**options)
         .mode("append")
         .save()
     )
-    read = spark.read.format("magnetar").option("service_url", url).option("topic", topic).load()
+    read = (
+        spark.read.format("magnetar")
+        .option("service_url", url)
+        .option("topic", topic)
+        .options(**options)
+        .load()
+    )
     values = sorted(r.value.decode() for r in read.select("value").collect())
     pids = sorted(set(df.rdd.mapPartitions(_pids).collect()))
     return {"values": values, "task_pids": pids, "driver_pid": os.getpid()}
@@ -76,14 +95,32 @@ def stream_write(spark: Any, args: dict[str, Any]) -> dict[str, Any]:
         .trigger(availableNow=True)
         .start()
     )
-    query.awaitTermination(int(args.get("timeout", 240)))
-    failure = query.exception()
-    return {"failure": None if failure is None else str(failure)}
+    return _finish(query, args)
+
+
+def stream_read(spark: Any, args: dict[str, Any]) -> dict[str, Any]:
+    """A streaming read (availableNow) with the connector options in
+    `options` (topic or topics_pattern, subscription, ...) into a JSON file
+    sink at `output`: each row's value as a string and its topic."""
+    query = (
+        spark.readStream.format("magnetar")
+        .option("service_url", args["service_url"])
+        .options(**args["options"])
+        .load()
+        .selectExpr("CAST(value AS STRING) AS value", "topic")
+        .writeStream.format("json")
+        .option("path", args["output"])
+        .option("checkpointLocation", args["checkpoint"])
+        .trigger(availableNow=True)
+        .start()
+    )
+    return _finish(query, args)
 
 
 JOBS: dict[str, Callable[[Any, dict[str, Any]], dict[str, Any]]] = {
     "write_then_read": write_then_read,
     "stream_write": stream_write,
+    "stream_read": stream_read,
 }
 
 

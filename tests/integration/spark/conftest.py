@@ -1,5 +1,6 @@
 """A local Spark session for the connector's tests (one per test run: a
-session takes seconds to start) and brokers with deduplication on."""
+session takes seconds to start), a standalone cluster for those that run on
+one, and brokers with deduplication on."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pytest
 
 from tests.support.broker_fixtures import broker_defaults, broker_factory
 from tests.support.brokers import BrokerFactory, BrokerThread
+from tests.support.spark_cluster import SparkCluster
 
 pyspark = pytest.importorskip("pyspark", reason="pip install magnetar[spark]")
 if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
@@ -48,10 +50,18 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         session.stop()
 
 
+@pytest.fixture(scope="session")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkCluster]:
+    """A standalone cluster (issue 46): a master and two one-core workers, each
+    a JVM of its own; started by the first test that asks for it."""
+    with SparkCluster(tmp_path_factory.mktemp("spark-cluster"), workers=2, cores=1) as started:
+        yield started
+
+
 @pytest.fixture
 def broker(broker_factory: BrokerFactory) -> BrokerThread:
     """Deduplication on: the connector's effectively-once writes rely on it."""
     return broker_factory(broker_deduplication_enabled=True)
 
 
-__all__ = ["broker", "broker_defaults", "broker_factory", "spark"]
+__all__ = ["broker", "broker_defaults", "broker_factory", "cluster", "spark"]
