@@ -3,6 +3,10 @@ effectively once. Run a broker first (`make run`), then:
 
     .venv/bin/python examples/spark_pipeline.py
 
+On a Spark standalone cluster (`make spark-cluster` prints its URL):
+
+    SPARK_MASTER=spark://127.0.0.1:<port> .venv/bin/python examples/spark_pipeline.py
+
 It turns deduplication on for public/default (the write side's contract),
 puts a few orders on `orders`, runs the query once with availableNow (its
 checkpoint under ./data/example-checkpoint makes a second run read only what
@@ -25,6 +29,9 @@ SERVICE_URL = os.environ.get("MAGNETAR_URL", "pulsar://127.0.0.1:6650")
 ADMIN_URL = os.environ.get("MAGNETAR_ADMIN", "http://127.0.0.1:8080")
 SOURCE = "persistent://public/default/orders"
 SINK = "persistent://public/default/orders-shouted"
+SPARK_MASTER = os.environ.get("SPARK_MASTER", "local[2]")
+# Absolute: on a cluster, executors run in their workers' directories.
+CHECKPOINT = os.path.abspath("data/example-checkpoint")
 
 
 def enable_deduplication() -> None:
@@ -48,7 +55,12 @@ def seed() -> None:
 def run_pipeline() -> None:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    spark = SparkSession.builder.master("local[2]").appName("magnetar-example").getOrCreate()
+    spark = (
+        SparkSession.builder.master(SPARK_MASTER)
+        .appName("magnetar-example")
+        .config("spark.driver.host", "127.0.0.1")
+        .getOrCreate()
+    )
     spark.sparkContext.setLogLevel("ERROR")
     spark_connector.register(spark)
     orders = (
@@ -62,7 +74,7 @@ def run_pipeline() -> None:
         shouted.writeStream.format("magnetar")
         .option("service_url", SERVICE_URL)
         .option("topic", SINK)
-        .option("checkpointLocation", "data/example-checkpoint")
+        .option("checkpointLocation", CHECKPOINT)
         .trigger(availableNow=True)
         .start()
     )

@@ -181,6 +181,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cores", type=int, default=1, help="cores per worker")
     parser.add_argument("--dir", type=Path, default=Path("build/spark-cluster"))
     args = parser.parse_args(argv)
+    # Ctrl-C, or a plain kill: stop the JVMs either way (a shell that starts
+    # this in the background has SIGINT ignored, so set it again).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     with SparkCluster(args.dir.resolve(), workers=args.workers, cores=args.cores) as cluster:
         print(
             f"Spark master {cluster.master_url} (status {cluster.status_url}); logs in {args.dir}"
