@@ -127,6 +127,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options: ReadOptions, clock: Clock = time.monotonic) -> None:
         self.options = options
         self._admission = Admission(options.limits, clock)
+        self._latest: Offsets | None = None  # at the last planning, for reportLatestOffset
         self._available_now: Offsets | None = None
         self._data_loss = DataLossCheck(options.fail_on_data_loss)
         self._acknowledged: dict[str, Position] = {}
@@ -144,6 +145,12 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """One limit standing for the *_per_trigger options (admission.py)."""
         return self._admission.default_limit()
 
+    def reportLatestOffset(self) -> dict[str, Any] | None:
+        """Each partition's last message when the last batch was planned
+        (Spark asks right after latestOffset), shown in the query's progress
+        as the source's latestOffset: how far its endOffset is behind."""
+        return None if self._latest is None else dict(self._latest)
+
     def prepareForTriggerAvailableNow(self) -> None:
         """availableNow: read what is there now, in limited batches, then stop."""
         with Driver(self.options) as driver:
@@ -154,6 +161,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             partitions = driver.partitions()
             begin = merged(start, partitions)  # new partitions start at their first message
             end = {p: driver.last(p) for p in partitions}
+            self._latest = {p: list(position) for p, position in end.items()}
             gone = self._data_loss.check_all(
                 begin, driver.first_stored, end.__getitem__, self._acknowledged
             )
