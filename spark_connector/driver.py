@@ -1,12 +1,13 @@
 """The driver's view of the topics read: which partitions, and positions in
-them (the last message, the N-th after a start, the first still stored, the
-first published at or after a time)."""
+them (the last message, the messages after a start with their sizes, the
+first still stored, the first published at or after a time)."""
 
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 
-from magnetar.client import Client, ConsumerType, InitialPosition, MessageId
+from magnetar.client import Client, ConsumerType, InitialPosition, Message, MessageId, Reader
 from magnetar.spark_connector.offsets import (
     BEFORE_FIRST,
     Offsets,
@@ -21,6 +22,64 @@ from magnetar.spark_connector.options import OptionError
 from magnetar.spark_connector.read_options import ReadOptions
 
 READ_TIMEOUT_MS = 30_000
+# Messages a planning reader fetches ahead: it reads ids and sizes, not rows.
+_PLANNING_QUEUE = 100
+
+
+def message_size(msg: Message) -> int:
+    """What max_bytes_per_trigger counts for a message: the bytes of its
+    payload (after decompression: the row's `value`), of its key and of its
+    properties' names and values (UTF-8)."""
+    size = len(msg.data()) + len(msg.partition_key().encode())
+    for name, value in msg.properties().items():
+        size += len(name.encode()) + len(value.encode())
+    return size
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """A message a micro-batch may read: where it is, and its message_size."""
+
+    position: Position
+    size: int
+
+
+class Backlog:
+    """One partition's messages after `start`, up to and including `end`,
+    read on demand by one reader and kept as positions and sizes."""
+
+    def __init__(self, client: Client, partition: str, start: Position, end: Position) -> None:
+        self.partition = partition
+        self.start = start
+        self._client = client
+        self._end = end
+        self._seen: list[Waiting] = []
+        self._reader: Reader | None = None
+
+    def at(self, index: int) -> Waiting | None:
+        """The `index`-th message (from 0); None when there are fewer."""
+        while len(self._seen) <= index:
+            last = self._seen[-1].position if self._seen else self.start
+            if not after(self._end, last):
+                return None
+            if self._reader is None:
+                self._reader = self._client.create_reader(
+                    self.partition,
+                    MessageId.wrap(start_id(self.start)),
+                    receiver_queue_size=_PLANNING_QUEUE,
+                )
+            msg = self._reader.read_next(READ_TIMEOUT_MS)
+            position = position_of(msg.message_id().inner)
+            if after(position, self._end):
+                self._end = last  # the end was inside an entry: nothing more
+                return None
+            self._seen.append(Waiting(position, message_size(msg)))
+        return self._seen[index]
+
+    def close(self) -> None:
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
 
 
 def before(position: Position) -> Position:
@@ -76,18 +135,9 @@ class Driver:
         finally:
             reader.close()
 
-    def nth_after(self, partition: str, start: Position, count: int, end: Position) -> Position:
-        """The position of the `count`-th message after `start`, at most `end`."""
-        reader = self.client.create_reader(partition, MessageId.wrap(start_id(start)))
-        try:
-            position = start
-            for _ in range(count):
-                if not after(end, position):
-                    break
-                position = position_of(reader.read_next(READ_TIMEOUT_MS).message_id().inner)
-            return position
-        finally:
-            reader.close()
+    def backlog(self, partition: str, start: Position, end: Position) -> Backlog:
+        """The messages after `start` up to and including `end`, read on demand."""
+        return Backlog(self.client, partition, start, end)
 
     def at_time(self, partition: str, publish_time_ms: int) -> Position:
         """Where to start so that the first message read is the first published

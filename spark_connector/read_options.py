@@ -18,6 +18,7 @@ from magnetar.spark_connector.options import (
 )
 
 DEFAULT_NAMESPACE = "public/default"
+DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60_000  # as Kafka's maxTriggerDelay
 _PARTITION = "-partition-"
 
 
@@ -74,6 +75,32 @@ def _int_option(options: Mapping[str, str], name: str) -> int | None:
         raise OptionError(f"option {name}: {raw!r} is not an integer") from None
 
 
+def _count_option(options: Mapping[str, str], name: str) -> int | None:
+    """A positive integer option (a number of messages or bytes)."""
+    value = _int_option(options, name)
+    if value is not None and value < 1:
+        raise OptionError(f"option {name} must be at least 1, not {value}")
+    return value
+
+
+# A duration: whole milliseconds, or a whole number with one of these units
+# (Spark's time strings, as Kafka's maxTriggerDelay takes them).
+_DURATION = re.compile(r"(\d+)\s*(ms|s|m|min|h|d)?")
+_UNIT_MS = {None: 1, "ms": 1, "s": 1_000, "m": 60_000, "min": 60_000, "h": 3_600_000}
+_UNIT_MS["d"] = 24 * _UNIT_MS["h"]
+
+
+def duration_ms(name: str, raw: str) -> int:
+    """`raw` ("250", "250ms", "30s", "5m", "1h", ...) in milliseconds."""
+    found = _DURATION.fullmatch(raw.strip().lower())
+    if found is None:
+        raise OptionError(
+            f"option {name}: {raw!r} is not a duration (whole ms, or a whole number "
+            "with one of the units ms, s, m, min, h, d, e.g. 30s)"
+        )
+    return int(found[1]) * _UNIT_MS[found[2]]
+
+
 def _bool_option(options: Mapping[str, str], name: str, default: bool) -> bool:
     raw = options.get(name)
     if raw is None:
@@ -84,13 +111,52 @@ def _bool_option(options: Mapping[str, str], name: str, default: bool) -> bool:
 
 
 @dataclass(frozen=True)
+class TriggerLimits:
+    """How much a stream's micro-batch reads: the options
+    max_messages_per_trigger, max_bytes_per_trigger, min_messages_per_trigger
+    and max_trigger_delay (None: no such limit)."""
+
+    max_messages: int | None = None
+    max_bytes: int | None = None
+    min_messages: int | None = None
+    max_delay_ms: int = DEFAULT_MAX_TRIGGER_DELAY_MS
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str]) -> TriggerLimits:
+        """The options, checked alone and together."""
+        max_messages = _count_option(options, "max_messages_per_trigger")
+        min_messages = _count_option(options, "min_messages_per_trigger")
+        raw_delay = options.get("max_trigger_delay")
+        if raw_delay is not None and min_messages is None:
+            raise OptionError(
+                "option max_trigger_delay bounds the wait for min_messages_per_trigger: "
+                "give min_messages_per_trigger too"
+            )
+        if min_messages is not None and max_messages is not None and min_messages > max_messages:
+            raise OptionError(
+                f"option min_messages_per_trigger ({min_messages}) is more than "
+                f"max_messages_per_trigger ({max_messages}): no micro-batch could have both"
+            )
+        return cls(
+            max_messages,
+            _count_option(options, "max_bytes_per_trigger"),
+            min_messages,
+            (
+                DEFAULT_MAX_TRIGGER_DELAY_MS
+                if raw_delay is None
+                else duration_ms("max_trigger_delay", raw_delay)
+            ),
+        )
+
+
+@dataclass(frozen=True)
 class ReadOptions:
     service_url: str
     topics: list[str]  # empty with a pattern
     starting_offsets: str = "earliest"
     ending_offsets: str = "latest"
     starting_time: int | None = None
-    max_messages_per_trigger: int | None = None
+    limits: TriggerLimits = field(default_factory=TriggerLimits)
     fail_on_data_loss: bool = True
     client: dict[str, Any] = field(default_factory=dict)
     pattern: TopicsPattern | None = None
@@ -99,8 +165,9 @@ class ReadOptions:
 
     KNOWN = frozenset({
         "service_url", "topic", "topics", "topics_pattern", "starting_offsets",
-        "ending_offsets", "starting_time", "max_messages_per_trigger", "fail_on_data_loss",
-        "subscription", "path",
+        "ending_offsets", "starting_time", "max_messages_per_trigger", "max_bytes_per_trigger",
+        "min_messages_per_trigger", "max_trigger_delay", "fail_on_data_loss", "subscription",
+        "path",
     })  # fmt: skip
 
     @classmethod
@@ -121,9 +188,6 @@ class ReadOptions:
             pattern = TopicsPattern.parse(options["topics_pattern"])
         else:
             topics = [t.strip() for t in options[chosen[0]].split(",") if t.strip()]
-        max_messages = _int_option(options, "max_messages_per_trigger")
-        if max_messages is not None and max_messages < 1:
-            raise OptionError("option max_messages_per_trigger must be at least 1")
         starting_time = _int_option(options, "starting_time")
         if starting_time is not None:
             if starting_time < 0:
@@ -141,7 +205,7 @@ class ReadOptions:
             options.get("starting_offsets", "earliest"),
             options.get("ending_offsets", "latest"),
             starting_time,
-            max_messages,
+            TriggerLimits.parse(options),
             _bool_option(options, "fail_on_data_loss", True),
             client_options(options),
             pattern,

@@ -1,8 +1,8 @@
 """Reading topics: batch (`spark.read`) and streaming (`spark.readStream`).
 
 The driver lists partitions and finds end offsets (a reader's last message
-id; with `max_messages_per_trigger`, the position of the N-th message after
-the start, found by reading ids); each Spark partition reads one topic
+id; within the *_per_trigger options, admission.py, from the ids and sizes
+of the messages after the start); each Spark partition reads one topic
 partition's range through a reader on an executor (DESIGN: the checkpoint
 holds the offsets, which is the effectively-once consumer pattern). Before
 planning from a start offset the driver checks that retention kept what
@@ -13,19 +13,16 @@ acknowledged there (subscription.py).
 from __future__ import annotations
 
 import datetime
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
-from pyspark.sql.streaming.datasource import (
-    ReadAllAvailable,
-    ReadLimit,
-    ReadMaxRows,
-    SupportsTriggerAvailableNow,
-)
+from pyspark.sql.streaming.datasource import ReadLimit, SupportsTriggerAvailableNow
 
 from magnetar.client import Client, MessageId
+from magnetar.spark_connector.admission import Admission, Clock
 from magnetar.spark_connector.data_loss import DataLossCheck
 from magnetar.spark_connector.driver import READ_TIMEOUT_MS, Driver
 from magnetar.spark_connector.offsets import (
@@ -127,8 +124,10 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Spark keeps one instance on the driver for the query's life (planning
     and commits); `stop()` is never called, so nothing stays open between calls."""
 
-    def __init__(self, options: ReadOptions) -> None:
+    def __init__(self, options: ReadOptions, clock: Clock = time.monotonic) -> None:
         self.options = options
+        self._admission = Admission(options.limits, clock)
+        self._latest: Offsets | None = None  # at the last planning, for reportLatestOffset
         self._available_now: Offsets | None = None
         self._data_loss = DataLossCheck(options.fail_on_data_loss)
         self._acknowledged: dict[str, Position] = {}
@@ -143,8 +142,14 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return dict(initial)
 
     def getDefaultReadLimit(self) -> ReadLimit:
-        limit = self.options.max_messages_per_trigger
-        return ReadAllAvailable() if limit is None else ReadMaxRows(limit)
+        """One limit standing for the *_per_trigger options (admission.py)."""
+        return self._admission.default_limit()
+
+    def reportLatestOffset(self) -> dict[str, Any] | None:
+        """Each partition's last message when the last batch was planned
+        (Spark asks right after latestOffset), shown in the query's progress
+        as the source's latestOffset: how far its endOffset is behind."""
+        return None if self._latest is None else dict(self._latest)
 
     def prepareForTriggerAvailableNow(self) -> None:
         """availableNow: read what is there now, in limited batches, then stop."""
@@ -156,6 +161,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             partitions = driver.partitions()
             begin = merged(start, partitions)  # new partitions start at their first message
             end = {p: driver.last(p) for p in partitions}
+            self._latest = {p: list(position) for p, position in end.items()}
             gone = self._data_loss.check_all(
                 begin, driver.first_stored, end.__getitem__, self._acknowledged
             )
@@ -171,12 +177,10 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             for p, first in gone.items():
                 if first is None:
                     end[p] = begin[p]  # nothing stored: wait for new messages
-            if isinstance(limit, ReadMaxRows):
-                share, extra = divmod(limit.max_rows, max(len(partitions), 1))
-                for i, p in enumerate(sorted(partitions)):
-                    count = share + (1 if i < extra else 0)
-                    if after(end[p], begin[p]):
-                        end[p] = driver.nth_after(p, begin[p], count, end[p])
+            # The options' limits, and min_messages_per_trigger's wait
+            # (never in an availableNow run: it ends at a planning without a batch).
+            available_now = self._available_now is not None
+            end = self._admission.end(begin, end, limit, driver.backlog, not available_now)
             for p in partitions:
                 if not after(end[p], begin[p]):
                     end[p] = begin[p]
