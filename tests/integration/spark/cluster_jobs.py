@@ -44,8 +44,10 @@ def _finish(query: Any, args: dict[str, Any]) -> dict[str, Any]:
     """Wait for a query's end; its failure, if any, as text."""
     from pyspark.errors import StreamingQueryException
 
+    timeout = int(args.get("timeout", 240))
     with contextlib.suppress(StreamingQueryException):
-        query.awaitTermination(int(args.get("timeout", 240)))
+        if not query.awaitTermination(timeout):
+            return {"failure": f"the query did not end within {timeout} s"}
     failure = query.exception()
     return {"failure": None if failure is None else str(failure)}
 
