@@ -29,6 +29,7 @@ from collections.abc import Callable, Collection
 
 import structlog
 
+from magnetar.broker.features.replicated import PREFIX as REPLICATOR_PREFIX
 from magnetar.broker.storage.api import ManagedCursor, ManagedLedger, Position, StorageError
 from magnetar.proto.errors import ProtocolError
 from magnetar.proto.frames import Payload
@@ -127,10 +128,20 @@ class MessageDeduplication:
                 # As on publish (Pulsar's rule): a batch counts by the highest
                 # id it declares, else by its first.
                 highest = max(metadata.highest_sequence_id, metadata.sequence_id)
-                name = metadata.producer_name
+                # A replicated entry counts for the replicator that stored it
+                # (features/replicated.py), not for its original producer.
+                source = metadata.replicated_from
+                name = REPLICATOR_PREFIX + source if source else metadata.producer_name
                 if highest > persisted.get(name, -1):
                     persisted[name] = highest
         return replayed
+
+    @property
+    def has_replicated(self) -> bool:
+        """Whether a replicator's sequence ids are kept: then only unloading
+        the topic may forget them (a policy turning deduplication off does
+        not, or a replicator's resend after a crash would be stored twice)."""
+        return any(name.startswith(REPLICATOR_PREFIX) for name in self.persisted)
 
     async def disable(self) -> None:
         """Forget everything and drop the snapshot cursor (it would hold back

@@ -203,6 +203,15 @@ class Topic(Protocol):
 
     def last_sequence_id(self, producer_name: str) -> int: ...
 
+    @property
+    def replicated_dedup(self) -> MessageDeduplication | None: ...
+
+    async def accept_replicator(self) -> None:
+        """Before a remote cluster's replicator publishes (a producer named
+        `pulsar.repl.<cluster>`): its sequence ids are deduplicated from here
+        on whatever the deduplication policy (issue 45)."""
+        ...
+
     async def set_deduplication(self, enabled: bool) -> None: ...
 
     @property
