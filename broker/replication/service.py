@@ -1,0 +1,184 @@
+"""The broker's replicators (issue 45): one per loaded persistent topic
+(each partition its own) and remote cluster its replication policy names.
+
+BrokerService calls `update` when a topic loads and when its policies
+change, `stop_topic` before it closes a topic, and `close` at shutdown; this
+object owns every replicator task and awaits each one it stops. A remote is
+reached at its registered cluster data (`/admin/v2/clusters/{cluster}`),
+read again at each connection attempt, so an update applies at the next
+retry: brokerServiceUrl for the binary protocol, serviceUrl for the admin
+calls that create a partitioned topic there, and the authentication to use.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+from functools import partial
+
+import aiohttp
+import structlog
+from prometheus_client import CollectorRegistry
+
+from magnetar.broker.features.replicated import producer_name
+from magnetar.broker.replication.metrics import ReplicationMetrics
+from magnetar.broker.replication.remote import Credentials, RemoteError, RemoteProducer
+from magnetar.broker.replication.replicator import Replicator
+from magnetar.broker.resources import PulsarResources, ResourceError
+from magnetar.broker.topics.base import Topic, is_persistent
+from magnetar.proto.naming import TopicName
+
+log = structlog.get_logger(__name__)
+
+Json = dict[str, object]
+
+
+def credentials_of(cluster: str, data: Json) -> tuple[Credentials, dict[str, str]]:
+    """CONNECT's credentials and the HTTP headers for a remote cluster, from
+    Pulsar's authenticationPlugin / authenticationParameters (token, basic)."""
+    plugin = str(data.get("authenticationPlugin") or "")
+    params = str(data.get("authenticationParameters") or "")
+    if not plugin and not params:
+        return Credentials(), {}
+    if "token" in plugin.lower() or params.startswith("token:"):
+        token = params.removeprefix("token:")
+        return Credentials("token", token.encode()), {"Authorization": f"Bearer {token}"}
+    if "basic" in plugin.lower():
+        try:
+            found = json.loads(params)
+            user, password = str(found["userId"]), str(found["password"])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise RemoteError(
+                f"cluster {cluster}: basic authentication needs "
+                '{"userId": ..., "password": ...} parameters'
+            ) from exc
+        secret = f"{user}:{password}"
+        header = "Basic " + base64.b64encode(secret.encode()).decode()
+        return Credentials("basic", secret.encode()), {"Authorization": header}
+    raise RemoteError(f"cluster {cluster}: unsupported authentication plugin {plugin!r}")
+
+
+class Replicators:
+    def __init__(
+        self,
+        resources: PulsarResources,
+        local_cluster: str,
+        registry: CollectorRegistry | None,
+        *,
+        timeout: float = 10.0,
+    ) -> None:
+        self._resources = resources
+        self.local_cluster = local_cluster
+        self._timeout = timeout
+        self.metrics = ReplicationMetrics(registry)
+        # topic name -> remote cluster -> its replicator
+        self._by_topic: dict[str, dict[str, Replicator]] = {}
+        self._lock = asyncio.Lock()
+        # (remote, partitioned topic, partitions) known to exist there.
+        self._partitioned: set[tuple[str, str, int]] = set()
+
+    def of(self, topic: str) -> dict[str, Replicator]:
+        """The replicators of a topic, by remote cluster."""
+        return dict(self._by_topic.get(topic, {}))
+
+    async def update(self, topic: Topic, clusters: frozenset[str]) -> None:
+        """Start the replicators the policy names and the topic lacks; remove
+        (with their cursors) those it no longer names."""
+        if not is_persistent(topic) or topic.is_closed:
+            return
+        wanted = clusters - {self.local_cluster}
+        async with self._lock:
+            current = self._by_topic.get(topic.name, {})
+            if any(r.topic is not topic for r in current.values()):
+                await self._stop(topic.name)  # left from an earlier load
+                current = {}
+            for remote in sorted(set(current) - wanted):
+                await current.pop(remote).remove()
+            for remote in sorted(wanted - set(current)):
+                replicator = Replicator(
+                    topic,
+                    self.local_cluster,
+                    remote,
+                    partial(self._open, topic.topic_name, remote),
+                    self.metrics,
+                )
+                await replicator.start()
+                current[remote] = replicator
+            if current:
+                self._by_topic[topic.name] = current
+            else:
+                self._by_topic.pop(topic.name, None)
+
+    async def stop_topic(self, name: str) -> None:
+        """Stop a topic's replicators (it is closing); cursors stay."""
+        async with self._lock:
+            await self._stop(name)
+
+    async def _stop(self, name: str) -> None:
+        for replicator in self._by_topic.pop(name, {}).values():
+            await replicator.stop()
+
+    async def close(self) -> None:
+        async with self._lock:
+            for name in list(self._by_topic):
+                await self._stop(name)
+
+    # ------------------------------------------------------------ remotes
+
+    async def _open(self, topic: TopicName, remote: str) -> RemoteProducer:
+        """A producer for `topic` on `remote`, as its cluster data says."""
+        try:
+            data = await self._resources.get_cluster(remote)
+        except ResourceError as exc:
+            raise RemoteError(f"cluster {remote}: {exc}") from exc
+        url = data.get("brokerServiceUrl")
+        if not isinstance(url, str) or not url:
+            raise RemoteError(f"cluster {remote} has no brokerServiceUrl")
+        credentials, headers = credentials_of(remote, data)
+        if topic.partition_index >= 0:
+            await self._ensure_partitioned(remote, data, headers, topic.partitioned_base)
+        return await RemoteProducer.open(
+            url, str(topic), producer_name(self.local_cluster), credentials, self._timeout
+        )
+
+    async def _ensure_partitioned(
+        self, remote: str, data: Json, headers: dict[str, str], base: TopicName
+    ) -> None:
+        """Create the partitioned topic on the remote with as many partitions
+        as here (or grow it), through its admin API, before a partition's
+        producer opens there (Pulsar's replicator does the same)."""
+        try:
+            partitions = await self._resources.get_partitions(base)
+        except ResourceError as exc:
+            raise RemoteError(f"partitions of {base}: {exc}") from exc
+        key = (remote, str(base), partitions)
+        if partitions == 0 or key in self._partitioned:
+            return
+        service_url = data.get("serviceUrl")
+        if not isinstance(service_url, str) or not service_url:
+            raise RemoteError(f"cluster {remote} has no serviceUrl to create {base} there")
+        url = f"{service_url.rstrip('/')}/admin/v2/{base.rest_path}/partitions"
+        timeout = aiohttp.ClientTimeout(total=self._timeout)
+        try:
+            async with aiohttp.ClientSession(timeout=timeout, headers=headers) as http:
+                async with http.put(url, json=partitions) as answer:
+                    status, text = answer.status, await answer.text()
+                if status == 409:
+                    async with http.get(url) as answer:
+                        found = await answer.json(content_type=None)
+                    there = int(found.get("partitions", 0)) if isinstance(found, dict) else 0
+                    status = 204
+                    if there < partitions:
+                        async with http.post(url, json=partitions) as answer:
+                            status, text = answer.status, await answer.text()
+                if status not in (200, 204):
+                    raise RemoteError(
+                        f"cluster {remote} refused to create {base} with {partitions} "
+                        f"partitions: {status} {text}",
+                        None,
+                    )
+        except (aiohttp.ClientError, ValueError) as exc:
+            raise RemoteError(f"cluster {remote}: admin call for {base} failed: {exc}") from exc
+        self._partitioned.add(key)
+        log.info("partitioned topic ready on the remote", topic=str(base), remote_cluster=remote)
