@@ -76,6 +76,8 @@ class RemoteProducer:
         self._requests = itertools.count(1)
         self._producer_id = 1
         self._pending: deque[tuple[int, asyncio.Future[None]]] = deque()
+        # Requests answered while the read loop runs, by request id.
+        self._waiting: dict[int, asyncio.Future[Frame]] = {}
         self.failed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._reading: asyncio.Task[None] | None = None
         self.last_sequence_id = -1
@@ -240,6 +242,23 @@ class RemoteProducer:
         self._writer.write(encode_payload_command(command, data))
         return future
 
+    async def schema_version(self, topic: str, schema: pb.Schema) -> bytes:
+        """The remote's version of `schema` on `topic`, registering it there
+        (GET_OR_CREATE_SCHEMA, as Pulsar's replicator producer does)."""
+        request_id = next(self._requests)
+        answer: asyncio.Future[Frame] = asyncio.get_running_loop().create_future()
+        self._waiting[request_id] = answer
+        self._write(pb.CommandGetOrCreateSchema(request_id=request_id, topic=topic, schema=schema))
+        try:
+            async with asyncio.timeout(self._timeout):
+                frame = await answer
+        finally:
+            self._waiting.pop(request_id, None)
+        body = frame.command.getOrCreateSchemaResponse
+        if body.HasField("error_code"):
+            raise RemoteError(f"schema refused on {topic}: {body.error_message}", body.error_code)
+        return bytes(body.schema_version)
+
     async def drain(self) -> None:
         """Wait while the socket's buffer is full."""
         await self._writer.drain()
@@ -286,6 +305,11 @@ class RemoteProducer:
             raise RemoteError(f"send refused: {refused.message}", refused.error)
         elif kind == T.CLOSE_PRODUCER:
             raise RemoteError("the remote broker closed the producer")
+        elif kind == T.GET_OR_CREATE_SCHEMA_RESPONSE:
+            request_id = frame.command.getOrCreateSchemaResponse.request_id
+            waiting = self._waiting.get(request_id)
+            if waiting is not None and not waiting.done():
+                waiting.set_result(frame)
         elif kind == T.PING:
             self._writer.write(encode_command(T(type=T.PONG, pong=pb.CommandPong())))
         elif kind == T.AUTH_CHALLENGE:
@@ -303,6 +327,10 @@ class RemoteProducer:
             if not future.done():
                 future.set_exception(error)
                 future.exception()
+        for waiting in self._waiting.values():
+            if not waiting.done():
+                waiting.set_exception(error)
+                waiting.exception()
 
     async def close(self) -> None:
         """Close the connection; pending sends fail. Idempotent."""

@@ -32,6 +32,7 @@ import structlog
 from magnetar.broker.features.replicated import cursor_name, sequence_id
 from magnetar.broker.replication.metrics import ReplicationMetrics
 from magnetar.broker.replication.remote import RemoteError, RemoteProducer
+from magnetar.broker.schemas.types import SchemaVersion, to_wire, version_from_bytes
 from magnetar.broker.storage.api import (
     CursorClosed,
     Entry,
@@ -44,10 +45,13 @@ from magnetar.broker.storage.api import (
 from magnetar.broker.topics.base import StoredTopic
 from magnetar.proto.errors import ProtocolError
 from magnetar.proto.frames import Payload
+from magnetar.proto.naming import TopicName
 
 log = structlog.get_logger(__name__)
 
 Opener = Callable[[], Awaitable[RemoteProducer]]
+# The local schema registry's version of a topic (None: not there).
+SchemaLookup = Callable[[TopicName, int], Awaitable[SchemaVersion | None]]
 
 _READ_BATCH = 100
 _MAX_PENDING = 1000
@@ -63,12 +67,14 @@ class Replicator:
         remote_cluster: str,
         opener: Opener,
         metrics: ReplicationMetrics,
+        schemas: SchemaLookup | None = None,
     ) -> None:
         self.topic = topic
         self.local_cluster = local_cluster
         self.remote_cluster = remote_cluster
         self._opener = opener
         self._metrics = metrics
+        self._schemas = schemas
         self._cursor: ManagedCursor | None = None
         self._task: asyncio.Task[None] | None = None
         self.connected = False
@@ -164,6 +170,8 @@ class Replicator:
         cursor.rewind()  # resend what was sent without a receipt
         already = producer.last_sequence_id
         failed = producer.failed
+        # Local schema version -> the remote's, for this producer.
+        versions: dict[bytes, bytes] = {}
         while True:
             if not cursor.has_more_entries() and producer.pending == 0:
                 self._healthy()
@@ -174,11 +182,13 @@ class Replicator:
                 await asyncio.gather(read, return_exceptions=True)
                 failed.result()  # raises the producer's failure
             for entry in read.result():
-                self._forward(producer, entry, already)
+                await self._forward(producer, entry, already, versions)
             await producer.drain()
             await producer.wait_for_room(_MAX_PENDING)
 
-    def _forward(self, producer: RemoteProducer, entry: Entry, already: int) -> None:
+    async def _forward(
+        self, producer: RemoteProducer, entry: Entry, already: int, versions: dict[bytes, bytes]
+    ) -> None:
         position = entry.position
         try:
             payload = Payload.parse(entry.data, verify_checksum=False)
@@ -198,6 +208,13 @@ class Replicator:
         if sequence <= already:
             self._done(position)  # the remote stored it before a reconnect
             return
+        local_version = metadata.schema_version
+        if local_version:
+            remote_version = versions.get(local_version)
+            if remote_version is None:
+                remote_version = await self._remote_schema(producer, local_version)
+                versions[local_version] = remote_version
+            metadata.schema_version = remote_version
         metadata.replicated_from = self.local_cluster
         metadata.sequence_id = sequence
         if metadata.HasField("highest_sequence_id"):
@@ -205,6 +222,19 @@ class Replicator:
         data = Payload.build(metadata, payload.payload).data
         sent = producer.send(sequence, entry.num_messages, data)
         sent.add_done_callback(partial(self._sent, position, entry.num_messages, len(data)))
+
+    async def _remote_schema(self, producer: RemoteProducer, local: bytes) -> bytes:
+        """The remote's version of the schema `local` names here: registered
+        there first (its number may differ). Without a local registry entry
+        the version goes as it is."""
+        number = version_from_bytes(local)
+        stored = None
+        if number is not None and self._schemas is not None:
+            stored = await self._schemas(self.topic.topic_name, number)
+        if stored is None or stored.schema is None:
+            self._log.warning("schema version not found here: sent as it is", version=number)
+            return local
+        return await producer.schema_version(self.topic.name, to_wire(stored))
 
     def _sent(
         self, position: Position, messages: int, size: int, sent: asyncio.Future[None]

@@ -24,7 +24,7 @@ from prometheus_client import CollectorRegistry
 from magnetar.broker.features.replicated import producer_name
 from magnetar.broker.replication.metrics import ReplicationMetrics
 from magnetar.broker.replication.remote import Credentials, RemoteError, RemoteProducer
-from magnetar.broker.replication.replicator import Replicator
+from magnetar.broker.replication.replicator import Replicator, SchemaLookup
 from magnetar.broker.resources import PulsarResources, ResourceError
 from magnetar.broker.topics.base import Topic, is_persistent
 from magnetar.proto.naming import TopicName
@@ -66,11 +66,13 @@ class Replicators:
         local_cluster: str,
         registry: CollectorRegistry | None,
         *,
+        schemas: SchemaLookup | None = None,
         timeout: float = 10.0,
     ) -> None:
         self._resources = resources
         self.local_cluster = local_cluster
         self._timeout = timeout
+        self._schemas = schemas
         self.metrics = ReplicationMetrics(registry)
         # topic name -> remote cluster -> its replicator
         self._by_topic: dict[str, dict[str, Replicator]] = {}
@@ -102,6 +104,7 @@ class Replicators:
                     remote,
                     partial(self._open, topic.topic_name, remote),
                     self.metrics,
+                    self._schemas,
                 )
                 await replicator.start()
                 current[remote] = replicator

@@ -141,9 +141,11 @@ class BrokerService:
             ),
         )
         self.policies.listen(self._policies_changed)
-        # Geo-replication: each loaded topic's replicators to remote clusters.
-        self.replicators = Replicators(self.resources, config.cluster_name, metrics.registry)
         self.schemas = SchemaRegistry(metadata_store, self.policies)
+        # Geo-replication: each loaded topic's replicators to remote clusters.
+        self.replicators = Replicators(
+            self.resources, config.cluster_name, metrics.registry, schemas=self.schemas.get
+        )
         self._listeners = config.listeners()
         self.service_url = ""
         self.service_url_tls = ""

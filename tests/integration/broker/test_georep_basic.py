@@ -141,3 +141,28 @@ def test_replication_cursor_is_no_subscription(pair: tuple[BrokerThread, BrokerT
     eventually("the replication cursor drained", drained)
     status, subscriptions = http_call("GET", path + "/subscriptions")
     assert (status, subscriptions) == (200, [])
+
+
+def test_schema_is_registered_on_the_remote(pair: tuple[BrokerThread, BrokerThread]) -> None:
+    """Issue 45.2: a message produced with a schema (String) is replicated
+    with the schema registered on B first (GET_OR_CREATE_SCHEMA, as Pulsar's
+    replicator does); a consumer with that schema reads its value there, and
+    the original producer's name is kept."""
+    a, b = pair
+    topic = "persistent://public/geo/with-schema"
+    with official_client(a.url) as client_a, official_client(b.url) as client_b:
+        producer = client_a.create_producer(topic, schema=pulsar.schema.StringSchema())
+        producer.send("typed")
+        url = f"{b.http_url}/admin/v2/schemas/public/geo/with-schema/schema"
+        eventually("B has the schema", lambda: http_call("GET", url)[0] == 200)
+        schema = http_call("GET", url)[1]
+        assert schema["type"] == "STRING"
+        consumer = client_b.subscribe(
+            topic,
+            "s",
+            schema=pulsar.schema.StringSchema(),
+            initial_position=pulsar.InitialPosition.Earliest,
+        )
+        msg = consumer.receive(timeout_millis=15000)
+        assert msg.value() == "typed"
+        assert msg.producer_name() == producer.producer_name()
