@@ -78,6 +78,9 @@ class Replicator:
         self._cursor: ManagedCursor | None = None
         self._task: asyncio.Task[None] | None = None
         self.connected = False
+        # Messages and bytes the remote acknowledged since the topic loaded.
+        self.messages_out = 0
+        self.bytes_out = 0
         # The reason of the outage under way (None: none), logged once.
         self._outage: str | None = None
         self._log = log.bind(topic=topic.name, remote_cluster=remote_cluster)
@@ -121,6 +124,15 @@ class Replicator:
     def backlog(self) -> int:
         """Messages the remote does not have yet."""
         return 0 if self._cursor is None else self._cursor.backlog_messages
+
+    def stats(self) -> dict[str, object]:
+        """Pulsar's ReplicatorStats fields this replicator keeps."""
+        return {
+            "connected": self.connected,
+            "replicationBacklog": self.backlog,
+            "msgOutCounter": self.messages_out,
+            "bytesOutCounter": self.bytes_out,
+        }
 
     # ------------------------------------------------------------ the loop
 
@@ -176,10 +188,13 @@ class Replicator:
             if not cursor.has_more_entries() and producer.pending == 0:
                 self._healthy()
             read = asyncio.ensure_future(cursor.read_entries_or_wait(_READ_BATCH))
-            await asyncio.wait((read, failed), return_when=asyncio.FIRST_COMPLETED)
-            if not read.done():
-                read.cancel()
-                await asyncio.gather(read, return_exceptions=True)
+            try:
+                await asyncio.wait((read, failed), return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                if not read.done():  # the producer failed, or this task is cancelled
+                    read.cancel()
+                    await asyncio.gather(read, return_exceptions=True)
+            if read.cancelled():
                 failed.result()  # raises the producer's failure
             for entry in read.result():
                 await self._forward(producer, entry, already, versions)
@@ -241,6 +256,8 @@ class Replicator:
     ) -> None:
         if sent.cancelled() or sent.exception() is not None:
             return  # resent after the reconnect
+        self.messages_out += messages
+        self.bytes_out += size
         self._metrics.messages_out.labels(self.remote_cluster).inc(messages)
         self._metrics.bytes_out.labels(self.remote_cluster).inc(size)
         self._healthy()

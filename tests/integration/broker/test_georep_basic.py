@@ -123,7 +123,8 @@ def test_replicate_to_and_disable_replication(pair: tuple[BrokerThread, BrokerTh
 def test_replication_cursor_is_no_subscription(pair: tuple[BrokerThread, BrokerThread]) -> None:
     """Issue 45.2: the replicator reads the durable cursor pulsar.repl.b,
     which internal stats list and the subscription list leaves out; its
-    backlog drains once B has the messages."""
+    backlog drains once B has the messages, and the topic stats' replication
+    section says so."""
     a, _b = pair
     topic = "persistent://public/geo/cursor"
     with official_client(a.url) as client:
@@ -139,6 +140,9 @@ def test_replication_cursor_is_no_subscription(pair: tuple[BrokerThread, BrokerT
         return cursor is not None and cursor["markDeletePosition"] == stats["lastConfirmedEntry"]
 
     eventually("the replication cursor drained", drained)
+    replication = http_call("GET", path + "/stats")[1]["replication"]
+    assert replication["b"]["replicationBacklog"] == 0
+    assert replication["b"]["msgOutCounter"] == 10
     status, subscriptions = http_call("GET", path + "/subscriptions")
     assert (status, subscriptions) == (200, [])
 
