@@ -14,19 +14,22 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
+from collections.abc import Set as AbstractSet
 from functools import partial
 
 import aiohttp
 import structlog
 from prometheus_client import CollectorRegistry
 
-from magnetar.broker.features.replicated import producer_name
+from magnetar.broker.features.replicated import PREFIX, is_replication_name, producer_name
 from magnetar.broker.replication.metrics import ReplicationMetrics
 from magnetar.broker.replication.remote import Credentials, RemoteError, RemoteProducer
 from magnetar.broker.replication.replicator import Replicator, SchemaLookup
 from magnetar.broker.resources import PulsarResources, ResourceError
-from magnetar.broker.topics.base import Topic, is_persistent
+from magnetar.broker.storage.api import StorageError
+from magnetar.broker.topics.base import StoredTopic, Topic, is_persistent
 from magnetar.proto.naming import TopicName
 
 log = structlog.get_logger(__name__)
@@ -97,6 +100,7 @@ class Replicators:
                 current = {}
             for remote in sorted(set(current) - wanted):
                 await current.pop(remote).remove()
+            await self._drop_stale_cursors(topic, wanted | set(current))
             for remote in sorted(wanted - set(current)):
                 replicator = Replicator(
                     topic,
@@ -112,6 +116,17 @@ class Replicators:
                 self._by_topic[topic.name] = current
             else:
                 self._by_topic.pop(topic.name, None)
+
+    @staticmethod
+    async def _drop_stale_cursors(topic: StoredTopic, kept: AbstractSet[str]) -> None:
+        """Delete the replication cursors of remotes the policy left while
+        the topic was not loaded: they would hold its ledgers for ever."""
+        for cursor in list(topic.ledger.cursors):
+            name = cursor.name
+            if is_replication_name(name) and name.removeprefix(PREFIX) not in kept:
+                with contextlib.suppress(StorageError):
+                    await topic.ledger.delete_cursor(name)
+                log.info("replication cursor deleted", topic=topic.name, cursor=name)
 
     async def stop_topic(self, name: str) -> None:
         """Stop a topic's replicators (it is closing); cursors stay."""

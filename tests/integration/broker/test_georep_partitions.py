@@ -83,3 +83,20 @@ def test_removing_a_cluster_stops_its_replicator(pair: tuple[BrokerThread, Broke
         assert "pulsar.repl.b" in http_call("GET", stats)[1]["cursors"]
         producer.send(b"after")
         assert remote.receive(timeout_millis=15000).data() == b"after"
+
+
+def test_cursor_of_a_cluster_removed_while_unloaded_is_deleted(
+    pair: tuple[BrokerThread, BrokerThread],
+) -> None:
+    """Issue 45.2: B leaves the replication clusters while the topic is not
+    loaded on A; when it loads again its cursor pulsar.repl.b is deleted (it
+    would keep the topic's ledgers for ever)."""
+    a, _b = pair
+    topic = "persistent://public/geo/unloaded"
+    rest = f"{a.http_url}/admin/v2/persistent/public/geo/unloaded"
+    with official_client(a.url) as client:
+        client.create_producer(topic).send(b"x")
+    assert "pulsar.repl.b" in http_call("GET", rest + "/internalStats")[1]["cursors"]
+    assert http_call("PUT", rest + "/unload")[0] == 204
+    admin(a, "POST", "/admin/v2/namespaces/public/geo/replication", ["a"])
+    assert "pulsar.repl.b" not in http_call("GET", rest + "/internalStats")[1]["cursors"]
