@@ -271,14 +271,32 @@ class Producer:
         if pending:
             self.cnx.publish_completed(sum(item.size for item in pending), len(pending))
         for item in pending:
-            # Only the head had a callback; every outcome is still retrieved.
-            item.future.add_done_callback(_retrieve)
+            # Only the head had a callback; every outcome is still retrieved,
+            # and a deduplicated one that lands still counts as persisted:
+            # else its resend (after the reconnect) would be "in flight"
+            # for ever.
+            if item.dedup is None:
+                item.future.add_done_callback(_retrieve)
+            else:
+                highest = max(item.sequence_id, item.highest_sequence_id)
+                item.future.add_done_callback(
+                    partial(_persisted_late, item.dedup, self.name, highest)
+                )
         pending.clear()
 
 
 def _retrieve(future: asyncio.Future[Position]) -> None:
     if not future.cancelled():
         future.exception()
+
+
+def _persisted_late(
+    dedup: MessageDeduplication, name: str, highest: int, future: asyncio.Future[Position]
+) -> None:
+    """An append of a closed producer completed: deduplication hears of it."""
+    if future.cancelled() or future.exception() is not None:
+        return
+    dedup.persisted_entry(name, highest, future.result())
 
 
 def _copy_outcome(target: asyncio.Future[Position], source: asyncio.Future[Position]) -> None:
