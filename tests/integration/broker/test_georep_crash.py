@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pulsar
 import pytest
@@ -62,12 +63,25 @@ def _all_once_in_order(cluster: Cluster, count: int) -> None:
 
 def _produce(cluster: Cluster, numbers: range) -> None:
     with official_client(cluster.url) as client:
+        # Blocking when the client's queue is full: else send_async fails
+        # the messages past max_pending_messages, and they are never sent.
         producer = client.create_producer(
-            TOPIC, batching_enabled=True, batching_max_messages=10, batching_max_publish_delay_ms=1
+            TOPIC,
+            batching_enabled=True,
+            batching_max_messages=10,
+            batching_max_publish_delay_ms=1,
+            block_if_queue_full=True,
         )
+        failed: list[str] = []
+
+        def sent(result: Any, _msg_id: Any) -> None:
+            if result != pulsar.Result.Ok:
+                failed.append(str(result))
+
         for i in numbers:
-            producer.send_async(str(i).encode(), None)
+            producer.send_async(str(i).encode(), sent)
         producer.flush()
+        assert failed == []
 
 
 def test_remote_killed_and_restarted(
