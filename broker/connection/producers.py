@@ -88,7 +88,7 @@ class ProducerCommands:
                 await self._create_initial_subscription(topic, cmd.initial_subscription_name)
             name = cmd.producer_name or cnx.service.generate_producer_name()
             if is_replication_name(name):
-                await topic.accept_replicator()
+                await topic.accept_replicator(name)
             if cmd.producer_access_mode == AccessMode.WaitForExclusive:
                 await topic.wait_for_exclusive_access(
                     partial(self._producer_queued, cmd.request_id, name, topic.name)

@@ -206,10 +206,11 @@ class Topic(Protocol):
     @property
     def replicated_dedup(self) -> MessageDeduplication | None: ...
 
-    async def accept_replicator(self) -> None:
-        """Before a remote cluster's replicator publishes (a producer named
-        `pulsar.repl.<cluster>`): its sequence ids are deduplicated from here
-        on whatever the deduplication policy (issue 45)."""
+    async def accept_replicator(self, name: str) -> None:
+        """Before a remote cluster's replicator `name` (`pulsar.repl.<cluster>`)
+        publishes: its sequence ids are deduplicated from here on whatever
+        the deduplication policy, and its earlier connection's appends still
+        in flight have landed (issue 45)."""
         ...
 
     async def set_deduplication(self, enabled: bool) -> None: ...

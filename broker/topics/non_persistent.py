@@ -230,7 +230,7 @@ class NonPersistentTopic(TopicProducers):
         done.set_result(position)
         return done
 
-    async def accept_replicator(self) -> None:
+    async def accept_replicator(self, name: str) -> None:
         """Nothing is stored: no sequence ids to keep."""
 
     async def set_deduplication(self, enabled: bool) -> None:

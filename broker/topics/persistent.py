@@ -56,6 +56,9 @@ from magnetar.proto.naming import TopicName
 
 log = structlog.get_logger(__name__)
 
+# How long a replicator's PRODUCER waits for its earlier appends to land.
+_SETTLE_TIMEOUT_S = 10.0
+
 
 def _reserved(cursor: str) -> bool:
     """The broker's own cursors: deduplication, key window, replication."""
@@ -179,7 +182,7 @@ class PersistentTopic(TopicProducers):
                 if self.replicated_dedup is None and not self._dedup.has_replicated:
                     await self._dedup.disable()
 
-    async def accept_replicator(self) -> None:
+    async def accept_replicator(self, name: str) -> None:
         async with self._dedup_lock:
             if self.replicated_dedup is None:
                 try:
@@ -190,6 +193,11 @@ class PersistentTopic(TopicProducers):
                         f"cannot take replicated messages on {self.name}: {exc}",
                     ) from exc
                 self.replicated_dedup = self._dedup
+        # Bounded: an append that fails never settles (then the resends of
+        # what it held are refused as in flight, and retried).
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(_SETTLE_TIMEOUT_S):
+                await self._dedup.settled(name)
 
     def set_subscribe_rate(self, rate: SubscribeRate | None) -> None:
         """Apply (None: remove) subscribeRate; an unchanged rate keeps its

@@ -182,7 +182,7 @@ class TopicProducers(ABC):
         return -1 if dedup is None else dedup.last_sequence_id(producer_name)
 
     @abstractmethod
-    async def accept_replicator(self) -> None:
+    async def accept_replicator(self, name: str) -> None:
         """Get ready for a remote cluster's replicator (its sequence ids are
         deduplicated whatever the policy); no-op where nothing is stored."""
 

@@ -6,7 +6,6 @@ the resend after a reconnect would be refused as "in flight" for ever)."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -78,10 +77,11 @@ async def test_an_append_landing_after_its_producer_closed_counts(
 ) -> None:
     """Issue 45.2: a replicator's connection drops with an append in flight;
     when the append lands its sequence id counts as persisted, so the resend
-    on the next connection is a duplicate (not refused as in flight), and
-    PRODUCER_SUCCESS tells the replicator where the remote is."""
+    on the next connection is a duplicate (not refused as in flight); the
+    next PRODUCER waits for it, so PRODUCER_SUCCESS tells the replicator
+    where the remote really is."""
     topic = PersistentTopic(TopicName.parse("persistent://public/geo/t"), ledger)
-    await topic.accept_replicator()
+    await topic.accept_replicator(producer_name("a"))
     name = producer_name("a")
     cnx = RecordingConnection()
     producer = topic.add_producer(
@@ -92,10 +92,9 @@ async def test_an_append_landing_after_its_producer_closed_counts(
     topic.remove_producer(producer)  # the connection is gone, the append is not
     dedup = topic.replicated_dedup
     assert dedup is not None
-    for _ in range(100):
-        if dedup.persisted.get(name) == source:
-            break
-        await asyncio.sleep(0.01)
+    assert dedup.pushed[name] == source and name not in dedup.persisted
+    # The next connection's PRODUCER waits for the append to land.
+    await topic.accept_replicator(name)
     assert topic.last_sequence_id(name) == source
     assert dedup.check(name, source, source) is DupStatus.DUPLICATE
     assert topic.deduplication is None  # local producers stay unchecked
