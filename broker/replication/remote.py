@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 from google.protobuf.message import Message
 
 from magnetar.proto import pulsar_api_pb2 as pb
-from magnetar.proto.errors import ProtocolError, ServerError
+from magnetar.proto.errors import ServerError
 from magnetar.proto.frames import Frame, FrameDecoder, encode_command, encode_payload_command, wrap
 
 T = pb.BaseCommand
@@ -286,8 +286,8 @@ class RemoteProducer:
                 self._decoder.feed(data)
                 for frame in self._decoder:
                     self._handle(frame)
-        except (RemoteError, ProtocolError, OSError) as exc:
-            self._fail(exc if isinstance(exc, RemoteError) else RemoteError(str(exc)))
+        except Exception as exc:  # whatever ends the reading fails the producer
+            self._fail(exc if isinstance(exc, RemoteError) else RemoteError(repr(exc)))
 
     def _handle(self, frame: Frame) -> None:
         kind = frame.type

@@ -147,7 +147,7 @@ class Replicator:
                 await self._replicate(producer)
             except (ManagedLedgerClosed, CursorClosed):
                 return  # the topic is closing: its owner stops this task
-            except (RemoteError, OSError, TimeoutError, StorageError) as exc:
+            except Exception as exc:  # the task outlives any failure: it retries
                 if self._outage is None:
                     delay = _MIN_BACKOFF  # it worked until now: retry soon
                 self._failed(exc)
@@ -160,9 +160,16 @@ class Replicator:
             await asyncio.sleep(delay)
             delay = min(delay * 2, _MAX_BACKOFF)
 
-    def _failed(self, exc: BaseException) -> None:
+    def _failed(self, exc: Exception) -> None:
         self._metrics.errors.labels(self.remote_cluster).inc()
         reason = str(exc) or type(exc).__name__
+        expected = isinstance(exc, RemoteError | OSError | TimeoutError | StorageError)
+        if not expected:
+            # A bug or a peer speaking nonsense: the traceback, once per outage.
+            if self._outage is None:
+                self._log.exception("replicator failed unexpectedly; retrying", error=reason)
+            self._outage = reason
+            return
         if self._outage is None:
             self._log.warning("replication to the remote cluster failed; retrying", error=reason)
         else:
