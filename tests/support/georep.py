@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Protocol
 
 from tests.support.http_calls import http_call
@@ -36,7 +37,7 @@ def register(on: Cluster, name: str, remote: Cluster, **extra: str) -> None:
         assert status == 204, status
 
 
-def link(clusters: dict[str, Cluster], namespace: str = "public/geo") -> None:
+def link(clusters: Mapping[str, Cluster], namespace: str = "public/geo") -> None:
     """Every cluster knows every other; `namespace` exists on each and
     replicates to all of them."""
     names = sorted(clusters)

@@ -100,3 +100,30 @@ def test_cursor_of_a_cluster_removed_while_unloaded_is_deleted(
     assert http_call("PUT", rest + "/unload")[0] == 204
     admin(a, "POST", "/admin/v2/namespaces/public/geo/replication", ["a"])
     assert "pulsar.repl.b" not in http_call("GET", rest + "/internalStats")[1]["cursors"]
+
+
+def test_topic_level_replication_clusters_win(pair: tuple[BrokerThread, BrokerThread]) -> None:
+    """Issue 45.1: a topic's own replication clusters win over its
+    namespace's, both ways: [a] keeps a topic local in a namespace that
+    replicates, [a, b] replicates a topic of a namespace that does not;
+    removing the override inherits again."""
+    a, b = pair
+    admin(a, "PUT", "/admin/v2/namespaces/public/local")
+    admin(b, "PUT", "/admin/v2/namespaces/public/local")
+    kept = "persistent://public/geo/kept-here"
+    sent = "persistent://public/local/sent-anyway"
+    admin(a, "POST", "/admin/v2/persistent/public/geo/kept-here/replication", ["a"])
+    admin(a, "POST", "/admin/v2/persistent/public/local/sent-anyway/replication", ["a", "b"])
+    earliest = pulsar.InitialPosition.Earliest
+    with official_client(a.url) as client_a, official_client(b.url) as client_b:
+        on_b_kept = client_b.subscribe(kept, "s", initial_position=earliest)
+        on_b_sent = client_b.subscribe(sent, "s", initial_position=earliest)
+        client_a.create_producer(kept).send(b"stays")
+        client_a.create_producer(sent).send(b"goes")
+        assert on_b_sent.receive(timeout_millis=15000).data() == b"goes"
+        with pytest.raises(pulsar.Timeout):
+            on_b_kept.receive(timeout_millis=500)
+        admin(a, "DELETE", "/admin/v2/persistent/public/geo/kept-here/replication")
+        client_a.create_producer(kept).send(b"now-replicated")
+        # The cursor starts when replication does: the earlier message stays.
+        assert on_b_kept.receive(timeout_millis=15000).data() == b"now-replicated"
