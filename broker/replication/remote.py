@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import ssl
 from collections import deque
 from dataclasses import dataclass
 from urllib.parse import urlsplit
@@ -53,11 +54,12 @@ class Credentials:
     data: bytes = b""
 
 
-def _address(url: str) -> tuple[str, int]:
+def _address(url: str, tls: bool) -> tuple[str, int]:
     parts = urlsplit(url)
-    if parts.scheme != "pulsar" or not parts.hostname:
-        raise RemoteError(f"unsupported broker service URL {url!r} (pulsar://host:port)")
-    return parts.hostname, parts.port or 6650
+    scheme = "pulsar+ssl" if tls else "pulsar"
+    if parts.scheme != scheme or not parts.hostname:
+        raise RemoteError(f"unsupported broker service URL {url!r} ({scheme}://host:port)")
+    return parts.hostname, parts.port or (6651 if tls else 6650)
 
 
 class RemoteProducer:
@@ -67,11 +69,13 @@ class RemoteProducer:
         writer: asyncio.StreamWriter,
         credentials: Credentials,
         timeout: float,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self._reader = reader
         self._writer = writer
         self._credentials = credentials
         self._timeout = timeout
+        self._tls = tls
         self._decoder = FrameDecoder()
         self._requests = itertools.count(1)
         self._producer_id = 1
@@ -92,11 +96,13 @@ class RemoteProducer:
         producer_name: str,
         credentials: Credentials,
         time_limit: float = 10.0,
+        tls: ssl.SSLContext | None = None,
     ) -> RemoteProducer:
-        """Connect to the broker that serves `topic` on the remote and open
-        the producer there; RemoteError (or OSError) when it cannot."""
+        """Connect to the broker that serves `topic` on the remote (over TLS
+        with `tls`: `url` is then a pulsar+ssl:// one) and open the producer
+        there; RemoteError (or OSError) when it cannot."""
         for _ in range(_MAX_REDIRECTS):
-            connection = await cls._connect(url, credentials, time_limit)
+            connection = await cls._connect(url, credentials, time_limit, tls)
             try:
                 owner = await connection._lookup(topic)
                 if owner is None or owner == url:
@@ -114,12 +120,12 @@ class RemoteProducer:
 
     @classmethod
     async def _connect(
-        cls, url: str, credentials: Credentials, time_limit: float
+        cls, url: str, credentials: Credentials, time_limit: float, tls: ssl.SSLContext | None
     ) -> RemoteProducer:
-        host, port = _address(url)
+        host, port = _address(url, tls is not None)
         async with asyncio.timeout(time_limit):
-            reader, writer = await asyncio.open_connection(host, port)
-        connection = cls(reader, writer, credentials, time_limit)
+            reader, writer = await asyncio.open_connection(host, port, ssl=tls)
+        connection = cls(reader, writer, credentials, time_limit, tls)
         try:
             connect = pb.CommandConnect(
                 client_version=CLIENT_VERSION, protocol_version=PROTOCOL_VERSION
@@ -159,9 +165,10 @@ class RemoteProducer:
             if frame.type == T.ERROR or answer.response == answer.Failed:
                 error = frame.command.error if frame.type == T.ERROR else answer
                 raise RemoteError(f"lookup of {topic} failed: {error.message}", error.error)
+            url = answer.brokerServiceUrlTls if self._tls is not None else answer.brokerServiceUrl
             if answer.response == answer.Connect:
-                return answer.brokerServiceUrl or None
-            return answer.brokerServiceUrl  # Redirect: ask the named broker
+                return url or None
+            return url  # Redirect: ask the named broker
 
     async def _create_producer(self, topic: str, producer_name: str) -> None:
         request_id = next(self._requests)

@@ -16,6 +16,7 @@ import asyncio
 import base64
 import contextlib
 import json
+import ssl
 from collections.abc import Set as AbstractSet
 from functools import partial
 
@@ -60,6 +61,33 @@ def credentials_of(cluster: str, data: Json) -> tuple[Credentials, dict[str, str
         header = "Basic " + base64.b64encode(secret.encode()).decode()
         return Credentials("basic", secret.encode()), {"Authorization": header}
     raise RemoteError(f"cluster {cluster}: unsupported authentication plugin {plugin!r}")
+
+
+def tls_of(cluster: str, data: Json) -> ssl.SSLContext | None:
+    """The TLS context for a remote reached over TLS (Pulsar's
+    brokerClientTlsEnabled, or only a brokerServiceUrlTls registered), from
+    its ClusterData: brokerClientTrustCertsFilePath (else the system's
+    trust), tlsAllowInsecureConnection, tlsHostnameVerificationEnable (off
+    by default, as Pulsar's), brokerClientCertificateFilePath /
+    brokerClientKeyFilePath for a client certificate."""
+    enabled = data.get("brokerClientTlsEnabled") is True or (
+        not data.get("brokerServiceUrl") and bool(data.get("brokerServiceUrlTls"))
+    )
+    if not enabled:
+        return None
+    trust = data.get("brokerClientTrustCertsFilePath")
+    try:
+        context = ssl.create_default_context(cafile=str(trust) if trust else None)
+        context.check_hostname = data.get("tlsHostnameVerificationEnable") is True
+        if data.get("tlsAllowInsecureConnection") is True:
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE
+        cert, key = data.get("brokerClientCertificateFilePath"), data.get("brokerClientKeyFilePath")
+        if cert:
+            context.load_cert_chain(str(cert), str(key) if key else None)
+    except (OSError, ssl.SSLError) as exc:
+        raise RemoteError(f"cluster {cluster}: TLS settings unusable: {exc}") from exc
+    return context
 
 
 class Replicators:
@@ -150,18 +178,25 @@ class Replicators:
             data = await self._resources.get_cluster(remote)
         except ResourceError as exc:
             raise RemoteError(f"cluster {remote}: {exc}") from exc
-        url = data.get("brokerServiceUrl")
+        tls = tls_of(remote, data)
+        field = "brokerServiceUrl" if tls is None else "brokerServiceUrlTls"
+        url = data.get(field)
         if not isinstance(url, str) or not url:
-            raise RemoteError(f"cluster {remote} has no brokerServiceUrl")
+            raise RemoteError(f"cluster {remote} has no {field}")
         credentials, headers = credentials_of(remote, data)
         if topic.partition_index >= 0:
-            await self._ensure_partitioned(remote, data, headers, topic.partitioned_base)
+            await self._ensure_partitioned(remote, data, headers, topic.partitioned_base, tls)
         return await RemoteProducer.open(
-            url, str(topic), producer_name(self.local_cluster), credentials, self._timeout
+            url, str(topic), producer_name(self.local_cluster), credentials, self._timeout, tls
         )
 
     async def _ensure_partitioned(
-        self, remote: str, data: Json, headers: dict[str, str], base: TopicName
+        self,
+        remote: str,
+        data: Json,
+        headers: dict[str, str],
+        base: TopicName,
+        tls: ssl.SSLContext | None,
     ) -> None:
         """Create the partitioned topic on the remote with as many partitions
         as here (or grow it), through its admin API, before a partition's
@@ -173,13 +208,17 @@ class Replicators:
         key = (remote, str(base), partitions)
         if partitions == 0 or key in self._partitioned:
             return
-        service_url = data.get("serviceUrl")
+        field = "serviceUrl" if tls is None else "serviceUrlTls"
+        service_url = data.get(field) or data.get("serviceUrl")
         if not isinstance(service_url, str) or not service_url:
-            raise RemoteError(f"cluster {remote} has no serviceUrl to create {base} there")
+            raise RemoteError(f"cluster {remote} has no {field} to create {base} there")
         url = f"{service_url.rstrip('/')}/admin/v2/{base.rest_path}/partitions"
         timeout = aiohttp.ClientTimeout(total=self._timeout)
+        connector = aiohttp.TCPConnector(ssl=tls) if tls is not None else None
         try:
-            async with aiohttp.ClientSession(timeout=timeout, headers=headers) as http:
+            async with aiohttp.ClientSession(
+                timeout=timeout, headers=headers, connector=connector
+            ) as http:
                 async with http.put(url, json=partitions) as answer:
                     status, text = answer.status, await answer.text()
                 if status == 409:

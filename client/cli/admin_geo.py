@@ -43,14 +43,33 @@ def _cluster_options(command: click.decorators.FC) -> click.decorators.FC:
                 "--auth-parameters",
                 help="The plugin's parameters, e.g. token:<jwt> (authenticationParameters).",
             ),
+            click.option(
+                "--tls-enable",
+                is_flag=True,
+                default=None,
+                help="Replicate over --broker-url-secure (brokerClientTlsEnabled).",
+            ),
+            click.option(
+                "--tls-trust-certs-filepath",
+                help="CA certificates to trust there (brokerClientTrustCertsFilePath).",
+            ),
+            click.option(
+                "--tls-allow-insecure",
+                is_flag=True,
+                default=None,
+                help="Accept any certificate there (tlsAllowInsecureConnection).",
+            ),
         )
     ):
         command = option(command)
     return command
 
 
-def _cluster_data(options: dict[str, str | None]) -> dict[str, str]:
+def _cluster_data(options: dict[str, str | bool | None]) -> dict[str, str | bool]:
     names = {
+        "tls_enable": "brokerClientTlsEnabled",
+        "tls_trust_certs_filepath": "brokerClientTrustCertsFilePath",
+        "tls_allow_insecure": "tlsAllowInsecureConnection",
         "url": "serviceUrl",
         "url_secure": "serviceUrlTls",
         "broker_url": "brokerServiceUrl",
@@ -78,7 +97,7 @@ def clusters_get(ctx: click.Context, cluster: str) -> None:
 @click.argument("cluster")
 @_cluster_options
 @click.pass_context
-def clusters_create(ctx: click.Context, /, cluster: str, **options: str | None) -> None:
+def clusters_create(ctx: click.Context, /, cluster: str, **options: str | bool | None) -> None:
     _admin(ctx).call("PUT", f"/admin/v2/clusters/{cluster}", _cluster_data(options))
 
 
@@ -86,7 +105,7 @@ def clusters_create(ctx: click.Context, /, cluster: str, **options: str | None) 
 @click.argument("cluster")
 @_cluster_options
 @click.pass_context
-def clusters_update(ctx: click.Context, /, cluster: str, **options: str | None) -> None:
+def clusters_update(ctx: click.Context, /, cluster: str, **options: str | bool | None) -> None:
     _admin(ctx).call("POST", f"/admin/v2/clusters/{cluster}", _cluster_data(options))
 
 

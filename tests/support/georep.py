@@ -27,7 +27,7 @@ def admin(cluster: Cluster, method: str, path: str, body: object = None) -> obje
     return answer
 
 
-def register(on: Cluster, name: str, remote: Cluster, **extra: str) -> None:
+def register(on: Cluster, name: str, remote: Cluster, **extra: object) -> None:
     """Register `remote` as cluster `name` on `on` (create, or update)."""
     data = {"serviceUrl": remote.http_url, "brokerServiceUrl": remote.url, **extra}
     status, _ = http_call("PUT", f"{on.http_url}/admin/v2/clusters/{name}", data)

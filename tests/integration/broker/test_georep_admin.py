@@ -4,6 +4,7 @@ refusals, the `magnetar admin` commands, and a remote with bad credentials."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -98,7 +99,8 @@ def _magnetar(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_admin_cli_commands(broker_factory: BrokerFactory) -> None:
-    """Issue 45.1: `magnetar admin clusters create/get/list/update/delete`,
+    """Issue 45.1: `magnetar admin clusters create/get/list/update/delete`
+    (TLS options too),
     `tenants update`, `namespaces set-clusters/get-clusters` and `topics
     set/get/remove-replication-clusters`; a refusal exits 1 with the reason."""
     a = broker_factory(cluster_name="a")
@@ -124,6 +126,15 @@ def test_admin_cli_commands(broker_factory: BrokerFactory) -> None:
     assert ok("topics", "get-replication-clusters", "t", "--applied").split() == ["a", "b"]
     ok("namespaces", "remove-policy", "public/default", "replication")
     ok("tenants", "update", "public", "-c", "a")
+    ok(
+        "clusters", "update", "b", "--broker-url-secure", "pulsar+ssl://b:6651",
+        "--tls-enable", "--tls-trust-certs-filepath", "/etc/ca.pem",
+    )  # fmt: skip
+    assert json.loads(ok("--json", "clusters", "get", "b")) == {
+        "brokerServiceUrlTls": "pulsar+ssl://b:6651",
+        "brokerClientTlsEnabled": True,
+        "brokerClientTrustCertsFilePath": "/etc/ca.pem",
+    }
     ok("clusters", "delete", "b")
     assert ok("clusters", "list").split() == ["a"]
 
