@@ -60,6 +60,29 @@ def _check_name(kind: str, name: str) -> None:
         raise InvalidResource(f"invalid {kind} name {name!r}")
 
 
+# ClusterData's URLs (Pulsar's field names) and the schemes each takes.
+_CLUSTER_URLS = {
+    "serviceUrl": ("http://",),
+    "serviceUrlTls": ("https://",),
+    "brokerServiceUrl": ("pulsar://",),
+    "brokerServiceUrlTls": ("pulsar+ssl://",),
+}
+
+
+def _check_cluster_data(data: Json) -> None:
+    """The URLs a remote cluster is reached at (geo-replication) are strings
+    of their scheme; the authentication fields are strings."""
+    for key, schemes in _CLUSTER_URLS.items():
+        value = data.get(key)
+        if value in (None, ""):
+            continue
+        if not isinstance(value, str) or not value.startswith(schemes):
+            raise InvalidResource(f"{key} must be a {schemes[0]} URL, got {value!r}")
+    for key in ("authenticationPlugin", "authenticationParameters"):
+        if not isinstance(data.get(key, ""), str):
+            raise InvalidResource(f"{key} must be a string")
+
+
 def _topic_policies_path(topic: TopicName) -> str:
     base = topic.partitioned_base if topic.partition_index >= 0 else topic
     return f"{TOPIC_POLICIES}/{base.tenant}/{base.namespace}/{base.domain}/{base.local_name}"
@@ -182,7 +205,9 @@ class PulsarResources:
                 )
         if not await self.store.exists(f"{POLICIES}/public"):
             with contextlib.suppress(ResourceExists):
-                await self.create_tenant("public", {"adminRoles": [], "allowedClusters": []})
+                # As Pulsar's standalone: the tenant may use its cluster.
+                allowed = [self.cluster]
+                await self.create_tenant("public", {"adminRoles": [], "allowedClusters": allowed})
         if not await self.store.exists(f"{POLICIES}/public/default"):
             with contextlib.suppress(ResourceExists):
                 await self.create_namespace("public", "default", {})
@@ -215,10 +240,12 @@ class PulsarResources:
 
     async def put_cluster(self, name: str, data: Json) -> None:
         _check_name("cluster", name)
+        _check_cluster_data(data)
         await self._create(f"{CLUSTERS}/{name}", data, "Cluster already exists")
 
     async def update_cluster(self, name: str, data: Json) -> None:
         await self.get_cluster(name)
+        _check_cluster_data(data)
         await self.store.put(f"{CLUSTERS}/{name}", json.dumps(data).encode())
 
     async def delete_cluster(self, name: str) -> None:

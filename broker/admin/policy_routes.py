@@ -14,7 +14,13 @@ from typing import Any
 from aiohttp import web
 
 from magnetar.broker.admin.base import HttpError, json_body, no_content, topic_from_path
-from magnetar.broker.policies.catalog import POLICIES, InvalidPolicyValue, Policy
+from magnetar.broker.admin.replication import check_replication_clusters
+from magnetar.broker.policies.catalog import (
+    POLICIES,
+    REPLICATION_CLUSTERS,
+    InvalidPolicyValue,
+    Policy,
+)
 from magnetar.broker.service.broker_service import BrokerService
 
 NAMESPACE = "/admin/v2/namespaces/{tenant}/{namespace}"
@@ -66,6 +72,8 @@ def policy_routes(service: BrokerService, policy: Policy) -> list[web.RouteDef]:
         assert policy.namespace_field is not None
         current = (await resources.get_policies(tenant, namespace)).get(policy.namespace_field)
         value = await _new_value(policy, request, current)
+        if policy is REPLICATION_CLUSTERS:
+            await check_replication_clusters(resources, tenant, value)
         await service.policies.set_namespace_policy(
             tenant, namespace, policy.namespace_field, value
         )
@@ -85,6 +93,8 @@ def policy_routes(service: BrokerService, policy: Policy) -> list[web.RouteDef]:
         assert policy.topic_field is not None
         current = (await resources.get_topic_policies(topic)).get(policy.topic_field)
         value = await _new_value(policy, request, current)
+        if policy is REPLICATION_CLUSTERS:
+            await check_replication_clusters(resources, topic.tenant, value)
         await service.policies.set_topic_policy(topic, policy.topic_field, value)
         return no_content()
 

@@ -140,7 +140,14 @@ def routes(service: BrokerService) -> list[web.RouteDef]:
         return no_content()
 
     async def stats(request: web.Request) -> web.Response:
-        return web.json_response(await topic_stats(await persistent_topic(request)))
+        topic = await persistent_topic(request)
+        found = await topic_stats(topic)
+        # Pulsar's ReplicatorStats, by remote cluster (geo-replication).
+        found["replication"] = {
+            remote: replicator.stats()
+            for remote, replicator in service.replicators.of(topic.name).items()
+        }
+        return web.json_response(found)
 
     async def list_subscriptions(request: web.Request) -> web.Response:
         names = {n for topic in await topics_of(request) for n in topic.subscription_names()}

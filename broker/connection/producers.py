@@ -18,6 +18,7 @@ from magnetar.broker.connection.context import CommandContext
 from magnetar.broker.connection.limits import check_producer_limit
 from magnetar.broker.errors import BrokerServiceError, ProducerIdInUse
 from magnetar.broker.features.keywindow import idempotency_key
+from magnetar.broker.features.replicated import is_replication_name
 from magnetar.broker.policies.resolver import TopicPolicies
 from magnetar.broker.schemas.types import from_wire, version_bytes
 from magnetar.broker.service.broker_service import check_name, parse_topic
@@ -86,6 +87,8 @@ class ProducerCommands:
             if cmd.initial_subscription_name:
                 await self._create_initial_subscription(topic, cmd.initial_subscription_name)
             name = cmd.producer_name or cnx.service.generate_producer_name()
+            if is_replication_name(name):
+                await topic.accept_replicator(name)
             if cmd.producer_access_mode == AccessMode.WaitForExclusive:
                 await topic.wait_for_exclusive_access(
                     partial(self._producer_queued, cmd.request_id, name, topic.name)
@@ -251,6 +254,11 @@ class ProducerCommands:
                 why, topic=attached.topic.name, producer=producer.name, detail=problem
             )
             producer.reject(sequence_id, ServerError.ChecksumError, problem, len(data))
+            if producer.replicated:
+                # Nothing after a refused entry may be stored from a replicator
+                # (its resend would then count as a duplicate): it starts over.
+                attached.topic.remove_producer(producer)
+                self.cnx.producer_closed_by_broker(producer.producer_id)
             return
         limiter = attached.topic.publish_rate
         if limiter is not None:

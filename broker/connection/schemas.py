@@ -11,8 +11,8 @@ from magnetar.broker.connection.context import CommandContext
 from magnetar.broker.errors import BrokerServiceError
 from magnetar.broker.resources import ResourceError
 from magnetar.broker.schemas.types import (
-    SchemaVersion,
     from_wire,
+    to_wire,
     version_bytes,
     version_from_bytes,
 )
@@ -21,15 +21,6 @@ from magnetar.broker.storage.api import StorageError
 from magnetar.proto import pulsar_api_pb2 as pb
 from magnetar.proto.errors import ServerError
 from magnetar.proto.frames import Frame
-
-
-def to_wire(stored: SchemaVersion) -> pb.Schema:
-    schema = stored.schema
-    assert schema is not None
-    wire = pb.Schema(name=schema.name, schema_data=schema.data, type=int(schema.type))  # type: ignore[arg-type]
-    for key, value in schema.properties.items():
-        wire.properties.add(key=key, value=value)
-    return wire
 
 
 class SchemaCommands:

@@ -29,6 +29,7 @@ from collections.abc import Callable, Collection
 
 import structlog
 
+from magnetar.broker.features.replicated import PREFIX as REPLICATOR_PREFIX
 from magnetar.broker.storage.api import ManagedCursor, ManagedLedger, Position, StorageError
 from magnetar.proto.errors import ProtocolError
 from magnetar.proto.frames import Payload
@@ -77,6 +78,8 @@ class MessageDeduplication:
         self.snapshot_interval_s = 0.0
         self._last_snapshot = clock()
         self._timer: asyncio.TimerHandle | None = None
+        # Waiting until a producer name has nothing in flight (settled()).
+        self._settle_waiters: dict[str, list[asyncio.Future[None]]] = {}
 
     @property
     def is_enabled(self) -> bool:
@@ -127,10 +130,20 @@ class MessageDeduplication:
                 # As on publish (Pulsar's rule): a batch counts by the highest
                 # id it declares, else by its first.
                 highest = max(metadata.highest_sequence_id, metadata.sequence_id)
-                name = metadata.producer_name
+                # A replicated entry counts for the replicator that stored it
+                # (features/replicated.py), not for its original producer.
+                source = metadata.replicated_from
+                name = REPLICATOR_PREFIX + source if source else metadata.producer_name
                 if highest > persisted.get(name, -1):
                     persisted[name] = highest
         return replayed
+
+    @property
+    def has_replicated(self) -> bool:
+        """Whether a replicator's sequence ids are kept: then only unloading
+        the topic may forget them (a policy turning deduplication off does
+        not, or a replicator's resend after a crash would be stored twice)."""
+        return any(name.startswith(REPLICATOR_PREFIX) for name in self.persisted)
 
     async def disable(self) -> None:
         """Forget everything and drop the snapshot cursor (it would hold back
@@ -219,12 +232,26 @@ class MessageDeduplication:
         """An entry accepted by `check` is durable."""
         if highest_sequence_id > self.persisted.get(producer_name, -1):
             self.persisted[producer_name] = highest_sequence_id
+        waiters = self._settle_waiters.pop(producer_name, None)
+        for waiter in waiters or ():
+            if not waiter.done():
+                waiter.set_result(None)
         self._last_active[producer_name] = self._clock()
         if self._last_position is None or position > self._last_position:
             self._last_position = position
         self._since_snapshot += 1
         if self._since_snapshot >= self.snapshot_interval:
             self._snapshot()
+
+    async def settled(self, producer_name: str) -> None:
+        """Return once no append of `producer_name` is in flight (pushed past
+        persisted): a replicator that connects again then learns where the
+        remote really is, and resends nothing it would refuse as in flight.
+        The caller bounds the wait (an append that fails never settles)."""
+        while self.pushed.get(producer_name, -1) > self.persisted.get(producer_name, -1):
+            waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._settle_waiters.setdefault(producer_name, []).append(waiter)
+            await waiter
 
     def last_sequence_id(self, producer_name: str) -> int:
         """PRODUCER_SUCCESS.last_sequence_id: -1 for a name never persisted."""

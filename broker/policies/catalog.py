@@ -223,6 +223,19 @@ def auto_topic_creation(body: object) -> dict[str, Any]:
     return value
 
 
+def cluster_names(body: object) -> list[str]:
+    """A namespace's or topic's replication clusters: a non-empty list of
+    cluster names (Pulsar's 412 texts). Whether each cluster is registered
+    and allowed for the tenant is checked by the admin (admin/replication.py)."""
+    if not isinstance(body, list) or not all(isinstance(c, str) for c in body):
+        raise InvalidPolicyValue(400, f"the body must be a list of cluster names, got {body!r}")
+    if not body:
+        raise InvalidPolicyValue(412, "ClusterIds should not be null or empty")
+    if "global" in body:
+        raise InvalidPolicyValue(412, "Cannot specify global in the list of replication clusters")
+    return sorted(set(body))
+
+
 # ---------------------------------------------------------------- policies
 
 DEDUPLICATION = Policy(
@@ -370,6 +383,14 @@ DEDUP_SNAPSHOT_INTERVAL = Policy(
     default="dedup_snapshot_interval_s",
 )  # fmt: skip
 
+# Geo-replication (issue 45): the clusters a namespace's topics replicate
+# to, Pulsar's Policies.replication_clusters and the topic policy
+# replicationClusters; the local cluster is always among them.
+REPLICATION_CLUSTERS = Policy(
+    "replication_clusters", cluster_names, "replication_clusters", "replicationClusters",
+    "replication", "replication", unset=[],
+)  # fmt: skip
+
 POLICIES: tuple[Policy, ...] = (
     DEDUPLICATION,
     KEY_WINDOW,
@@ -400,4 +421,5 @@ POLICIES: tuple[Policy, ...] = (
     SUBSCRIPTION_EXPIRATION_TIME,
     SUBSCRIBE_RATE,
     DEDUP_SNAPSHOT_INTERVAL,
+    REPLICATION_CLUSTERS,
 )

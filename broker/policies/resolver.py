@@ -282,6 +282,13 @@ class TopicPolicies:
         return max(self._typed(int, catalog.SUBSCRIPTION_EXPIRATION_TIME, 0), 0)
 
     @property
+    def replication_clusters(self) -> frozenset[str]:
+        """The clusters the topic replicates to (the topic's list, else the
+        namespace's; the local cluster among them or not)."""
+        found = self._typed(list, catalog.REPLICATION_CLUSTERS, [])
+        return frozenset(c for c in found if isinstance(c, str))
+
+    @property
     def configured_retention(self) -> tuple[float, int] | None:
         """The topic's or namespace's retention; None when neither sets one."""
         return retention_of(self.stored(catalog.RETENTION))

@@ -103,6 +103,16 @@ def from_wire(schema: pb.Schema) -> SchemaData | None:
     )
 
 
+def to_wire(stored: SchemaVersion) -> pb.Schema:
+    """A stored (not deleted) version as the wire's Schema."""
+    schema = stored.schema
+    assert schema is not None
+    wire = pb.Schema(name=schema.name, schema_data=schema.data, type=int(schema.type))  # type: ignore[arg-type]
+    for key, value in schema.properties.items():
+        wire.properties.add(key=key, value=value)
+    return wire
+
+
 def version_bytes(version: int) -> bytes:
     """A schema version on the wire: 8 bytes, big-endian (WIRE 6)."""
     return version.to_bytes(8, "big", signed=True)

@@ -39,6 +39,7 @@ from magnetar.broker.policies.resolver import (
     PolicyResolver,
     TopicPolicies,
 )
+from magnetar.broker.replication.service import Replicators
 from magnetar.broker.resources import (
     InvalidResource,
     PulsarResources,
@@ -141,6 +142,10 @@ class BrokerService:
         )
         self.policies.listen(self._policies_changed)
         self.schemas = SchemaRegistry(metadata_store, self.policies)
+        # Geo-replication: each loaded topic's replicators to remote clusters.
+        self.replicators = Replicators(
+            self.resources, config.cluster_name, metrics.registry, schemas=self.schemas.get
+        )
         self._listeners = config.listeners()
         self.service_url = ""
         self.service_url_tls = ""
@@ -309,6 +314,7 @@ class BrokerService:
         if not force:
             self._check_unused(str(name))
         loaded = self.topics.pop(str(name), None)
+        await self.replicators.stop_topic(str(name))
         if loaded is not None:
             await loaded.close()
         await delete_topic_data(name, self.factory, self._topic_settings.compaction_dir)
@@ -401,20 +407,28 @@ class BrokerService:
             # self.topics yet): resolve again until none came meanwhile.
             while self.policies.changes != seen:
                 seen = self.policies.changes
-                await apply_policies(topic, await self.policies.resolve(name))
+                policies = await self.policies.resolve(name)
+                await apply_policies(topic, policies)
+            # Before any publish: the replication cursors start at the end.
+            await self.replicators.update(topic, policies.replication_clusters)
         except BaseException:
-            await topic.close(notify_clients=False)
+            await self._discard(topic)
             raise
         if self.is_closed:
-            await topic.close(notify_clients=False)
+            await self._discard(topic)
             raise ServiceNotReadyError("broker is shutting down")
         if self.ownership is not None and not self.ownership.still_owns(name):
-            await topic.close(notify_clients=False)
+            await self._discard(topic)
             raise ServiceNotReadyError(f"topic {name} moved to another broker while loading")
         self.topics[str(name)] = topic
         log.info("topic loaded", topic=str(name))
         self._topics_changed(name)
         return topic
+
+    async def _discard(self, topic: Topic) -> None:
+        """Close a topic that did not finish loading."""
+        await self.replicators.stop_topic(topic.name)
+        await topic.close(notify_clients=False)
 
     def _settings_for(self, policies: TopicPolicies) -> TopicSettings:
         """The topic settings with the namespace's retention already in the
@@ -503,7 +517,9 @@ class BrokerService:
         already connected see them from their next SEND."""
         for topic in list(self.topics.values()):
             if change.covers(topic.topic_name):
-                await apply_policies(topic, await self.policies.resolve(topic.topic_name))
+                policies = await self.policies.resolve(topic.topic_name)
+                await apply_policies(topic, policies)
+                await self.replicators.update(topic, policies.replication_clusters)
 
     async def unload_topics(self, select: Callable[[TopicName], bool]) -> int:
         """Close the loaded topics `select` picks (their bundle moves away):
@@ -512,6 +528,7 @@ class BrokerService:
         for topic in chosen:
             if self.topics.get(topic.name) is topic:
                 del self.topics[topic.name]
+            await self.replicators.stop_topic(topic.name)
         results = await asyncio.gather(*(t.close() for t in chosen), return_exceptions=True)
         for topic, result in zip(chosen, results, strict=True):
             if isinstance(result, BaseException):
@@ -535,6 +552,7 @@ class BrokerService:
         for task in list(self._loading.values()):
             task.cancel()
         await asyncio.gather(*self._loading.values(), return_exceptions=True)
+        await self.replicators.close()
         topics = list(self.topics.values())
         self.topics.clear()
         results = await asyncio.gather(*(t.close() for t in topics), return_exceptions=True)

@@ -19,6 +19,7 @@ from typing import Protocol
 import structlog
 
 from magnetar.broker.errors import BrokerServiceError
+from magnetar.broker.features.replicated import is_replication_name
 from magnetar.broker.policies.inactive import SUBSCRIPTIONS_CAUGHT_UP, InactiveTopicPolicy
 from magnetar.broker.storage.api import StorageError
 from magnetar.broker.topics.base import StoredTopic, Topic, is_persistent
@@ -79,14 +80,23 @@ def _caught_up(topic: StoredTopic) -> bool:
     return True
 
 
+def _replicating(topic: StoredTopic) -> bool:
+    """A replication cursor has a backlog: a remote cluster still lacks
+    entries, which deleting the topic would lose (issue 45)."""
+    return any(is_replication_name(c.name) and c.backlog_entries for c in topic.ledger.cursors)
+
+
 def topic_is_inactive(topic: Topic, mode: str) -> bool:
     """Pulsar's !isActive(mode): no producers, no consumers and, by the
     mode, no subscriptions at all or none with a backlog. A non-persistent
-    topic's subscriptions live only while they have consumers."""
+    topic's subscriptions live only while they have consumers. A topic whose
+    entries have not all reached its remote clusters stays."""
     if topic.producers or _has_consumers(topic):
         return False
     if not is_persistent(topic):
         return True
+    if _replicating(topic):
+        return False
     if mode == SUBSCRIPTIONS_CAUGHT_UP:
         return _caught_up(topic)
     return not topic.subscription_names()

@@ -203,6 +203,16 @@ class Topic(Protocol):
 
     def last_sequence_id(self, producer_name: str) -> int: ...
 
+    @property
+    def replicated_dedup(self) -> MessageDeduplication | None: ...
+
+    async def accept_replicator(self, name: str) -> None:
+        """Before a remote cluster's replicator `name` (`pulsar.repl.<cluster>`)
+        publishes: its sequence ids are deduplicated from here on whatever
+        the deduplication policy, and its earlier connection's appends still
+        in flight have landed (issue 45)."""
+        ...
+
     async def set_deduplication(self, enabled: bool) -> None: ...
 
     @property

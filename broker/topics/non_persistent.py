@@ -230,6 +230,9 @@ class NonPersistentTopic(TopicProducers):
         done.set_result(position)
         return done
 
+    async def accept_replicator(self, name: str) -> None:
+        """Nothing is stored: no sequence ids to keep."""
+
     async def set_deduplication(self, enabled: bool) -> None:
         """Nothing is stored, so there is nothing to deduplicate (as in Pulsar)."""
 

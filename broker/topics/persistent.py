@@ -33,6 +33,7 @@ from magnetar.broker.features.keywindow import (
     KeyWindowIndex,
     KeyWindowPolicy,
 )
+from magnetar.broker.features.replicated import is_replication_name
 from magnetar.broker.policies.backlog_quota import QuotaState, backlog_bytes
 from magnetar.broker.policies.rates import DispatchRate, DispatchRateLimiter
 from magnetar.broker.policies.subscribe_rate import SubscribeRate, SubscribeRateLimiter
@@ -54,6 +55,14 @@ from magnetar.proto.errors import ServerError
 from magnetar.proto.naming import TopicName
 
 log = structlog.get_logger(__name__)
+
+# How long a replicator's PRODUCER waits for its earlier appends to land.
+_SETTLE_TIMEOUT_S = 10.0
+
+
+def _reserved(cursor: str) -> bool:
+    """The broker's own cursors: deduplication, key window, replication."""
+    return cursor in (DEDUP_CURSOR, KEY_WINDOW_CURSOR) or is_replication_name(cursor)
 
 
 def ledger_name(topic: TopicName) -> str:
@@ -169,7 +178,26 @@ class PersistentTopic(TopicProducers):
                 self.deduplication = self._dedup
             elif not enabled and self.deduplication is not None:
                 self.deduplication = None
-                await self._dedup.disable()
+                # A replicator's ids stay: its resend must still be caught.
+                if self.replicated_dedup is None and not self._dedup.has_replicated:
+                    await self._dedup.disable()
+
+    async def accept_replicator(self, name: str) -> None:
+        async with self._dedup_lock:
+            if self.replicated_dedup is None:
+                try:
+                    await self._dedup.enable()
+                except StorageError as exc:
+                    raise BrokerServiceError(
+                        ServerError.ServiceNotReady,
+                        f"cannot take replicated messages on {self.name}: {exc}",
+                    ) from exc
+                self.replicated_dedup = self._dedup
+        # Bounded: an append that fails never settles (then the resends of
+        # what it held are refused as in flight, and retried).
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(_SETTLE_TIMEOUT_S):
+                await self._dedup.settled(name)
 
     def set_subscribe_rate(self, rate: SubscribeRate | None) -> None:
         """Apply (None: remove) subscribeRate; an unchanged rate keeps its
@@ -220,7 +248,11 @@ class PersistentTopic(TopicProducers):
         size, age = self.quota.quotas.size, self.quota.quotas.age
         if size is not None and not size.blocks_producers:
             while backlog_bytes(self.ledger) > size.limit:
-                durable = [c for c in self.ledger.cursors if c.is_durable and c.backlog_entries]
+                durable = [
+                    c
+                    for c in self.ledger.cursors
+                    if c.is_durable and c.backlog_entries and not _reserved(c.name)
+                ]
                 if not durable:
                     break
                 slowest = max(durable, key=lambda c: c.backlog_entries)
@@ -229,7 +261,9 @@ class PersistentTopic(TopicProducers):
                     break
         if age is not None and not age.blocks_producers and self.quota.backlog_age_s > age.limit:
             cutoff_ms = int((now_s - age.limit) * 1000)
-            for cursor in [c for c in self.ledger.cursors if c.is_durable]:
+            for cursor in [
+                c for c in self.ledger.cursors if c.is_durable and not _reserved(c.name)
+            ]:
                 await (await self.get_subscription(cursor.name)).expire_messages(cutoff_ms)
 
     def disconnect_producers_over_quota(self) -> int:
@@ -304,7 +338,7 @@ class PersistentTopic(TopicProducers):
     async def _durable_subscription(
         self, name: str, initial_position: InitialPosition
     ) -> PersistentSubscription:
-        if name in (DEDUP_CURSOR, KEY_WINDOW_CURSOR):
+        if _reserved(name):
             raise NotAllowedError(f"subscription name {name!r} is reserved by the broker")
         sub = self.subscriptions.get(name)
         if sub is not None:
@@ -440,9 +474,7 @@ class PersistentTopic(TopicProducers):
         return [
             c
             for c in self.ledger.cursors
-            if c.is_durable
-            and c.name not in self.subscriptions
-            and c.name not in (DEDUP_CURSOR, KEY_WINDOW_CURSOR)
+            if c.is_durable and c.name not in self.subscriptions and not _reserved(c.name)
         ]
 
     def subscription_names(self) -> list[str]:
@@ -450,14 +482,14 @@ class PersistentTopic(TopicProducers):
         subscription is a cursor until a consumer or the admin opens it)."""
         names = set(self.subscriptions)
         names.update(c.name for c in self.ledger.cursors if c.is_durable)
-        return sorted(names - {DEDUP_CURSOR, KEY_WINDOW_CURSOR})
+        return sorted(n for n in names if not _reserved(n))
 
     async def get_subscription(self, name: str) -> PersistentSubscription:
         """An open subscription, opening a stored durable one; 404 otherwise."""
         sub = self.subscriptions.get(name)
         if sub is not None:
             return sub
-        if name in (DEDUP_CURSOR, KEY_WINDOW_CURSOR) or self.ledger.get_cursor(name) is None:
+        if _reserved(name) or self.ledger.get_cursor(name) is None:
             raise SubscriptionNotFoundError(f"subscription {name!r} does not exist on {self.name}")
         async with self._subscribe_lock:
             return await self._durable_subscription(name, InitialPosition.LATEST)

@@ -18,6 +18,7 @@ from magnetar.broker import commands
 from magnetar.broker.endpoint import ClientConnection
 from magnetar.broker.features.dedup import DUPLICATE, DupStatus, MessageDeduplication
 from magnetar.broker.features.keywindow import KeyWindowIndex
+from magnetar.broker.features.replicated import is_replication_name
 from magnetar.broker.log_throttle import RateLimitedLog
 from magnetar.broker.storage.api import (
     ManagedLedgerClosed,
@@ -54,6 +55,12 @@ class PublishTarget(Protocol):
     @property
     def key_window(self) -> KeyWindowIndex | None:
         """Set while the topic has a dedupKeyWindow policy."""
+        ...
+
+    @property
+    def replicated_dedup(self) -> MessageDeduplication | None:
+        """Set once a replicator may publish: its sequence ids are
+        deduplicated whatever the deduplication policy says (issue 45)."""
         ...
 
 
@@ -107,6 +114,8 @@ class Producer:
         self.is_closed = False
         self._pending: deque[_PendingPublish] = deque()
         self._partition = topic.partition_index
+        # A remote cluster's replicator (features/replicated.py).
+        self.replicated = is_replication_name(name)
 
     def __repr__(self) -> str:
         return f"Producer({self.producer_id}, {self.name!r}, {self.topic.name})"
@@ -132,7 +141,7 @@ class Producer:
         (SEMANTICS 7.2). Chunks before a message's last share its sequence id
         and pass unchecked (WIRE 5).
         """
-        dedup = self.topic.deduplication
+        dedup = self.topic.replicated_dedup if self.replicated else self.topic.deduplication
         if dedup is not None and not partial_chunk:
             status = dedup.check(self.name, sequence_id, highest_sequence_id)
             if status is DupStatus.DUPLICATE:
@@ -262,14 +271,32 @@ class Producer:
         if pending:
             self.cnx.publish_completed(sum(item.size for item in pending), len(pending))
         for item in pending:
-            # Only the head had a callback; every outcome is still retrieved.
-            item.future.add_done_callback(_retrieve)
+            # Only the head had a callback; every outcome is still retrieved,
+            # and a deduplicated one that lands still counts as persisted:
+            # else its resend (after the reconnect) would be "in flight"
+            # for ever.
+            if item.dedup is None:
+                item.future.add_done_callback(_retrieve)
+            else:
+                highest = max(item.sequence_id, item.highest_sequence_id)
+                item.future.add_done_callback(
+                    partial(_persisted_late, item.dedup, self.name, highest)
+                )
         pending.clear()
 
 
 def _retrieve(future: asyncio.Future[Position]) -> None:
     if not future.cancelled():
         future.exception()
+
+
+def _persisted_late(
+    dedup: MessageDeduplication, name: str, highest: int, future: asyncio.Future[Position]
+) -> None:
+    """An append of a closed producer completed: deduplication hears of it."""
+    if future.cancelled() or future.exception() is not None:
+        return
+    dedup.persisted_entry(name, highest, future.result())
 
 
 def _copy_outcome(target: asyncio.Future[Position], source: asyncio.Future[Position]) -> None:

@@ -20,6 +20,7 @@ from magnetar.broker.errors import (
 )
 from magnetar.broker.features.dedup import MessageDeduplication
 from magnetar.broker.features.keywindow import KeyWindowIndex, KeyWindowPolicy
+from magnetar.broker.features.replicated import is_replication_name
 from magnetar.broker.policies.rates import PublishRate, PublishRateLimiter
 from magnetar.broker.storage.api import Position
 from magnetar.broker.topics.publish_path import AccessMode, Producer
@@ -57,6 +58,9 @@ class TopicProducers(ABC):
         self.producers: dict[str, Producer] = {}
         # Set while deduplication is on (persistent topics only).
         self.deduplication: MessageDeduplication | None = None
+        # Set once a remote cluster's replicator may publish (persistent
+        # topics only): its sequence ids are always deduplicated.
+        self.replicated_dedup: MessageDeduplication | None = None
         # Set while a dedupKeyWindow policy applies (persistent topics only).
         self.key_window: KeyWindowIndex | None = None
         # Set while a publishRate policy limits the topic.
@@ -174,8 +178,13 @@ class TopicProducers(ABC):
     def last_sequence_id(self, producer_name: str) -> int:
         """PRODUCER_SUCCESS.last_sequence_id: the last persisted one with
         deduplication on, else -1 (WIRE 6)."""
-        dedup = self.deduplication
+        dedup = self.replicated_dedup if is_replication_name(producer_name) else self.deduplication
         return -1 if dedup is None else dedup.last_sequence_id(producer_name)
+
+    @abstractmethod
+    async def accept_replicator(self, name: str) -> None:
+        """Get ready for a remote cluster's replicator (its sequence ids are
+        deduplicated whatever the policy); no-op where nothing is stored."""
 
     @abstractmethod
     async def set_deduplication(self, enabled: bool) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import click
 
-from magnetar.client.cli.admin import admin
+from magnetar.client.cli.admin_geo import admin
 from magnetar.client.cli.perf import perf
 from magnetar.client.cli.pubsub import consume, produce
 

@@ -221,6 +221,7 @@ FLOORS: dict[str, list[tuple[str, ...]]] = {
         ("admin", "web"),  # the admin REST API; metrics and health over HTTP
         ("cluster", "connection"),  # cluster mode on etcd; ServerCnx and its commands
         ("service",),  # BrokerService, lookups, schema registry, policy apply, expiry
+        ("replication",),  # geo-replication: replicators, their producers on remotes
         ("observability",),  # metrics, topic metrics, the stats update, logging
         ("topics",),  # Topic and Subscription, persistent and non-persistent
         ("dispatchers",),  # delivery patterns, the broker-side consumer, entries
@@ -401,6 +402,7 @@ ABOVE_THE_SEAMS = (
     "magnetar.broker.connection",
     "magnetar.broker.observability",
     "magnetar.broker.policies",
+    "magnetar.broker.replication",
     "magnetar.broker.service",
 )
 # Modules behind the seams, and the concrete classes they define.

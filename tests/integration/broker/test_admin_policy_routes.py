@@ -125,6 +125,7 @@ SAMPLES: dict[str, tuple[Any, Any, Any, int]] = {
         400,
     ),
     "subscription_expiration_time": (30, 30, -1, 412),
+    "replication_clusters": (["standalone"], ["standalone"], ["standalone", "global"], 412),
 }
 
 

@@ -1,0 +1,277 @@
+"""One topic's replicator to one remote cluster (issue 45, Pulsar's
+PersistentReplicator).
+
+It reads the topic through the durable cursor `pulsar.repl.<remote>` and
+publishes each entry on the remote, as the producer `pulsar.repl.<local>`,
+with its metadata kept (key, ordering key, properties, event and publish
+time, schema version) and `replicated_from` set to the local cluster; the
+sequence id is the entry's position (features/replicated.py), which the
+remote deduplicates. An entry is acknowledged on the cursor when the
+remote's receipt comes back, so the cursor's backlog is what the remote
+still lacks, and retention keeps it.
+
+Skipped, and acknowledged at once: entries that came from another cluster
+(never sent back: active-active without loops), entries whose
+`replicate_to` leaves this remote out (`disable_replication` sends
+`["__local__"]`), and entries the remote already reported having.
+
+Failures close the producer; the replicator waits (doubling up to a limit),
+opens a new one and resends from the cursor's first unacknowledged entry.
+One warning per outage, one line when it ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable
+from functools import partial
+
+import structlog
+
+from magnetar.broker.features.replicated import cursor_name, sequence_id
+from magnetar.broker.replication.metrics import ReplicationMetrics
+from magnetar.broker.replication.remote import RemoteError, RemoteProducer
+from magnetar.broker.schemas.types import SchemaVersion, to_wire, version_from_bytes
+from magnetar.broker.storage.api import (
+    CursorClosed,
+    Entry,
+    InitialPosition,
+    ManagedCursor,
+    ManagedLedgerClosed,
+    Position,
+    StorageError,
+)
+from magnetar.broker.topics.base import StoredTopic
+from magnetar.proto.errors import ProtocolError
+from magnetar.proto.frames import Payload
+from magnetar.proto.naming import TopicName
+
+log = structlog.get_logger(__name__)
+
+Opener = Callable[[], Awaitable[RemoteProducer]]
+# The local schema registry's version of a topic (None: not there).
+SchemaLookup = Callable[[TopicName, int], Awaitable[SchemaVersion | None]]
+
+_READ_BATCH = 100
+_MAX_PENDING = 1000
+_MIN_BACKOFF = 0.1
+_MAX_BACKOFF = 30.0
+
+
+class Replicator:
+    def __init__(
+        self,
+        topic: StoredTopic,
+        local_cluster: str,
+        remote_cluster: str,
+        opener: Opener,
+        metrics: ReplicationMetrics,
+        schemas: SchemaLookup | None = None,
+    ) -> None:
+        self.topic = topic
+        self.local_cluster = local_cluster
+        self.remote_cluster = remote_cluster
+        self._opener = opener
+        self._metrics = metrics
+        self._schemas = schemas
+        self._cursor: ManagedCursor | None = None
+        self._task: asyncio.Task[None] | None = None
+        self.connected = False
+        # Messages and bytes the remote acknowledged since the topic loaded.
+        self.messages_out = 0
+        self.bytes_out = 0
+        # The reason of the outage under way (None: none), logged once.
+        self._outage: str | None = None
+        self._log = log.bind(topic=topic.name, remote_cluster=remote_cluster)
+
+    @property
+    def cursor(self) -> ManagedCursor:
+        assert self._cursor is not None, "the replicator is not started"
+        return self._cursor
+
+    async def start(self) -> None:
+        """Open (or create, at the newest entry) the replication cursor and
+        start replicating in the background."""
+        cursor = await self.topic.ledger.open_cursor(
+            cursor_name(self.remote_cluster), InitialPosition.LATEST
+        )
+        cursor.set_active()  # tailing reads come from the entry cache
+        self._cursor = cursor
+        self._task = asyncio.get_running_loop().create_task(
+            self._run(), name=f"replicator {self.topic.name} -> {self.remote_cluster}"
+        )
+        self._log.info("replicator started", backlog=cursor.backlog_messages)
+
+    async def stop(self) -> None:
+        """Cancel the background task and wait for it; the cursor stays (the
+        topic persists it when it closes). Idempotent."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            self._log.info("replicator stopped")
+        if self._cursor is not None:
+            self._cursor.set_inactive()
+
+    async def remove(self) -> None:
+        """Stop, and delete the cursor: replication to the remote ended."""
+        await self.stop()
+        with contextlib.suppress(StorageError):
+            await self.topic.ledger.delete_cursor(cursor_name(self.remote_cluster))
+
+    @property
+    def backlog(self) -> int:
+        """Messages the remote does not have yet."""
+        return 0 if self._cursor is None else self._cursor.backlog_messages
+
+    def stats(self) -> dict[str, object]:
+        """Pulsar's ReplicatorStats fields this replicator keeps."""
+        return {
+            "connected": self.connected,
+            "replicationBacklog": self.backlog,
+            "msgOutCounter": self.messages_out,
+            "bytesOutCounter": self.bytes_out,
+        }
+
+    # ------------------------------------------------------------ the loop
+
+    async def _run(self) -> None:
+        delay = _MIN_BACKOFF
+        while True:
+            producer: RemoteProducer | None = None
+            try:
+                producer = await self._opener()
+                self.connected = True
+                self._metrics.connected.labels(self.remote_cluster).inc()
+                await self._replicate(producer)
+            except (ManagedLedgerClosed, CursorClosed):
+                return  # the topic is closing: its owner stops this task
+            except Exception as exc:  # the task outlives any failure: it retries
+                if self._outage is None:
+                    delay = _MIN_BACKOFF  # it worked until now: retry soon
+                self._failed(exc)
+            finally:
+                if self.connected:
+                    self.connected = False
+                    self._metrics.connected.labels(self.remote_cluster).dec()
+                if producer is not None:
+                    await producer.close()
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, _MAX_BACKOFF)
+
+    def _failed(self, exc: Exception) -> None:
+        self._metrics.errors.labels(self.remote_cluster).inc()
+        reason = str(exc) or type(exc).__name__
+        expected = isinstance(exc, RemoteError | OSError | TimeoutError | StorageError)
+        if not expected:
+            # A bug or a peer speaking nonsense: the traceback, once per outage.
+            if self._outage is None:
+                self._log.exception("replicator failed unexpectedly; retrying", error=reason)
+            self._outage = reason
+            return
+        if self._outage is None:
+            self._log.warning("replication to the remote cluster failed; retrying", error=reason)
+        else:
+            self._log.debug("replication still failing", error=reason)
+        self._outage = reason
+
+    def _healthy(self) -> None:
+        """The remote took an entry, or nothing was left to send."""
+        if self._outage is not None:
+            self._log.info("replication to the remote cluster resumed", after=self._outage)
+            self._outage = None
+
+    async def _replicate(self, producer: RemoteProducer) -> None:
+        """Send every entry after the cursor's acknowledged ones until the
+        producer fails (RemoteError) or the topic closes."""
+        cursor = self.cursor
+        cursor.rewind()  # resend what was sent without a receipt
+        already = producer.last_sequence_id
+        failed = producer.failed
+        # Local schema version -> the remote's, for this producer.
+        versions: dict[bytes, bytes] = {}
+        while True:
+            if not cursor.has_more_entries() and producer.pending == 0:
+                self._healthy()
+            read = asyncio.ensure_future(cursor.read_entries_or_wait(_READ_BATCH))
+            try:
+                await asyncio.wait((read, failed), return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                if not read.done():  # the producer failed, or this task is cancelled
+                    read.cancel()
+                    await asyncio.gather(read, return_exceptions=True)
+            if read.cancelled():
+                failed.result()  # raises the producer's failure
+            for entry in read.result():
+                await self._forward(producer, entry, already, versions)
+            await producer.drain()
+            await producer.wait_for_room(_MAX_PENDING)
+
+    async def _forward(
+        self, producer: RemoteProducer, entry: Entry, already: int, versions: dict[bytes, bytes]
+    ) -> None:
+        position = entry.position
+        try:
+            payload = Payload.parse(entry.data, verify_checksum=False)
+            metadata = payload.metadata
+        except ProtocolError as exc:
+            self._log.warning(
+                "entry not replicated: bad metadata", entry=str(position), error=str(exc)
+            )
+            self._done(position)
+            return
+        if metadata.replicated_from or (
+            metadata.replicate_to and self.remote_cluster not in metadata.replicate_to
+        ):
+            self._done(position)
+            return
+        sequence = sequence_id(position)
+        if sequence <= already:
+            self._done(position)  # the remote stored it before a reconnect
+            return
+        local_version = metadata.schema_version
+        if local_version:
+            remote_version = versions.get(local_version)
+            if remote_version is None:
+                remote_version = await self._remote_schema(producer, local_version)
+                versions[local_version] = remote_version
+            metadata.schema_version = remote_version
+        metadata.replicated_from = self.local_cluster
+        metadata.sequence_id = sequence
+        if metadata.HasField("highest_sequence_id"):
+            metadata.highest_sequence_id = sequence
+        data = Payload.build(metadata, payload.payload).data
+        sent = producer.send(sequence, entry.num_messages, data)
+        sent.add_done_callback(partial(self._sent, position, entry.num_messages, len(data)))
+
+    async def _remote_schema(self, producer: RemoteProducer, local: bytes) -> bytes:
+        """The remote's version of the schema `local` names here: registered
+        there first (its number may differ). Without a local registry entry
+        the version goes as it is."""
+        number = version_from_bytes(local)
+        stored = None
+        if number is not None and self._schemas is not None:
+            stored = await self._schemas(self.topic.topic_name, number)
+        if stored is None or stored.schema is None:
+            self._log.warning("schema version not found here: sent as it is", version=number)
+            return local
+        return await producer.schema_version(self.topic.name, to_wire(stored))
+
+    def _sent(
+        self, position: Position, messages: int, size: int, sent: asyncio.Future[None]
+    ) -> None:
+        if sent.cancelled() or sent.exception() is not None:
+            return  # resent after the reconnect
+        self.messages_out += messages
+        self.bytes_out += size
+        self._metrics.messages_out.labels(self.remote_cluster).inc(messages)
+        self._metrics.bytes_out.labels(self.remote_cluster).inc(size)
+        self._healthy()
+        self._done(position)
+
+    def _done(self, position: Position) -> None:
+        cursor = self._cursor
+        if cursor is not None:
+            with contextlib.suppress(StorageError):
+                cursor.delete((position,))
