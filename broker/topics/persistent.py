@@ -168,13 +168,7 @@ class PersistentTopic(TopicProducers):
         """Switch deduplication; connected producers see it from their next SEND."""
         async with self._dedup_lock:
             if enabled and self.deduplication is None:
-                try:
-                    await self._dedup.enable()
-                except StorageError as exc:
-                    raise BrokerServiceError(
-                        ServerError.ServiceNotReady,
-                        f"cannot enable deduplication on {self.name}: {exc}",
-                    ) from exc
+                await self._enable_dedup("enable deduplication on")
                 self.deduplication = self._dedup
             elif not enabled and self.deduplication is not None:
                 self.deduplication = None
@@ -182,16 +176,20 @@ class PersistentTopic(TopicProducers):
                 if self.replicated_dedup is None and not self._dedup.has_replicated:
                     await self._dedup.disable()
 
+    async def _enable_dedup(self, purpose: str) -> None:
+        """Open the deduplication state (its cursor); a storage failure is
+        ServiceNotReady for the client, naming `purpose`."""
+        try:
+            await self._dedup.enable()
+        except StorageError as exc:
+            raise BrokerServiceError(
+                ServerError.ServiceNotReady, f"cannot {purpose} {self.name}: {exc}"
+            ) from exc
+
     async def accept_replicator(self, name: str) -> None:
         async with self._dedup_lock:
             if self.replicated_dedup is None:
-                try:
-                    await self._dedup.enable()
-                except StorageError as exc:
-                    raise BrokerServiceError(
-                        ServerError.ServiceNotReady,
-                        f"cannot take replicated messages on {self.name}: {exc}",
-                    ) from exc
+                await self._enable_dedup("take replicated messages on")
                 self.replicated_dedup = self._dedup
         # Bounded: an append that fails never settles (then the resends of
         # what it held are refused as in flight, and retried).
