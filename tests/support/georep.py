@@ -7,6 +7,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Protocol
 
+import pytest
+
+from tests.support.brokers import BrokerFactory, BrokerThread
 from tests.support.http_calls import http_call
 
 
@@ -49,3 +52,12 @@ def link(clusters: Mapping[str, Cluster], namespace: str = "public/geo") -> None
         status, _ = http_call("PUT", f"{broker.http_url}/admin/v2/namespaces/{namespace}", {})
         assert status in (204, 409), status
         admin(broker, "POST", f"/admin/v2/namespaces/{namespace}/replication", names)
+
+
+@pytest.fixture
+def linked_pair(broker_factory: BrokerFactory) -> tuple[BrokerThread, BrokerThread]:
+    """Two brokers as clusters "a" and "b", linked (a namespace public/geo
+    that replicates to both)."""
+    a, b = broker_factory(cluster_name="a"), broker_factory(cluster_name="b")
+    link({"a": a, "b": b})
+    return a, b

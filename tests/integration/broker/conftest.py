@@ -3,5 +3,6 @@
 from __future__ import annotations
 
 from tests.support.broker_fixtures import broker, broker_defaults, broker_factory
+from tests.support.georep import linked_pair
 
-__all__ = ["broker", "broker_defaults", "broker_factory"]
+__all__ = ["broker", "broker_defaults", "broker_factory", "linked_pair"]

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +15,7 @@ import pulsar
 import pytest
 
 from tests.support.brokers import BrokerFactory, BrokerProcess, BrokerThread, token_auth
+from tests.support.cli import magnetar
 from tests.support.georep import admin, register
 from tests.support.http_calls import http_call
 from tests.support.official import official_client
@@ -88,16 +87,6 @@ def test_replication_to_unknown_or_not_allowed_clusters_is_refused(
         assert http_call("GET", url) == (200, ["a"])
 
 
-def _magnetar(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "magnetar.client.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-
-
 def test_admin_cli_commands(broker_factory: BrokerFactory) -> None:
     """Issue 45.1: `magnetar admin clusters create/get/list/update/delete`
     (TLS options too),
@@ -107,7 +96,7 @@ def test_admin_cli_commands(broker_factory: BrokerFactory) -> None:
     cli = ["admin", "--admin-url", a.http_url]
 
     def ok(*args: str) -> str:
-        ran = _magnetar(*cli, *args)
+        ran = magnetar(*cli, *args)
         assert ran.returncode == 0, (args, ran.stderr)
         return ran.stdout
 
@@ -115,7 +104,7 @@ def test_admin_cli_commands(broker_factory: BrokerFactory) -> None:
     assert ok("clusters", "list").split() == ["a", "b"]
     ok("clusters", "update", "b", "--url", "http://b:8081", "--broker-url", "pulsar://b:6651")
     assert "pulsar://b:6651" in ok("--json", "clusters", "get", "b")
-    ran = _magnetar(*cli, "namespaces", "set-clusters", "public/default", "-c", "a,b")
+    ran = magnetar(*cli, "namespaces", "set-clusters", "public/default", "-c", "a,b")
     assert ran.returncode == 1 and "not in the list of allowed clusters" in ran.stderr
     ok("tenants", "update", "public", "-c", "a,b")
     ok("namespaces", "set-clusters", "public/default", "-c", "a,b")

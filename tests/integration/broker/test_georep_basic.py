@@ -11,19 +11,10 @@ import pytest
 
 from magnetar.broker.topics.base import is_persistent
 from magnetar.proto.frames import Payload
-from tests.support.brokers import BrokerFactory, BrokerThread
-from tests.support.georep import link
+from tests.support.brokers import BrokerThread
 from tests.support.http_calls import http_call
 from tests.support.official import official_client
 from tests.support.polling import eventually
-
-
-@pytest.fixture
-def pair(broker_factory: BrokerFactory) -> tuple[BrokerThread, BrokerThread]:
-    a = broker_factory(cluster_name="a")
-    b = broker_factory(cluster_name="b")
-    link({"a": a, "b": b})
-    return a, b
 
 
 def _receive_all(consumer: Any, count: int, timeout_ms: int = 15000) -> list[Any]:
@@ -40,11 +31,11 @@ def _nothing_more(consumer: Any, wait_ms: int = 500) -> None:
         consumer.receive(timeout_millis=wait_ms)
 
 
-def test_message_keeps_its_metadata(pair: tuple[BrokerThread, BrokerThread]) -> None:
+def test_message_keeps_its_metadata(linked_pair: tuple[BrokerThread, BrokerThread]) -> None:
     """Issue 45.2: a message produced on A (official client) is consumed on B
     with its key, properties, event time and publish time intact, and
     replicated_from "a" (the broker's replicated flag)."""
-    a, b = pair
+    a, b = linked_pair
     topic = "persistent://public/geo/keeps-metadata"
     with official_client(a.url) as client_a, official_client(b.url) as client_b:
         consumer = client_b.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
@@ -76,10 +67,10 @@ async def _replicated_flags(broker: BrokerThread, topic: str) -> list[str]:
     return [Payload.parse(e.data).metadata.replicated_from for e in entries]
 
 
-def test_active_active_without_loops(pair: tuple[BrokerThread, BrokerThread]) -> None:
+def test_active_active_without_loops(linked_pair: tuple[BrokerThread, BrokerThread]) -> None:
     """Issue 45.2: producers on both clusters; each side ends with every
     message exactly once (nothing replicated back), in each producer's order."""
-    a, b = pair
+    a, b = linked_pair
     topic = "persistent://public/geo/active-active"
     with official_client(a.url) as client_a, official_client(b.url) as client_b:
         sub_a = client_a.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
@@ -102,11 +93,13 @@ def test_active_active_without_loops(pair: tuple[BrokerThread, BrokerThread]) ->
         _nothing_more(sub_b)
 
 
-def test_replicate_to_and_disable_replication(pair: tuple[BrokerThread, BrokerThread]) -> None:
+def test_replicate_to_and_disable_replication(
+    linked_pair: tuple[BrokerThread, BrokerThread],
+) -> None:
     """Issue 45.2: a message's own replication clusters are honoured:
     `disable_replication` keeps it local, `replication_clusters=["a"]`
     (the local cluster only) too, `["b"]` sends it."""
-    a, b = pair
+    a, b = linked_pair
     topic = "persistent://public/geo/replicate-to"
     with official_client(a.url) as client_a, official_client(b.url) as client_b:
         remote = client_b.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
@@ -120,12 +113,14 @@ def test_replicate_to_and_disable_replication(pair: tuple[BrokerThread, BrokerTh
         _nothing_more(remote)
 
 
-def test_replication_cursor_is_no_subscription(pair: tuple[BrokerThread, BrokerThread]) -> None:
+def test_replication_cursor_is_no_subscription(
+    linked_pair: tuple[BrokerThread, BrokerThread],
+) -> None:
     """Issue 45.2: the replicator reads the durable cursor pulsar.repl.b,
     which internal stats list and the subscription list leaves out; its
     backlog drains once B has the messages, and the topic stats' replication
     section says so."""
-    a, _b = pair
+    a, _b = linked_pair
     topic = "persistent://public/geo/cursor"
     with official_client(a.url) as client:
         producer = client.create_producer(topic)
@@ -147,12 +142,12 @@ def test_replication_cursor_is_no_subscription(pair: tuple[BrokerThread, BrokerT
     assert (status, subscriptions) == (200, [])
 
 
-def test_schema_is_registered_on_the_remote(pair: tuple[BrokerThread, BrokerThread]) -> None:
+def test_schema_is_registered_on_the_remote(linked_pair: tuple[BrokerThread, BrokerThread]) -> None:
     """Issue 45.2: a message produced with a schema (String) is replicated
     with the schema registered on B first (GET_OR_CREATE_SCHEMA, as Pulsar's
     replicator does); a consumer with that schema reads its value there, and
     the original producer's name is kept."""
-    a, b = pair
+    a, b = linked_pair
     topic = "persistent://public/geo/with-schema"
     with official_client(a.url) as client_a, official_client(b.url) as client_b:
         producer = client_a.create_producer(topic, schema=pulsar.schema.StringSchema())

@@ -8,19 +8,11 @@ from typing import Any
 import pulsar
 import pytest
 
-from tests.support.brokers import BrokerFactory, BrokerThread
-from tests.support.georep import admin, link
+from tests.support.brokers import BrokerThread
+from tests.support.georep import admin
 from tests.support.http_calls import http_call
 from tests.support.official import official_client
 from tests.support.polling import eventually
-
-
-@pytest.fixture
-def pair(broker_factory: BrokerFactory) -> tuple[BrokerThread, BrokerThread]:
-    a = broker_factory(cluster_name="a")
-    b = broker_factory(cluster_name="b")
-    link({"a": a, "b": b})
-    return a, b
 
 
 def _partition(msg: Any) -> int:
@@ -33,11 +25,11 @@ def _partitions(broker: BrokerThread, path: str) -> int:
 
 
 def test_partitioned_topic_replicates_partition_by_partition(
-    pair: tuple[BrokerThread, BrokerThread],
+    linked_pair: tuple[BrokerThread, BrokerThread],
 ) -> None:
     """Issue 45.2: a partitioned topic made on A only is created on B with the
     same partition count, and each message lands in the same partition there."""
-    a, b = pair
+    a, b = linked_pair
     topic = "persistent://public/geo/orders"
     path = "/admin/v2/persistent/public/geo/orders/partitions"
     admin(a, "PUT", path, 3)
@@ -64,11 +56,13 @@ def test_partitioned_topic_replicates_partition_by_partition(
     assert where_b == where_a
 
 
-def test_removing_a_cluster_stops_its_replicator(pair: tuple[BrokerThread, BrokerThread]) -> None:
+def test_removing_a_cluster_stops_its_replicator(
+    linked_pair: tuple[BrokerThread, BrokerThread],
+) -> None:
     """Issue 45.2: when B leaves the namespace's replication clusters, A's
     replicator stops and its cursor pulsar.repl.b is deleted; messages sent
     after stay on A. Putting B back starts a new cursor at the end."""
-    a, b = pair
+    a, b = linked_pair
     topic = "persistent://public/geo/leaving"
     stats = f"{a.http_url}/admin/v2/persistent/public/geo/leaving/internalStats"
     with official_client(a.url) as client_a, official_client(b.url) as client_b:
@@ -86,12 +80,12 @@ def test_removing_a_cluster_stops_its_replicator(pair: tuple[BrokerThread, Broke
 
 
 def test_cursor_of_a_cluster_removed_while_unloaded_is_deleted(
-    pair: tuple[BrokerThread, BrokerThread],
+    linked_pair: tuple[BrokerThread, BrokerThread],
 ) -> None:
     """Issue 45.2: B leaves the replication clusters while the topic is not
     loaded on A; when it loads again its cursor pulsar.repl.b is deleted (it
     would keep the topic's ledgers for ever)."""
-    a, _b = pair
+    a, _b = linked_pair
     topic = "persistent://public/geo/unloaded"
     rest = f"{a.http_url}/admin/v2/persistent/public/geo/unloaded"
     with official_client(a.url) as client:
@@ -102,12 +96,14 @@ def test_cursor_of_a_cluster_removed_while_unloaded_is_deleted(
     assert "pulsar.repl.b" not in http_call("GET", rest + "/internalStats")[1]["cursors"]
 
 
-def test_topic_level_replication_clusters_win(pair: tuple[BrokerThread, BrokerThread]) -> None:
+def test_topic_level_replication_clusters_win(
+    linked_pair: tuple[BrokerThread, BrokerThread],
+) -> None:
     """Issue 45.1: a topic's own replication clusters win over its
     namespace's, both ways: [a] keeps a topic local in a namespace that
     replicates, [a, b] replicates a topic of a namespace that does not;
     removing the override inherits again."""
-    a, b = pair
+    a, b = linked_pair
     admin(a, "PUT", "/admin/v2/namespaces/public/local")
     admin(b, "PUT", "/admin/v2/namespaces/public/local")
     kept = "persistent://public/geo/kept-here"

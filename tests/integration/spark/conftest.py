@@ -11,10 +11,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import jwt
 import pytest
 
 from tests.support.broker_fixtures import broker_defaults, broker_factory
-from tests.support.brokers import BrokerFactory, BrokerThread
+from tests.support.brokers import BrokerFactory, BrokerThread, token_auth
+from tests.support.certs import CertAuthority
 from tests.support.spark_cluster import SparkCluster
 
 pyspark = pytest.importorskip("pyspark", reason="pip install magnetar[spark]")
@@ -64,4 +66,30 @@ def broker(broker_factory: BrokerFactory) -> BrokerThread:
     return broker_factory(broker_deduplication_enabled=True)
 
 
-__all__ = ["broker", "broker_defaults", "broker_factory", "cluster", "spark"]
+SECRET = b"spark-connector-test-secret-0123456789"
+
+
+@pytest.fixture
+def secured(broker_factory: BrokerFactory, tmp_path: Path) -> tuple[BrokerThread, str, str]:
+    """TLS (a certificate for localhost), token authentication, no anonymous
+    role, deduplication on; with the CA certificate's path and a token the
+    broker takes."""
+    ca = CertAuthority(tmp_path)
+    server = ca.issue("localhost", server=True)
+    broker = broker_factory(
+        **token_auth(
+            tmp_path,
+            SECRET,
+            tls_enabled=True,
+            tls_port=0,
+            tls_http_port=0,
+            tls_cert_file=str(server.cert),
+            tls_key_file=str(server.key),
+            broker_deduplication_enabled=True,
+        )
+    )
+    token = jwt.encode({"sub": "spark"}, SECRET, algorithm="HS256")
+    return broker, str(ca.pem.cert), token
+
+
+__all__ = ["broker", "broker_defaults", "broker_factory", "cluster", "secured", "spark"]

@@ -11,12 +11,10 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import jwt
 import pytest
 
 from tests.integration.spark.cluster_runs import sink_rows, submit
-from tests.support.brokers import BrokerFactory, BrokerThread, token_auth
-from tests.support.certs import CertAuthority
+from tests.support.brokers import BrokerFactory, BrokerThread
 from tests.support.draining import stored_messages
 from tests.support.http_calls import http_call
 from tests.support.polling import eventually
@@ -25,8 +23,6 @@ from tests.support.spark_topics import create_partitioned, produce
 
 # A driver program takes tens of seconds to start on a loaded machine.
 pytestmark = pytest.mark.timeout(600)
-
-SECRET = b"spark-cluster-test-secret-0123456789"
 
 
 def _topic(prefix: str) -> str:
@@ -52,29 +48,15 @@ def test_batch_write_and_read_run_in_executor_processes(
 
 
 def test_tls_and_a_token_on_the_cluster(
-    cluster: SparkCluster, broker_factory: BrokerFactory, tmp_path: Path
+    cluster: SparkCluster, secured: tuple[BrokerThread, str, str]
 ) -> None:
     """Issue 46.2, auth and TLS: the `client.*` options (trust file, host
     name validation, a token) reach the executors' clients; a batch write and
     read through pulsar+ssl with the token store and return every row."""
-    ca = CertAuthority(tmp_path)
-    server = ca.issue("localhost", server=True)
-    broker = broker_factory(
-        **token_auth(
-            tmp_path,
-            SECRET,
-            tls_enabled=True,
-            tls_port=0,
-            tls_http_port=0,
-            tls_cert_file=str(server.cert),
-            tls_key_file=str(server.key),
-            broker_deduplication_enabled=True,
-        )
-    )
+    broker, ca_cert, token = secured
     assert broker.server is not None
-    token = jwt.encode({"sub": "spark"}, SECRET, algorithm="HS256")
     security = {
-        "client.tls_trust_certs_file_path": str(ca.pem.cert),
+        "client.tls_trust_certs_file_path": ca_cert,
         "client.tls_validate_hostname": "true",
         "client.auth_plugin": "token",
         "client.auth_params": f"token:{token}",

@@ -6,44 +6,18 @@ fails, and a bad plugin name is an option error."""
 from __future__ import annotations
 
 import uuid
-from pathlib import Path
 from typing import Any
 
-import jwt
 import pytest
 
 from magnetar.spark_connector.options import OptionError, client_options
-from tests.support.brokers import BrokerFactory, BrokerThread, token_auth
-from tests.support.certs import CertAuthority
-
-SECRET = b"spark-connector-test-secret-0123456789"
-
-
-@pytest.fixture
-def secured(broker_factory: BrokerFactory, tmp_path: Path) -> tuple[BrokerThread, str]:
-    """TLS (a certificate for localhost), token authentication, no anonymous
-    role, deduplication on; with the CA certificate's path."""
-    ca = CertAuthority(tmp_path)
-    server = ca.issue("localhost", server=True)
-    broker = broker_factory(
-        **token_auth(
-            tmp_path,
-            SECRET,
-            tls_enabled=True,
-            tls_port=0,
-            tls_http_port=0,
-            tls_cert_file=str(server.cert),
-            tls_key_file=str(server.key),
-            broker_deduplication_enabled=True,
-        )
-    )
-    return broker, str(ca.pem.cert)
+from tests.support.brokers import BrokerThread
 
 
 def test_write_and_read_through_tls_and_a_token(
-    spark: Any, secured: tuple[BrokerThread, str]
+    spark: Any, secured: tuple[BrokerThread, str, str]
 ) -> None:
-    broker, ca_cert = secured
+    broker, ca_cert, token = secured
     assert broker.server is not None
     url = f"pulsar+ssl://localhost:{broker.server.tls_port}"
     topic = f"persistent://public/default/spark-sec-{uuid.uuid4().hex[:8]}"
@@ -51,7 +25,7 @@ def test_write_and_read_through_tls_and_a_token(
         "client.tls_trust_certs_file_path": ca_cert,
         "client.tls_validate_hostname": "true",
         "client.auth_plugin": "org.apache.pulsar.client.impl.auth.AuthenticationToken",
-        "client.auth_params": "token:" + jwt.encode({"sub": "spark"}, SECRET, algorithm="HS256"),
+        "client.auth_params": f"token:{token}",
     }
     rows = [(f"v{i}",) for i in range(50)]
     df = spark.createDataFrame(rows, "value string")
