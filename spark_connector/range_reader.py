@@ -101,8 +101,10 @@ class _RangeReading:
     async def open(
         cls, client: aio.Client, options: ReadOptions, part: PartitionRange
     ) -> _RangeReading:
-        conf = aio.ConsumerConfiguration.from_reader_keywords(options.reader)
-        reader = await client.create_reader(part.topic, start_id(part.start), conf)
+        keywords = dict(options.reader)  # create_reader's, as the blocking client takes them
+        prefix = keywords.pop("subscription_role_prefix", None)
+        conf = aio.ConsumerConfiguration.from_reader_keywords(keywords)
+        reader = await client.create_reader(part.topic, start_id(part.start), conf, prefix)
         return cls(reader, part)
 
     async def take(self) -> list[aio.Message]:

@@ -73,6 +73,9 @@ def test_a_batch_read_returns_every_column_of_every_message(
         spark.read.format("magnetar")
         .option("service_url", broker.url)
         .option("topic", topic)
+        # create_reader's keywords reach the executors' readers.
+        .option("reader.receiver_queue_size", "300")
+        .option("reader.subscription_role_prefix", "rows-test")
         .load()
         .selectExpr(
             "*",
