@@ -1,6 +1,6 @@
 """``python -m bench [NAME ...] [-- ARGS]``: run the named benchmarks.
 
-The default is all but the long ones (soak, backlog, objstore).
+The default is all but the long ones (soak, backlog, objstore, spark-cluster).
 
 A short dispatcher: each benchmark is a module with ``main(argv) -> int``.
 """
@@ -18,6 +18,7 @@ BENCHMARKS = {
     "keywindow": "bench.keywindow",
     "dedup": "bench.dedup",
     "spark": "bench.spark",
+    "spark-cluster": "bench.spark_cluster",
     "key_shared": "bench.key_shared",
     "consumer": "bench.consumer",
     "compaction": "bench.compaction",
@@ -31,12 +32,12 @@ BENCHMARKS = {
     "objstore": "bench.objstore",
 }
 # Runs of many minutes: only when named.
-ON_REQUEST = {"soak", "backlog", "objstore"}
+ON_REQUEST = {"soak", "backlog", "objstore", "spark-cluster"}
 
 
 def main(argv: list[str]) -> int:
     names = [a for a in argv if a in BENCHMARKS] or [b for b in BENCHMARKS if b not in ON_REQUEST]
-    rest = [a for a in argv if a not in BENCHMARKS]
+    rest = [a for a in argv if a not in BENCHMARKS and a != "--"]
     status = 0
     for name in names:
         module = importlib.import_module(BENCHMARKS[name])

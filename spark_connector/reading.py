@@ -7,91 +7,27 @@ partition's range through a reader on an executor (DESIGN: the checkpoint
 holds the offsets, which is the effectively-once consumer pattern). Before
 planning from a start offset the driver checks that retention kept what
 comes after it (data_loss.py); with `subscription`, committed batches are
-acknowledged there (subscription.py).
+acknowledged there (subscription.py). Executors read into Arrow record
+batches (range_reader.py).
 """
 
 from __future__ import annotations
 
-import datetime
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
+from pyarrow import RecordBatch
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadLimit, SupportsTriggerAvailableNow
 
-from magnetar.client import Client, MessageId
 from magnetar.spark_connector.admission import Admission, Clock
 from magnetar.spark_connector.data_loss import DataLossCheck
-from magnetar.spark_connector.driver import READ_TIMEOUT_MS, Driver
-from magnetar.spark_connector.offsets import (
-    BEFORE_FIRST,
-    Offsets,
-    Position,
-    after,
-    merged,
-    position_of,
-    start_id,
-)
+from magnetar.spark_connector.driver import Driver
+from magnetar.spark_connector.offsets import BEFORE_FIRST, Offsets, Position, after, merged
+from magnetar.spark_connector.range_reader import PartitionRange, read_range
 from magnetar.spark_connector.read_options import ReadOptions
 from magnetar.spark_connector.subscription import acknowledge_up_to
-
-_UTC = datetime.UTC
-
-
-@dataclass(frozen=True)
-class PartitionRange:
-    """One topic partition's messages after `start`, up to and including `end`."""
-
-    topic: str
-    start: Position
-    end: Position
-
-    def to_spark(self) -> InputPartition:
-        # Spark ships InputPartition(value) to the executors as it is.
-        return InputPartition((self.topic, self.start, self.end))
-
-    @classmethod
-    def from_spark(cls, partition: InputPartition) -> PartitionRange | None:
-        """None for the empty partition Spark reads when there were no ranges."""
-        if partition.value is None:
-            return None
-        topic, start, end = partition.value
-        return cls(topic, list(start), list(end))
-
-
-def _row(msg: Any) -> tuple[Any, ...]:
-    event = msg.event_timestamp()
-    return (
-        msg.data(),
-        msg.partition_key() or None,
-        msg.topic_name(),
-        msg.message_id().serialize(),
-        datetime.datetime.fromtimestamp(msg.publish_timestamp() / 1000, _UTC),
-        datetime.datetime.fromtimestamp(event / 1000, _UTC) if event else None,
-        dict(msg.properties()),
-        msg.redelivery_count(),
-    )
-
-
-def read_range(options: ReadOptions, part: PartitionRange | None) -> Iterator[tuple[Any, ...]]:
-    """The rows of one partition range, read through a reader."""
-    if part is None or not after(part.end, part.start):
-        return
-    client = Client(options.service_url, **options.client)
-    try:
-        start = MessageId.wrap(start_id(part.start))
-        reader = client.create_reader(part.topic, start, **options.reader)
-        position = part.start
-        while after(part.end, position):
-            msg = reader.read_next(READ_TIMEOUT_MS)
-            position = position_of(msg.message_id().inner)
-            if after(position, part.end):
-                break
-            yield _row(msg)
-    finally:
-        client.close()
 
 
 def _ranges(start: Offsets, end: Offsets) -> list[InputPartition]:
@@ -116,7 +52,7 @@ class BatchReader(DataSourceReader):
                     end[partition] = start[partition]  # nothing left to read
             return _ranges(start, end)
 
-    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+    def read(self, partition: InputPartition) -> Iterator[RecordBatch]:
         return read_range(self.options, PartitionRange.from_spark(partition))
 
 
@@ -189,7 +125,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
         return _ranges(dict(start), dict(end))
 
-    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+    def read(self, partition: InputPartition) -> Iterator[RecordBatch]:
         return read_range(self.options, PartitionRange.from_spark(partition))
 
     def commit(self, end: dict[str, Any]) -> None:

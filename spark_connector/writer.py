@@ -8,16 +8,18 @@ same (producer name, sequence id) pairs again, and the broker's deduplication
 drops what it already stored. That holds when deduplication is on for the
 topic and a batch's rows, in order, are the same on every attempt (README,
 "Spark connector").
+
+A task sends through the async core on its own event loop (task_client.py),
+taking Spark's Arrow record batches a column at a time.
 """
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from datetime import datetime
-from typing import Any
+from itertools import repeat
 
+import pyarrow as pa
 from pyarrow import RecordBatch
 from pyspark import TaskContext
 from pyspark.sql.datasource import (
@@ -26,8 +28,12 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
-from magnetar.client import Client, Producer, Result
+from magnetar.client import aio
+from magnetar.client.aio.client import AnyProducer
+from magnetar.client.aio.errors import PulsarException
+from magnetar.proto.ids import MessageId
 from magnetar.spark_connector.options import WriteOptions
+from magnetar.spark_connector.task_client import TaskClient
 
 ROWS_PER_BATCH = 1 << 32
 
@@ -37,114 +43,163 @@ class WrittenRows(WriterCommitMessage):
     rows: int
 
 
-class _TaskProducers:
-    """One task's producers, one per topic, and the failures they report."""
+# One row to send: value, partition key, properties, event time (ms), topic.
+Row = tuple[bytes, str | None, dict[str, str] | None, int | None, str | None]
 
-    def __init__(self, options: WriteOptions, producer_name: str | None) -> None:
-        self._options = options
-        self._name = producer_name
-        self._client = Client(options.service_url, **options.client)
-        self._producers: dict[str, Producer] = {}
-        self._lock = threading.Lock()
+
+class _TaskSender:
+    """One task's producers, one per topic, on the task's loop; the failures
+    their receipts report. Sequence ids count the task's rows from
+    (batch id << 32) when the producers are named."""
+
+    def __init__(self, client: aio.Client, producer_name: str | None, batch_id: int) -> None:
+        self._client = client
+        self._conf = aio.ProducerConfiguration(
+            producer_name=producer_name or None,
+            # Unbatched: the broker deduplicates a batch by its first
+            # sequence id, so a retry whose batches are cut elsewhere than the
+            # first attempt's could lose the rows of a straddling one.
+            batching_enabled=False,
+            send_timeout_millis=0,  # resend until stored: dedup absorbs repeats
+        )
+        self._named = bool(producer_name)
+        self._base = batch_id * ROWS_PER_BATCH
+        self._producers: dict[str, AnyProducer] = {}
         self._failures: list[str] = []
+        self.count = 0
 
-    def producer(self, topic: str) -> Producer:
+    def _answered(self, error: PulsarException | None, _msg_id: MessageId | None) -> None:
+        if error is not None:
+            self._failures.append(str(error))
+
+    async def _producer(self, topic: str) -> AnyProducer:
         producer = self._producers.get(topic)
         if producer is None:
-            producer = self._client.create_producer(
-                topic,
-                producer_name=self._name,
-                # Unbatched: the broker deduplicates a batch by its first
-                # sequence id, so a retry whose batches are cut elsewhere than
-                # the first attempt's could lose the rows of a straddling one.
-                batching_enabled=False,
-                block_if_queue_full=True,
-                send_timeout_millis=0,  # resend until stored: dedup absorbs repeats
-            )
+            producer = await self._client.create_producer(topic, self._conf)
             self._producers[topic] = producer
         return producer
 
-    def answered(self, result: Any, _msg_id: Any) -> None:
-        if result != Result.Ok:
-            with self._lock:
-                self._failures.append(str(result))
+    async def send(self, rows: Iterable[Row]) -> None:
+        """Queue every row, waiting only while a producer's queue is full."""
+        answered, producers = self._answered, self._producers
+        for value, key, properties, event_time, topic in rows:
+            if topic is None:
+                raise ValueError(f"row {self.count} has no topic")
+            producer = producers.get(topic) or await self._producer(topic)
+            msg = aio.OutgoingMessage(
+                value,
+                properties=properties,
+                partition_key=key,
+                sequence_id=self._base + self.count if self._named else None,
+                event_time=event_time,
+            )
+            # A partitioned topic's producer routes to one per partition.
+            target = (
+                producer.route(msg) if isinstance(producer, aio.PartitionedProducer) else producer
+            )
+            if not target.has_capacity():
+                await target.wait_for_capacity()
+            target.send_async(msg, answered)
+            self.count += 1
 
-    def finish(self) -> None:
+    async def finish(self) -> None:
         """Wait for every receipt; raise if any send failed (Spark retries)."""
-        try:
-            for producer in self._producers.values():
-                producer.flush()
-            if self._failures:
-                raise RuntimeError(
-                    f"{len(self._failures)} sends failed, first: {self._failures[0]}"
-                )
-        finally:
-            self._client.close()
-
-    def abandon(self) -> None:
-        self._client.close()
+        for producer in self._producers.values():
+            await producer.flush()
+        if self._failures:
+            raise RuntimeError(f"{len(self._failures)} sends failed, first: {self._failures[0]}")
 
 
-def _payload(value: Any) -> bytes:
-    if isinstance(value, bytes | bytearray):
-        return bytes(value)
-    if isinstance(value, str):
-        return value.encode()
-    raise TypeError(f"value must be binary or string, got {type(value).__name__}")
+def _column(batch: RecordBatch, name: str) -> pa.Array | None:
+    """A column, or None when the batch has none or it is all null."""
+    index = batch.schema.get_field_index(name)
+    if index < 0:
+        return None
+    column = batch.column(index)
+    return None if column.null_count == len(column) else column
+
+
+def _payloads(batch: RecordBatch) -> list[bytes]:
+    column = batch.column(batch.schema.get_field_index("value"))
+    kind = column.type
+    if pa.types.is_string(kind) or pa.types.is_large_string(kind):
+        column = column.cast(pa.large_binary() if pa.types.is_large_string(kind) else pa.binary())
+    elif not (pa.types.is_binary(kind) or pa.types.is_large_binary(kind)):
+        raise TypeError(f"value must be binary or string, got {kind}")
+    if column.null_count:
+        first = column.is_null().index(True).as_py()
+        raise TypeError(f"value must be binary or string, got null (row {first} of the batch)")
+    values: list[bytes] = column.to_pylist()
+    return values
+
+
+def _keys(batch: RecordBatch) -> list[str | None] | None:
+    """The partition keys: `key`, else `partition_key`, as strings."""
+    keys: list[str | None] | None = None
+    for name in ("key", "partition_key"):
+        column = _column(batch, name)
+        if column is None:
+            continue
+        found = column.cast(pa.string()).to_pylist()
+        keys = (
+            found
+            if keys is None
+            else [k if k is not None else f for k, f in zip(keys, found, strict=True)]
+        )
+    return keys
+
+
+def _properties(batch: RecordBatch) -> list[dict[str, str] | None] | None:
+    column = _column(batch, "properties")
+    if column is None:
+        return None
+    return [None if p is None else dict(p) for p in column.to_pylist()]
+
+
+def _event_times(batch: RecordBatch) -> list[int | None] | None:
+    """Event times in ms since the epoch (a column that is not a timestamp: none)."""
+    column = _column(batch, "event_time")
+    if column is None or not pa.types.is_timestamp(column.type):
+        return None
+    millis = column.cast(pa.timestamp("ms", tz=column.type.tz), safe=False)
+    times: list[int | None] = millis.cast(pa.int64()).to_pylist()
+    return times
+
+
+def _rows(batch: RecordBatch, topic: str | None) -> Iterator[Row]:
+    """A record batch's rows as the sender takes them, converted a column at a time."""
+    topics: Iterable[str | None] = repeat(topic)
+    if topic is None:
+        column = _column(batch, "topic")
+        topics = repeat(None) if column is None else column.cast(pa.string()).to_pylist()
+    none = repeat(None)
+    return zip(
+        _payloads(batch),
+        _keys(batch) or none,
+        _properties(batch) or none,
+        _event_times(batch) or none,
+        topics,
+        strict=False,  # the value column sets the length
+    )
 
 
 def write_rows(
     options: WriteOptions,
-    rows: Iterator[Mapping[str, Any]],
+    batches: Iterator[RecordBatch],
     producer_name: str | None,
     batch_id: int,
 ) -> int:
-    """Send one task's rows (column name -> value); returns how many. The
-    sequence ids make a repeat of the same task and batch a no-op for a topic
-    with deduplication on."""
-    producers = _TaskProducers(options, producer_name)
-    answered = producers.answered
-    base = batch_id * ROWS_PER_BATCH
-    count = 0
+    """Send one task's rows; returns how many. The sequence ids make a repeat
+    of the same task and batch a no-op for a topic with deduplication on."""
+    task = TaskClient(options.service_url, options.client)
     try:
-        for index, row in enumerate(rows):
-            extra: dict[str, Any] = {}
-            for column, keyword in _OPTIONAL:
-                value = row.get(column)
-                if value is not None and keyword not in extra:
-                    extra[keyword] = _convert[keyword](value)
-            topic = options.topic or row.get("topic")
-            if not topic:
-                raise ValueError(f"row {index} has no topic")
-            if producer_name:
-                extra["sequence_id"] = base + index
-            producers.producer(topic).send_async(_payload(row["value"]), answered, **extra)
-            count += 1
-    except BaseException:
-        producers.abandon()
-        raise
-    producers.finish()
-    return count
-
-
-def _arrow_rows(batches: Iterator[RecordBatch]) -> Iterator[dict[str, Any]]:
-    """Rows out of Arrow record batches (converted in C++, a batch at a time)."""
-    for batch in batches:
-        yield from batch.to_pylist()
-
-
-# Optional columns and the send keyword each fills (`key` before `partition_key`).
-_OPTIONAL = (
-    ("key", "partition_key"),
-    ("partition_key", "partition_key"),
-    ("properties", "properties"),
-    ("event_time", "event_timestamp"),
-)
-_convert: dict[str, Any] = {
-    "partition_key": str,
-    "properties": dict,
-    "event_timestamp": lambda t: int(t.timestamp() * 1000) if isinstance(t, datetime) else None,
-}
+        sender = _TaskSender(task.client, producer_name, batch_id)
+        for batch in batches:
+            task.run(sender.send(_rows(batch, options.topic)))
+        task.run(sender.finish())
+        return sender.count
+    finally:
+        task.close()
 
 
 def _partition_id() -> int:
@@ -159,7 +214,7 @@ class BatchWriter(DataSourceArrowWriter):
     def write(self, iterator: Iterator[RecordBatch]) -> WrittenRows:
         prefix = self.options.producer_name_prefix
         name = f"{prefix}-{_partition_id()}" if prefix else None
-        return WrittenRows(write_rows(self.options, _arrow_rows(iterator), name, 0))
+        return WrittenRows(write_rows(self.options, iterator, name, 0))
 
 
 class StreamWriter(DataSourceStreamArrowWriter):
@@ -173,7 +228,7 @@ class StreamWriter(DataSourceStreamArrowWriter):
         query_id = context.getLocalProperty("sql.streaming.queryId") or "query"
         prefix = self.options.producer_name_prefix or f"spark-{query_id}"
         name = f"{prefix}-{context.partitionId()}"
-        return WrittenRows(write_rows(self.options, _arrow_rows(iterator), name, batch_id))
+        return WrittenRows(write_rows(self.options, iterator, name, batch_id))
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         pass  # every row is stored once its task returned

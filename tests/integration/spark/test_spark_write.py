@@ -10,6 +10,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
 
 from magnetar.spark_connector.options import OptionError, WriteOptions
@@ -51,9 +52,9 @@ def test_a_task_that_died_half_way_and_its_retry(broker: BrokerThread) -> None:
     producer name and batch; the topic holds each row once."""
     topic = _topic()
     options = WriteOptions(broker.url, topic, None)
-    rows = [{"value": b"%d" % i} for i in range(1000)]
-    assert write_rows(options, iter(rows[:300]), "query-x-0", 7) == 300
-    assert write_rows(options, iter(rows), "query-x-0", 7) == 1000
+    rows = pa.RecordBatch.from_pylist([{"value": b"%d" % i} for i in range(1000)])
+    assert write_rows(options, iter([rows.slice(0, 300)]), "query-x-0", 7) == 300
+    assert write_rows(options, iter([rows.slice(0, 600), rows.slice(600)]), "query-x-0", 7) == 1000
     assert [int(m.data()) for m in stored_messages(broker.url, topic)] == list(range(1000))
 
 
