@@ -3,16 +3,23 @@ one-core workers on loopback (tests/support/spark_cluster.py), this process
 the driver. Messages/s of writing `count` rows of 100-byte values from
 `spark.range` to a topic of 8 partitions, and of reading that topic back
 (batch into the noop sink, batch count(), streaming availableNow into noop),
-per executor core, against our blocking client alone in one process on a
-topic of the same shape in the same run: a producer writing (unbatched,
-sequence ids, as the connector writes) and a reader reading the 8 partitions
-one after another (and, for reference, the async core's reader, which the
-connector's tasks use). Broker: fsync, deduplication on (the connector's
-effectively-once set-up). Spark times are of jobs on a warm application
-(planning, task start and each task's client set-up included): a first small
-write and read start the executors' Python workers, and their time is shown
-apart. The machine's cores are shared by the broker, the JVMs, the Python
-workers and this driver.
+per executor core, against our client alone in one process on a topic of the
+same shape in the same run. The peers: for reads, the async core's readers
+(`magnetar.client.aio`, the fastest way our client reads, one partition
+after another); for writes, a producer with the guarantee the connector
+gives (unbatched, sequence ids, resent until stored; a batched producer is
+shown for reference: the connector cannot batch, as a retried task would cut
+its batches elsewhere and deduplication works per batch). Broker: fsync,
+deduplication on. Spark times are of jobs on a warm application (planning,
+task start and each task's client set-up included): a first small write and
+read start the executors' Python workers, and their time is shown apart.
+
+Per executor core, two ways: the rate over the executors' cores (nominal;
+on this 2-core machine the broker, the JVMs, the Python workers and the
+driver share the two cores, so it understates what a core does), and the
+messages per CPU-second the executors spent (the executor JVMs with their
+Python workers, from /proc before and after each job) against our client's
+messages per CPU-second of its process. The broker's CPU is in neither.
 
     python -m bench spark-cluster -- --spark-count 200000
 """
@@ -27,6 +34,8 @@ import time
 import urllib.error
 import urllib.request
 import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +44,53 @@ from bench.compare import start_broker
 PAYLOAD = b"x" * 100
 PARTITIONS = 8
 WORKERS, CORES = 2, 1
-WRITE_TASKS = WORKERS * CORES
+EXECUTOR_CORES = WORKERS * CORES
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A job's messages per second, and per CPU-second of the processes that ran it."""
+
+    rate: float
+    per_cpu: float
+
+    @classmethod
+    def of(cls, count: int, seconds: float, cpu_seconds: float) -> Figure:
+        return cls(count / seconds, count / max(cpu_seconds, 1e-9))
+
+
+def _processes() -> dict[int, tuple[int, float]]:
+    """pid -> (parent pid, CPU seconds of it and of its reaped children)."""
+    table = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue  # gone meanwhile
+        # pid (comm) state ppid ...: comm may hold spaces, so after ")".
+        fields = stat.rsplit(")", 1)[1].split()
+        ticks = sum(int(value) for value in fields[11:15])  # utime stime cutime cstime
+        table[int(entry.name)] = (int(fields[1]), ticks / TICKS)
+    return table
+
+
+def tree_cpu(roots: Iterable[int]) -> float:
+    """CPU seconds of the processes under `roots`, roots included. A child
+    that exited counts in the parent that reaped it, so nothing is counted
+    twice and only a process whose reaper also exited is lost."""
+    table = _processes()
+    children: dict[int, list[int]] = {}
+    for pid, (parent, _) in table.items():
+        children.setdefault(parent, []).append(pid)
+    total, stack = 0.0, [pid for pid in roots if pid in table]
+    while stack:
+        pid = stack.pop()
+        total += table[pid][1]
+        stack.extend(children.get(pid, ()))
+    return total
 
 
 def _partitioned_topic(http_port: int, name: str) -> str:
@@ -59,9 +114,19 @@ def _partitioned_topic(http_port: int, name: str) -> str:
             time.sleep(0.2)
 
 
-def _client_write(url: str, topic: str, count: int) -> float:
-    """One producer on the partitioned topic (round robin), unbatched, with
-    sequence ids, resending until stored: how each connector task writes."""
+def _in_process(count: int, work: Callable[[], int]) -> Figure:
+    """Time `work` (which returns the messages it moved) in this process."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    moved = work()
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    if moved != count:
+        raise RuntimeError(f"our client moved {moved} messages of {count}")
+    return Figure.of(count, wall, cpu)
+
+
+def _client_write(url: str, topic: str, count: int, *, batched: bool) -> Figure:
+    """One producer on the partitioned topic (round robin) with sequence ids,
+    resending until stored; unbatched is how each connector task writes."""
     from magnetar.client import Client
 
     client = Client(url, operation_timeout_seconds=30)
@@ -69,27 +134,30 @@ def _client_write(url: str, topic: str, count: int) -> float:
         producer = client.create_producer(
             topic,
             producer_name=f"plain-{uuid.uuid4().hex[:6]}",
-            batching_enabled=False,
+            batching_enabled=batched,
             block_if_queue_full=True,
             send_timeout_millis=0,
         )
-        start = time.perf_counter()
-        for index in range(count):
-            producer.send_async(PAYLOAD, None, sequence_id=index)
-        producer.flush()
-        return count / (time.perf_counter() - start)
+
+        def write() -> int:
+            for index in range(count):
+                producer.send_async(PAYLOAD, None, sequence_id=index)
+            producer.flush()
+            return count
+
+        return _in_process(count, write)
     finally:
         client.close()
 
 
-def _client_read(url: str, topic: str, count: int) -> float:
-    """A reader per partition, one after another, each to the last message."""
+def _client_read(url: str, topic: str, count: int) -> Figure:
+    """The blocking client's reader per partition, one after another."""
     from magnetar.client import Client, MessageId
 
     client = Client(url, operation_timeout_seconds=30)
-    try:
+
+    def read() -> int:
         read = 0
-        start = time.perf_counter()
         for partition in client.get_topic_partitions(topic):
             reader = client.create_reader(partition, MessageId.earliest)
             last = reader.get_last_message_id()
@@ -98,25 +166,24 @@ def _client_read(url: str, topic: str, count: int) -> float:
                     read += 1
                 read += 1
             reader.close()
-        elapsed = time.perf_counter() - start
-        if read != count:
-            raise RuntimeError(f"the reader read {read} messages of {count}")
-        return count / elapsed
+        return read
+
+    try:
+        return _in_process(count, read)
     finally:
         client.close()
 
 
-def _core_read(url: str, topic: str, count: int) -> float:
+def _core_read(url: str, topic: str, count: int) -> Figure:
     """As _client_read, through the async core's readers on one event loop."""
     import asyncio
 
     from magnetar.client import aio
 
-    async def read_all() -> float:
+    async def read_all() -> int:
         client = aio.Client(url, operation_timeout_seconds=30)
         try:
             read = 0
-            start = time.perf_counter()
             for partition in await client.get_topic_partitions(topic):
                 reader = await client.create_reader(partition, aio.MessageId.earliest)
                 last = (await reader.get_last_message_id()).position()
@@ -125,14 +192,11 @@ def _core_read(url: str, topic: str, count: int) -> float:
                         read += 1
                     read += 1
                 await reader.close()
-            elapsed = time.perf_counter() - start
+            return read
         finally:
             await client.close()
-        if read != count:
-            raise RuntimeError(f"the core reader read {read} messages of {count}")
-        return count / elapsed
 
-    return asyncio.run(read_all())
+    return _in_process(count, lambda: asyncio.run(read_all()))
 
 
 def _session(master: str) -> Any:
@@ -154,14 +218,21 @@ def _session(master: str) -> Any:
     return spark
 
 
-def _timed(action: Any) -> float:
+def _timed(action: Callable[[], object]) -> float:
     start = time.perf_counter()
     action()
     return time.perf_counter() - start
 
 
+def _job(count: int, executors: list[int], action: Callable[[], object]) -> Figure:
+    """Time a Spark job, and the CPU its executors spent on it."""
+    cpu = tree_cpu(executors)
+    wall = _timed(action)
+    return Figure.of(count, wall, tree_cpu(executors) - cpu)
+
+
 def _writer(spark: Any, url: str, topic: str, count: int) -> Any:
-    rows = spark.range(count, numPartitions=WRITE_TASKS).selectExpr("repeat('x', 100) AS value")
+    rows = spark.range(count, numPartitions=EXECUTOR_CORES).selectExpr("repeat('x', 100) AS value")
     return (
         rows.write.format("magnetar")
         .option("service_url", url)
@@ -183,17 +254,20 @@ def _warm_up(spark: Any, url: str, topic: str) -> float:
     return _timed(jobs)
 
 
-def _spark_rates(spark: Any, url: str, topic: str, count: int, work: Path) -> dict[str, float]:
-    rates: dict[str, float] = {}
-    rates["batch write"] = count / _timed(_writer(spark, url, topic, count).save)
+def _spark_figures(
+    spark: Any, url: str, topic: str, count: int, work: Path, executors: list[int]
+) -> dict[str, Figure]:
+    figures = {"batch write": _job(count, executors, _writer(spark, url, topic, count).save)}
 
     def reading() -> Any:
         return spark.read.format("magnetar").option("service_url", url).option("topic", topic)
 
     noop = reading().load().write.format("noop").mode("overwrite")
-    rates["batch read"] = count / _timed(noop.save)
+    figures["batch read"] = _job(count, executors, noop.save)
     counted: list[int] = []
-    rates["batch count"] = count / _timed(lambda: counted.append(reading().load().count()))
+    figures["batch count"] = _job(
+        count, executors, lambda: counted.append(reading().load().count())
+    )
     if counted != [count]:
         raise RuntimeError(f"Spark counted {counted[0]} rows of {count}")
 
@@ -213,13 +287,13 @@ def _spark_rates(spark: Any, url: str, topic: str, count: int, work: Path) -> di
         if started.exception() is not None:
             raise RuntimeError(str(started.exception()))
 
-    rates["stream read"] = count / _timed(stream)
-    return rates
+    figures["stream read"] = _job(count, executors, stream)
+    return figures
 
 
-def measure(count: int) -> tuple[dict[str, float], dict[str, float]]:
-    """Our client's write and read rates, and the connector's on the cluster
-    (with "warm-up": the seconds of the first jobs)."""
+def measure(count: int) -> tuple[dict[str, Figure], dict[str, Figure], float]:
+    """Our client's figures, the connector's on the cluster, and the seconds
+    of the first jobs (warm-up)."""
     from tests.support.spark_cluster import SparkCluster, spark_env
 
     os.environ.update(spark_env())  # this process is the driver
@@ -227,55 +301,66 @@ def measure(count: int) -> tuple[dict[str, float], dict[str, float]]:
         work = Path(tmp)
         settings = {"broker_deduplication_enabled": "true"}
         with start_broker("magnetar-fsync", work, settings) as broker:
-            plain_topic = _partitioned_topic(broker.http_port, "plain")
-            spark_topic = _partitioned_topic(broker.http_port, "spark")
-            warm_topic = _partitioned_topic(broker.http_port, "warm")
-            client = {"write": _client_write(broker.url, plain_topic, count)}
+            topics = {
+                name: _partitioned_topic(broker.http_port, name)
+                for name in ("plain", "batched", "spark", "warm")
+            }
+            client = {
+                "write": _client_write(broker.url, topics["plain"], count, batched=False),
+                "batched write": _client_write(broker.url, topics["batched"], count, batched=True),
+            }
             with SparkCluster(work / "spark", workers=WORKERS, cores=CORES) as cluster:
                 spark = _session(cluster.master_url)
                 try:
-                    warm_up = _warm_up(spark, broker.url, warm_topic)
-                    rates = _spark_rates(spark, broker.url, spark_topic, count, work)
-                    rates["warm-up"] = warm_up
+                    warm_up = _warm_up(spark, broker.url, topics["warm"])
+                    executors = cluster.executor_pids()
+                    figures = _spark_figures(
+                        spark, broker.url, topics["spark"], count, work, executors
+                    )
                 finally:
                     spark.stop()
-            client["read"] = _client_read(broker.url, spark_topic, count)
-            client["core read"] = _core_read(broker.url, spark_topic, count)
-    return client, rates
+            client["read"] = _core_read(broker.url, topics["spark"], count)
+            client["blocking read"] = _client_read(broker.url, topics["spark"], count)
+    return client, figures, warm_up
 
 
 ROWS = (
-    ("write", "batch write", f"df.write from spark.range, {WRITE_TASKS} tasks"),
+    ("write", "batch write", f"df.write from spark.range, {EXECUTOR_CORES} tasks"),
     ("read", "batch read", f"spark.read into noop, {PARTITIONS} tasks"),
     ("read", "batch count", "spark.read ... count()"),
     ("read", "stream read", "readStream availableNow into noop"),
 )
+PEERS = (
+    ("write", "producer, unbatched, sequence ids (the peer for writes)"),
+    ("batched write", "producer, batched (reference)"),
+    ("read", "magnetar.client.aio readers (the peer for reads)"),
+    ("blocking read", "blocking client's readers (reference)"),
+)
 
 
-def report(count: int, client: dict[str, float], spark: dict[str, float]) -> None:
-    cores = WORKERS * CORES
+def report(count: int, client: dict[str, Figure], spark: dict[str, Figure], warm_up: float) -> None:
     print(
         f"| {count:,} msgs of 100 B, {PARTITIONS} partitions, fsync, dedup on; "
-        f"Spark standalone, {WORKERS} workers x {CORES} core | msgs/s "
-        "| per executor core | per core / our client |"
+        f"Spark standalone, {WORKERS} workers x {CORES} core | msgs/s | msgs per CPU-s "
+        "| per executor core / peer | per CPU-s / peer |"
     )
-    print("|---|---|---|---|")
-    print(f"| write: magnetar.client producer, one process | {client['write']:,.0f} | | |")
-    print(f"| read: magnetar.client reader, one process | {client['read']:,.0f} | | |")
-    print(
-        "| read (reference): magnetar.client.aio reader, one process, the connector's "
-        f"path | {client['core read']:,.0f} | | |"
-    )
-    for kind, name, label in ROWS:
-        rate = spark[name]
-        per_core = rate / cores
+    print("|---|---|---|---|---|")
+    for name, label in PEERS:
+        figure = client[name]
         print(
-            f"| {kind}: Spark {label} | {rate:,.0f} | {per_core:,.0f} "
-            f"| {per_core / client[kind]:.2f} |"
+            f"| magnetar.client, one process: {label} "
+            f"| {figure.rate:,.0f} | {figure.per_cpu:,.0f} | | |"
+        )
+    for kind, name, label in ROWS:
+        figure, peer = spark[name], client[kind]
+        print(
+            f"| Spark {label} | {figure.rate:,.0f} | {figure.per_cpu:,.0f} "
+            f"| {figure.rate / EXECUTOR_CORES / peer.rate:.2f} "
+            f"| {figure.per_cpu / peer.per_cpu:.2f} |"
         )
     print(
         f"\nWarm-up (not in the rows): the application's first write and read of 1,000 "
-        f"messages took {spark['warm-up']:.1f} s (starting the executors' Python workers)."
+        f"messages took {warm_up:.1f} s (starting the executors' Python workers)."
     )
 
 
@@ -283,6 +368,6 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--spark-count", type=int, default=1_000_000)
     args, _ = parser.parse_known_args(argv)
-    client, spark = measure(args.spark_count)
-    report(args.spark_count, client, spark)
+    client, spark, warm_up = measure(args.spark_count)
+    report(args.spark_count, client, spark, warm_up)
     return 0
