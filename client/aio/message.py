@@ -227,6 +227,10 @@ class Message:
     def properties(self) -> dict[str, str]:
         return {kv.key: kv.value for kv in self._meta.properties}
 
+    def has_properties(self) -> bool:
+        """Whether properties() is not empty, without building it."""
+        return len(self._meta.properties) > 0
+
     def partition_key(self) -> str:
         return partition_key(self._meta) or ""
 

@@ -65,6 +65,18 @@ class IncomingQueue:
         self._bytes -= len(msg.data())
         return msg
 
+    def take_queued(self, max_messages: int, max_bytes: int) -> list[Message]:
+        """What is queued now, oldest first, up to `max_messages` and until
+        `max_bytes` of values are reached (the message that reaches it is
+        included); no waiting."""
+        items, out, size = self._items, [], 0
+        while items and len(out) < max_messages and size < max_bytes:
+            msg = items.popleft()
+            out.append(msg)
+            size += len(msg.data())
+        self._bytes -= size
+        return out
+
     def clear(self) -> list[Message]:
         items = list(self._items)
         self._items.clear()

@@ -92,6 +92,22 @@ class Reader:
                 return self._accept(msg)
             # else: before the start (or seek time), or read before a reconnect
 
+    async def read_many(
+        self, max_messages: int, max_bytes: int, timeout_millis: int | None = None
+    ) -> list[Message]:
+        """read_next's message and those already queued behind it, up to
+        `max_messages` and about `max_bytes` of values: one wait for many
+        messages (how the Spark connector's tasks read their ranges)."""
+        taken = [await self.read_next(timeout_millis)]
+        size = len(taken[0].data())
+        if max_messages <= 1 or size >= max_bytes:
+            return taken
+        queued = self.consumer.queue.take_queued(max_messages - 1, max_bytes - size)
+        if queued:
+            self.consumer.messages_delivered(queued)
+            taken += [self._accept(msg) for msg in queued if self._wanted_message(msg)]
+        return taken
+
     def _accept(self, msg: Message) -> Message:
         msg_id = msg.proto_message_id()
         self._last_read = msg_id

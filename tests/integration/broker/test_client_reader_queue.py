@@ -40,3 +40,42 @@ def test_a_queued_start_entry_is_not_available(broker: BrokerThread) -> None:
             await client.close()
 
     asyncio.run(scenario())
+
+
+def test_read_many_takes_what_is_queued_in_order_within_its_limits(
+    broker: BrokerThread,
+) -> None:
+    """SEM-5.6: a reader hands out every message after its start once, in
+    order; read_many takes the next one and those queued behind it, at most
+    `max_messages` and stopping at the one that reaches `max_bytes`, and
+    read_next goes on after the last one it took."""
+    topic = f"persistent://public/default/read-many-{uuid.uuid4().hex[:8]}"
+
+    async def scenario() -> None:
+        client = Client(broker.url, operation_timeout_seconds=10)
+        try:
+            producer = await client.create_producer(
+                topic, ProducerConfiguration(batching_enabled=False)
+            )
+            ids = [await producer.send(OutgoingMessage(b"%03d" % i)) for i in range(60)]
+            reader = await client.create_reader(topic, ids[4])  # exclusive: from 5 on
+            assert isinstance(reader, Reader)
+            await eventually_async(
+                "the reader's queue holds what follows",
+                lambda: len(reader.consumer.queue) >= 40,
+            )
+            first = await reader.read_many(10, 1 << 20, 5000)
+            assert [m.data() for m in first] == [b"%03d" % i for i in range(5, 15)]
+            # Three-byte values: the fourth reaches 10 bytes and is the last.
+            assert [m.data() for m in await reader.read_many(100, 10, 5000)] == [
+                b"%03d" % i for i in range(15, 19)
+            ]
+            assert (await reader.read_next(5000)).data() == b"019"
+            rest = []
+            while len(rest) < 40:
+                rest += [m.data() for m in await reader.read_many(100, 1 << 20, 5000)]
+            assert rest == [b"%03d" % i for i in range(20, 60)]
+        finally:
+            await client.close()
+
+    asyncio.run(scenario())
