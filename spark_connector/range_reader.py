@@ -104,7 +104,7 @@ def record_batch(messages: Sequence[aio.Message]) -> pa.RecordBatch:
 class _RangeReading:
     """A reader positioned in one range; `take()` gives its next messages."""
 
-    def __init__(self, reader: Reader | PartitionedReader, part: PartitionRange) -> None:
+    def __init__(self, reader: Reader, part: PartitionRange) -> None:
         self._reader = reader
         self._end = part.end
         self._done = not after(part.end, part.start)
@@ -117,6 +117,9 @@ class _RangeReading:
         prefix = keywords.pop("subscription_role_prefix", None)
         conf = aio.ConsumerConfiguration.from_reader_keywords(keywords)
         reader = await client.create_reader(part.topic, start_id(part.start), conf, prefix)
+        if isinstance(reader, PartitionedReader):  # the driver plans ranges of partitions
+            await reader.close()
+            raise ValueError(f"{part.topic} is a partitioned topic: a range is one partition's")
         return cls(reader, part)
 
     async def take(self) -> list[aio.Message]:

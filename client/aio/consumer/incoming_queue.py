@@ -69,7 +69,8 @@ class IncomingQueue:
         """What is queued now, oldest first, up to `max_messages` and until
         `max_bytes` of values are reached (the message that reaches it is
         included); no waiting."""
-        items, out, size = self._items, [], 0
+        items, size = self._items, 0
+        out: list[Message] = []
         while items and len(out) < max_messages and size < max_bytes:
             msg = items.popleft()
             out.append(msg)

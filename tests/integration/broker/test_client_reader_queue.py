@@ -71,7 +71,7 @@ def test_read_many_takes_what_is_queued_in_order_within_its_limits(
                 b"%03d" % i for i in range(15, 19)
             ]
             assert (await reader.read_next(5000)).data() == b"019"
-            rest = []
+            rest: list[bytes] = []
             while len(rest) < 40:
                 rest += [m.data() for m in await reader.read_many(100, 1 << 20, 5000)]
             assert rest == [b"%03d" % i for i in range(20, 60)]
