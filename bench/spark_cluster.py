@@ -2,7 +2,9 @@
 one-core workers on loopback (tests/support/spark_cluster.py), this process
 the driver. Messages/s of writing `count` rows of 100-byte values from
 `spark.range` to a topic of 8 partitions, and of reading that topic back
-(batch into the noop sink, batch count(), streaming availableNow into noop),
+(batch into the noop sink, batch count(), streaming availableNow into noop;
+and, for reference, batch into noop through bench/spark_rows.py, which hands
+Spark a tuple per message instead of Arrow record batches),
 per executor core, against our client alone in one process on a topic of the
 same shape in the same run. The peers: for reads, the async core's readers
 (`magnetar.client.aio`, the fastest way our client reads, one partition
@@ -39,6 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench import spark_rows
 from bench.compare import start_broker
 
 PAYLOAD = b"x" * 100
@@ -215,6 +218,7 @@ def _session(master: str) -> Any:
     )
     spark.sparkContext.setLogLevel("ERROR")
     spark_connector.register(spark)
+    spark_rows.register(spark)
     return spark
 
 
@@ -264,6 +268,8 @@ def _spark_figures(
 
     noop = reading().load().write.format("noop").mode("overwrite")
     figures["batch read"] = _job(count, executors, noop.save)
+    rows = reading().format("magnetar-rows").load().write.format("noop").mode("overwrite")
+    figures["batch read rows"] = _job(count, executors, rows.save)
     counted: list[int] = []
     figures["batch count"] = _job(
         count, executors, lambda: counted.append(reading().load().count())
@@ -327,6 +333,7 @@ def measure(count: int) -> tuple[dict[str, Figure], dict[str, Figure], float]:
 ROWS = (
     ("write", "batch write", f"df.write from spark.range, {EXECUTOR_CORES} tasks"),
     ("read", "batch read", f"spark.read into noop, {PARTITIONS} tasks"),
+    ("read", "batch read rows", "spark.read into noop, a tuple per message (reference)"),
     ("read", "batch count", "spark.read ... count()"),
     ("read", "stream read", "readStream availableNow into noop"),
 )
@@ -358,8 +365,14 @@ def report(count: int, client: dict[str, Figure], spark: dict[str, Figure], warm
             f"| {figure.rate / EXECUTOR_CORES / peer.rate:.2f} "
             f"| {figure.per_cpu / peer.per_cpu:.2f} |"
         )
+    arrow, rows = spark["batch read"], spark["batch read rows"]
     print(
-        f"\nWarm-up (not in the rows): the application's first write and read of 1,000 "
+        f"\nArrow record batches over tuples (spark.read into noop): "
+        f"{arrow.rate / rows.rate:.2f}x messages/s, {arrow.per_cpu / rows.per_cpu:.2f}x "
+        "messages per executor CPU-second."
+    )
+    print(
+        f"Warm-up (not in the rows): the application's first write and read of 1,000 "
         f"messages took {warm_up:.1f} s (starting the executors' Python workers)."
     )
 
