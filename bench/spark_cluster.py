@@ -1,6 +1,6 @@
-"""The connector on a Spark standalone cluster (issue 46.5): a master and two
-one-core workers on loopback (tests/support/spark_cluster.py), this process
-the driver. Messages/s of writing `count` rows of 100-byte values from
+"""The connector on a Spark standalone cluster (issue 46.5): a master and
+one-core workers (two by default) on loopback (tests/support/spark_cluster.py),
+this process the driver. Messages/s of writing `count` rows of 100-byte values from
 `spark.range` to a topic of 8 partitions, and of reading that topic back
 (batch into the noop sink, batch count(), streaming availableNow into noop;
 and, for reference, batch into noop through bench/spark_rows.py, which hands
@@ -17,13 +17,15 @@ task start and each task's client set-up included): a first small write and
 read start the executors' Python workers, and their time is shown apart.
 
 Per executor core, two ways: the rate over the executors' cores (nominal;
-on this 2-core machine the broker, the JVMs, the Python workers and the
-driver share the two cores, so it understates what a core does), and the
-messages per CPU-second the executors spent (the executor JVMs with their
-Python workers, from /proc before and after each job) against our client's
-messages per CPU-second of its process. The broker's CPU is in neither.
+on a 2-core machine with two workers, the broker, the JVMs, the Python
+workers and the driver share the two cores, so it understates what a core
+does; with `--spark-workers 1` the broker has about a core of its own, as
+beside the peer), and the messages per CPU-second the executors spent (the
+executor JVMs with their Python workers, from /proc before and after each
+job) against our client's messages per CPU-second of its process. The
+broker's CPU is in neither.
 
-    python -m bench spark-cluster -- --spark-count 200000
+    python -m bench spark-cluster -- --spark-count 200000 --spark-workers 1
 """
 
 from __future__ import annotations
@@ -46,8 +48,7 @@ from bench.compare import start_broker
 
 PAYLOAD = b"x" * 100
 PARTITIONS = 8
-WORKERS, CORES = 2, 1
-EXECUTOR_CORES = WORKERS * CORES
+CORES = 1  # per worker
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -236,7 +237,9 @@ def _job(count: int, executors: list[int], action: Callable[[], object]) -> Figu
 
 
 def _writer(spark: Any, url: str, topic: str, count: int) -> Any:
-    rows = spark.range(count, numPartitions=EXECUTOR_CORES).selectExpr("repeat('x', 100) AS value")
+    """A write of `count` rows in as many tasks as the cluster has cores."""
+    tasks = int(spark.sparkContext.defaultParallelism)
+    rows = spark.range(count, numPartitions=tasks).selectExpr("repeat('x', 100) AS value")
     return (
         rows.write.format("magnetar")
         .option("service_url", url)
@@ -297,7 +300,7 @@ def _spark_figures(
     return figures
 
 
-def measure(count: int) -> tuple[dict[str, Figure], dict[str, Figure], float]:
+def measure(count: int, workers: int) -> tuple[dict[str, Figure], dict[str, Figure], float]:
     """Our client's figures, the connector's on the cluster, and the seconds
     of the first jobs (warm-up)."""
     from tests.support.spark_cluster import SparkCluster, spark_env
@@ -315,7 +318,7 @@ def measure(count: int) -> tuple[dict[str, Figure], dict[str, Figure], float]:
                 "write": _client_write(broker.url, topics["plain"], count, batched=False),
                 "batched write": _client_write(broker.url, topics["batched"], count, batched=True),
             }
-            with SparkCluster(work / "spark", workers=WORKERS, cores=CORES) as cluster:
+            with SparkCluster(work / "spark", workers=workers, cores=CORES) as cluster:
                 spark = _session(cluster.master_url)
                 try:
                     warm_up = _warm_up(spark, broker.url, topics["warm"])
@@ -331,7 +334,7 @@ def measure(count: int) -> tuple[dict[str, Figure], dict[str, Figure], float]:
 
 
 ROWS = (
-    ("write", "batch write", f"df.write from spark.range, {EXECUTOR_CORES} tasks"),
+    ("write", "batch write", "df.write from spark.range, a task per core"),
     ("read", "batch read", f"spark.read into noop, {PARTITIONS} tasks"),
     ("read", "batch read rows", "spark.read into noop, a tuple per message (reference)"),
     ("read", "batch count", "spark.read ... count()"),
@@ -345,10 +348,13 @@ PEERS = (
 )
 
 
-def report(count: int, client: dict[str, Figure], spark: dict[str, Figure], warm_up: float) -> None:
+def report(
+    count: int, workers: int, client: dict[str, Figure], spark: dict[str, Figure], warm_up: float
+) -> None:
+    cores = workers * CORES
     print(
         f"| {count:,} msgs of 100 B, {PARTITIONS} partitions, fsync, dedup on; "
-        f"Spark standalone, {WORKERS} workers x {CORES} core | msgs/s | msgs per CPU-s "
+        f"Spark standalone, {workers} worker(s) x {CORES} core | msgs/s | msgs per CPU-s "
         "| per executor core / peer | per CPU-s / peer |"
     )
     print("|---|---|---|---|---|")
@@ -362,7 +368,7 @@ def report(count: int, client: dict[str, Figure], spark: dict[str, Figure], warm
         figure, peer = spark[name], client[kind]
         print(
             f"| Spark {label} | {figure.rate:,.0f} | {figure.per_cpu:,.0f} "
-            f"| {figure.rate / EXECUTOR_CORES / peer.rate:.2f} "
+            f"| {figure.rate / cores / peer.rate:.2f} "
             f"| {figure.per_cpu / peer.per_cpu:.2f} |"
         )
     arrow, rows = spark["batch read"], spark["batch read rows"]
@@ -380,7 +386,14 @@ def report(count: int, client: dict[str, Figure], spark: dict[str, Figure], warm
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--spark-count", type=int, default=1_000_000)
+    parser.add_argument(
+        "--spark-workers",
+        type=int,
+        default=2,
+        help="one-core workers (1 on a 2-core machine leaves the broker a core of its own, "
+        "as the peer has)",
+    )
     args, _ = parser.parse_known_args(argv)
-    client, spark, warm_up = measure(args.spark_count)
-    report(args.spark_count, client, spark, warm_up)
+    client, spark, warm_up = measure(args.spark_count, args.spark_workers)
+    report(args.spark_count, args.spark_workers, client, spark, warm_up)
     return 0
