@@ -45,11 +45,11 @@ from typing import Any
 
 from bench import spark_rows
 from bench.compare import start_broker
+from bench.spark import stream_to_noop, timed_query
 
 PAYLOAD = b"x" * 100
 PARTITIONS = 8
 CORES = 1  # per worker
-TICKS = os.sysconf("SC_CLK_TCK")
 
 
 @dataclass(frozen=True)
@@ -64,28 +64,13 @@ class Figure:
         return cls(count / seconds, count / max(cpu_seconds, 1e-9))
 
 
-def _processes() -> dict[int, tuple[int, float]]:
-    """pid -> (parent pid, CPU seconds of it and of its reaped children)."""
-    table = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue  # gone meanwhile
-        # pid (comm) state ppid ...: comm may hold spaces, so after ")".
-        fields = stat.rsplit(")", 1)[1].split()
-        ticks = sum(int(value) for value in fields[11:15])  # utime stime cutime cstime
-        table[int(entry.name)] = (int(fields[1]), ticks / TICKS)
-    return table
-
-
 def tree_cpu(roots: Iterable[int]) -> float:
     """CPU seconds of the processes under `roots`, roots included. A child
     that exited counts in the parent that reaped it, so nothing is counted
     twice and only a process whose reaper also exited is lost."""
-    table = _processes()
+    from tests.support.spark_cluster import processes
+
+    table = processes()
     children: dict[int, list[int]] = {}
     for pid, (parent, _) in table.items():
         children.setdefault(parent, []).append(pid)
@@ -280,23 +265,8 @@ def _spark_figures(
     if counted != [count]:
         raise RuntimeError(f"Spark counted {counted[0]} rows of {count}")
 
-    query = (
-        spark.readStream.format("magnetar")
-        .option("service_url", url)
-        .option("topic", topic)
-        .load()
-        .writeStream.format("noop")
-        .option("checkpointLocation", str(work / "read-checkpoint"))
-        .trigger(availableNow=True)
-    )
-
-    def stream() -> None:
-        started = query.start()
-        started.awaitTermination()
-        if started.exception() is not None:
-            raise RuntimeError(str(started.exception()))
-
-    figures["stream read"] = _job(count, executors, stream)
+    query = stream_to_noop(spark, url, topic, work / "read-checkpoint")
+    figures["stream read"] = _job(count, executors, lambda: timed_query(query.start()))
     return figures
 
 
