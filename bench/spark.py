@@ -74,7 +74,20 @@ def _session() -> Any:
     return spark
 
 
-def _timed_query(query: Any) -> float:
+def stream_to_noop(spark: Any, url: str, topic: str, checkpoint: Path) -> Any:
+    """A streaming read of `topic` into the noop sink, all available at once."""
+    return (
+        spark.readStream.format("magnetar")
+        .option("service_url", url)
+        .option("topic", topic)
+        .load()
+        .writeStream.format("noop")
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+    )
+
+
+def timed_query(query: Any) -> float:
     """Seconds from start to the end of an availableNow query (start included:
     that is what a scheduled job pays)."""
     start = time.perf_counter()
@@ -114,23 +127,15 @@ def _spark_rates(url: str, count: int, work: Path) -> tuple[dict[str, float], st
             .option("checkpointLocation", str(work / "write-checkpoint"))
             .trigger(availableNow=True)
         )
-        rates["stream write"] = count / _timed_query(started.start())
+        rates["stream write"] = count / timed_query(started.start())
 
         reading = spark.read.format("magnetar").option("service_url", url).option("topic", topic)
         start = time.perf_counter()
         read = reading.load().count()
         rates["batch read"] = read / (time.perf_counter() - start)
 
-        streamed = (
-            spark.readStream.format("magnetar")
-            .option("service_url", url)
-            .option("topic", topic)
-            .load()
-            .writeStream.format("noop")
-            .option("checkpointLocation", str(work / "read-checkpoint"))
-            .trigger(availableNow=True)
-        )
-        rates["stream read"] = count / _timed_query(streamed.start())
+        streamed = stream_to_noop(spark, url, topic, work / "read-checkpoint")
+        rates["stream read"] = count / timed_query(streamed.start())
         return rates, topic
     finally:
         spark.stop()

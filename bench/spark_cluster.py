@@ -1,8 +1,10 @@
-"""The connector on a Spark standalone cluster (issue 46.5): a master and two
-one-core workers on loopback (tests/support/spark_cluster.py), this process
-the driver. Messages/s of writing `count` rows of 100-byte values from
+"""The connector on a Spark standalone cluster (issue 46.5): a master and
+one-core workers (two by default) on loopback (tests/support/spark_cluster.py),
+this process the driver. Messages/s of writing `count` rows of 100-byte values from
 `spark.range` to a topic of 8 partitions, and of reading that topic back
-(batch into the noop sink, batch count(), streaming availableNow into noop),
+(batch into the noop sink, batch count(), streaming availableNow into noop;
+and, for reference, batch into noop through bench/spark_rows.py, which hands
+Spark a tuple per message instead of Arrow record batches),
 per executor core, against our client alone in one process on a topic of the
 same shape in the same run. The peers: for reads, the async core's readers
 (`magnetar.client.aio`, the fastest way our client reads, one partition
@@ -15,13 +17,15 @@ task start and each task's client set-up included): a first small write and
 read start the executors' Python workers, and their time is shown apart.
 
 Per executor core, two ways: the rate over the executors' cores (nominal;
-on this 2-core machine the broker, the JVMs, the Python workers and the
-driver share the two cores, so it understates what a core does), and the
-messages per CPU-second the executors spent (the executor JVMs with their
-Python workers, from /proc before and after each job) against our client's
-messages per CPU-second of its process. The broker's CPU is in neither.
+on a 2-core machine with two workers, the broker, the JVMs, the Python
+workers and the driver share the two cores, so it understates what a core
+does; with `--spark-workers 1` the broker has about a core of its own, as
+beside the peer), and the messages per CPU-second the executors spent (the
+executor JVMs with their Python workers, from /proc before and after each
+job) against our client's messages per CPU-second of its process. The
+broker's CPU is in neither.
 
-    python -m bench spark-cluster -- --spark-count 200000
+    python -m bench spark-cluster -- --spark-count 200000 --spark-workers 1
 """
 
 from __future__ import annotations
@@ -39,13 +43,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench import spark_rows
 from bench.compare import start_broker
+from bench.spark import stream_to_noop, timed_query
 
 PAYLOAD = b"x" * 100
 PARTITIONS = 8
-WORKERS, CORES = 2, 1
-EXECUTOR_CORES = WORKERS * CORES
-TICKS = os.sysconf("SC_CLK_TCK")
+CORES = 1  # per worker
 
 
 @dataclass(frozen=True)
@@ -60,28 +64,13 @@ class Figure:
         return cls(count / seconds, count / max(cpu_seconds, 1e-9))
 
 
-def _processes() -> dict[int, tuple[int, float]]:
-    """pid -> (parent pid, CPU seconds of it and of its reaped children)."""
-    table = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue  # gone meanwhile
-        # pid (comm) state ppid ...: comm may hold spaces, so after ")".
-        fields = stat.rsplit(")", 1)[1].split()
-        ticks = sum(int(value) for value in fields[11:15])  # utime stime cutime cstime
-        table[int(entry.name)] = (int(fields[1]), ticks / TICKS)
-    return table
-
-
 def tree_cpu(roots: Iterable[int]) -> float:
     """CPU seconds of the processes under `roots`, roots included. A child
     that exited counts in the parent that reaped it, so nothing is counted
     twice and only a process whose reaper also exited is lost."""
-    table = _processes()
+    from tests.support.spark_cluster import processes
+
+    table = processes()
     children: dict[int, list[int]] = {}
     for pid, (parent, _) in table.items():
         children.setdefault(parent, []).append(pid)
@@ -215,6 +204,7 @@ def _session(master: str) -> Any:
     )
     spark.sparkContext.setLogLevel("ERROR")
     spark_connector.register(spark)
+    spark_rows.register(spark)
     return spark
 
 
@@ -232,7 +222,9 @@ def _job(count: int, executors: list[int], action: Callable[[], object]) -> Figu
 
 
 def _writer(spark: Any, url: str, topic: str, count: int) -> Any:
-    rows = spark.range(count, numPartitions=EXECUTOR_CORES).selectExpr("repeat('x', 100) AS value")
+    """A write of `count` rows in as many tasks as the cluster has cores."""
+    tasks = int(spark.sparkContext.defaultParallelism)
+    rows = spark.range(count, numPartitions=tasks).selectExpr("repeat('x', 100) AS value")
     return (
         rows.write.format("magnetar")
         .option("service_url", url)
@@ -264,6 +256,8 @@ def _spark_figures(
 
     noop = reading().load().write.format("noop").mode("overwrite")
     figures["batch read"] = _job(count, executors, noop.save)
+    rows = reading().format("magnetar-rows").load().write.format("noop").mode("overwrite")
+    figures["batch read rows"] = _job(count, executors, rows.save)
     counted: list[int] = []
     figures["batch count"] = _job(
         count, executors, lambda: counted.append(reading().load().count())
@@ -271,27 +265,12 @@ def _spark_figures(
     if counted != [count]:
         raise RuntimeError(f"Spark counted {counted[0]} rows of {count}")
 
-    query = (
-        spark.readStream.format("magnetar")
-        .option("service_url", url)
-        .option("topic", topic)
-        .load()
-        .writeStream.format("noop")
-        .option("checkpointLocation", str(work / "read-checkpoint"))
-        .trigger(availableNow=True)
-    )
-
-    def stream() -> None:
-        started = query.start()
-        started.awaitTermination()
-        if started.exception() is not None:
-            raise RuntimeError(str(started.exception()))
-
-    figures["stream read"] = _job(count, executors, stream)
+    query = stream_to_noop(spark, url, topic, work / "read-checkpoint")
+    figures["stream read"] = _job(count, executors, lambda: timed_query(query.start()))
     return figures
 
 
-def measure(count: int) -> tuple[dict[str, Figure], dict[str, Figure], float]:
+def measure(count: int, workers: int) -> tuple[dict[str, Figure], dict[str, Figure], float]:
     """Our client's figures, the connector's on the cluster, and the seconds
     of the first jobs (warm-up)."""
     from tests.support.spark_cluster import SparkCluster, spark_env
@@ -309,7 +288,7 @@ def measure(count: int) -> tuple[dict[str, Figure], dict[str, Figure], float]:
                 "write": _client_write(broker.url, topics["plain"], count, batched=False),
                 "batched write": _client_write(broker.url, topics["batched"], count, batched=True),
             }
-            with SparkCluster(work / "spark", workers=WORKERS, cores=CORES) as cluster:
+            with SparkCluster(work / "spark", workers=workers, cores=CORES) as cluster:
                 spark = _session(cluster.master_url)
                 try:
                     warm_up = _warm_up(spark, broker.url, topics["warm"])
@@ -325,8 +304,9 @@ def measure(count: int) -> tuple[dict[str, Figure], dict[str, Figure], float]:
 
 
 ROWS = (
-    ("write", "batch write", f"df.write from spark.range, {EXECUTOR_CORES} tasks"),
+    ("write", "batch write", "df.write from spark.range, a task per core"),
     ("read", "batch read", f"spark.read into noop, {PARTITIONS} tasks"),
+    ("read", "batch read rows", "spark.read into noop, a tuple per message (reference)"),
     ("read", "batch count", "spark.read ... count()"),
     ("read", "stream read", "readStream availableNow into noop"),
 )
@@ -338,10 +318,13 @@ PEERS = (
 )
 
 
-def report(count: int, client: dict[str, Figure], spark: dict[str, Figure], warm_up: float) -> None:
+def report(
+    count: int, workers: int, client: dict[str, Figure], spark: dict[str, Figure], warm_up: float
+) -> None:
+    cores = workers * CORES
     print(
         f"| {count:,} msgs of 100 B, {PARTITIONS} partitions, fsync, dedup on; "
-        f"Spark standalone, {WORKERS} workers x {CORES} core | msgs/s | msgs per CPU-s "
+        f"Spark standalone, {workers} worker(s) x {CORES} core | msgs/s | msgs per CPU-s "
         "| per executor core / peer | per CPU-s / peer |"
     )
     print("|---|---|---|---|---|")
@@ -355,11 +338,17 @@ def report(count: int, client: dict[str, Figure], spark: dict[str, Figure], warm
         figure, peer = spark[name], client[kind]
         print(
             f"| Spark {label} | {figure.rate:,.0f} | {figure.per_cpu:,.0f} "
-            f"| {figure.rate / EXECUTOR_CORES / peer.rate:.2f} "
+            f"| {figure.rate / cores / peer.rate:.2f} "
             f"| {figure.per_cpu / peer.per_cpu:.2f} |"
         )
+    arrow, rows = spark["batch read"], spark["batch read rows"]
     print(
-        f"\nWarm-up (not in the rows): the application's first write and read of 1,000 "
+        f"\nArrow record batches over tuples (spark.read into noop): "
+        f"{arrow.rate / rows.rate:.2f}x messages/s, {arrow.per_cpu / rows.per_cpu:.2f}x "
+        "messages per executor CPU-second."
+    )
+    print(
+        f"Warm-up (not in the rows): the application's first write and read of 1,000 "
         f"messages took {warm_up:.1f} s (starting the executors' Python workers)."
     )
 
@@ -367,7 +356,14 @@ def report(count: int, client: dict[str, Figure], spark: dict[str, Figure], warm
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--spark-count", type=int, default=1_000_000)
+    parser.add_argument(
+        "--spark-workers",
+        type=int,
+        default=2,
+        help="one-core workers (1 on a 2-core machine leaves the broker a core of its own, "
+        "as the peer has)",
+    )
     args, _ = parser.parse_known_args(argv)
-    client, spark, warm_up = measure(args.spark_count)
-    report(args.spark_count, client, spark, warm_up)
+    client, spark, warm_up = measure(args.spark_count, args.spark_workers)
+    report(args.spark_count, args.spark_workers, client, spark, warm_up)
     return 0

@@ -148,14 +148,19 @@ class _RangeReading:
         return taken
 
 
-def read_range(options: ReadOptions, part: PartitionRange | None) -> Iterator[pa.RecordBatch]:
-    """The rows of one partition range, in record batches."""
+def read_messages(options: ReadOptions, part: PartitionRange | None) -> Iterator[list[aio.Message]]:
+    """The messages of one partition range, a record batch's worth at a time."""
     if part is None or not after(part.end, part.start):
         return
     task = TaskClient(options.service_url, options.client)
     try:
         reading = task.run(_RangeReading.open(task.client, options, part))
         while messages := task.run(reading.take()):
-            yield record_batch(messages)
+            yield messages
     finally:
         task.close()
+
+
+def read_range(options: ReadOptions, part: PartitionRange | None) -> Iterator[pa.RecordBatch]:
+    """The rows of one partition range, in record batches."""
+    return map(record_batch, read_messages(options, part))

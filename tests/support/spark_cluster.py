@@ -47,6 +47,27 @@ def spark_env() -> dict[str, str]:
     }
 
 
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def processes() -> dict[int, tuple[int, float]]:
+    """This machine's processes: pid -> (parent pid, CPU seconds of it and
+    of the children it reaped), from /proc."""
+    table = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue  # gone meanwhile
+        # pid (comm) state ppid ...: comm may hold spaces, so after ")".
+        fields = stat.rsplit(")", 1)[1].split()
+        ticks = sum(int(value) for value in fields[11:15])  # utime stime cutime cstime
+        table[int(entry.name)] = (int(fields[1]), ticks / TICKS)
+    return table
+
+
 class SparkCluster:
     """A master and `workers` workers of `cores` cores each; `start()` returns
     once every worker has registered with the master."""
@@ -139,19 +160,7 @@ class SparkCluster:
     def executor_pids(self) -> list[int]:
         """The executor JVMs the workers started (their children)."""
         workers = {p.pid for p in self._processes[1:]}
-        found = []
-        for entry in Path("/proc").iterdir():
-            if not entry.name.isdigit():
-                continue
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue  # gone meanwhile
-            # pid (comm) state ppid ...: comm may hold spaces, so after ")".
-            parent = int(stat.rsplit(")", 1)[1].split()[1])
-            if parent in workers:
-                found.append(int(entry.name))
-        return sorted(found)
+        return sorted(pid for pid, (parent, _) in processes().items() if parent in workers)
 
     def stop(self) -> None:
         for process in reversed(self._processes):
