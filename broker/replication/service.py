@@ -25,6 +25,7 @@ import structlog
 from prometheus_client import CollectorRegistry
 
 from magnetar.broker.features.replicated import PREFIX, is_replication_name, producer_name
+from magnetar.broker.replication.collector import ReplicationCollector
 from magnetar.broker.replication.metrics import ReplicationMetrics
 from magnetar.broker.replication.remote import Credentials, RemoteError, RemoteProducer
 from magnetar.broker.replication.replicator import Replicator, SchemaLookup
@@ -99,12 +100,17 @@ class Replicators:
         *,
         schemas: SchemaLookup | None = None,
         timeout: float = 10.0,
+        per_topic_metrics: bool = True,
     ) -> None:
         self._resources = resources
         self.local_cluster = local_cluster
         self._timeout = timeout
         self._schemas = schemas
         self.metrics = ReplicationMetrics(registry)
+        if registry is not None:
+            registry.register(
+                ReplicationCollector(self.all, local_cluster, per_topic=per_topic_metrics)
+            )
         # topic name -> remote cluster -> its replicator
         self._by_topic: dict[str, dict[str, Replicator]] = {}
         self._lock = asyncio.Lock()
@@ -114,6 +120,14 @@ class Replicators:
     def of(self, topic: str) -> dict[str, Replicator]:
         """The replicators of a topic, by remote cluster."""
         return dict(self._by_topic.get(topic, {}))
+
+    def all(self) -> list[Replicator]:
+        return [r for by_remote in list(self._by_topic.values()) for r in by_remote.values()]
+
+    def update_rates(self, seconds: float) -> None:
+        """The stats update's interval closed (observability/stats_update.py)."""
+        for replicator in self.all():
+            replicator.out.update(seconds)
 
     async def update(self, topic: Topic, clusters: frozenset[str]) -> None:
         """Start the replicators the policy names and the topic lacks; remove

@@ -144,7 +144,11 @@ class BrokerService:
         self.schemas = SchemaRegistry(metadata_store, self.policies)
         # Geo-replication: each loaded topic's replicators to remote clusters.
         self.replicators = Replicators(
-            self.resources, config.cluster_name, metrics.registry, schemas=self.schemas.get
+            self.resources,
+            config.cluster_name,
+            metrics.registry,
+            schemas=self.schemas.get,
+            per_topic_metrics=config.expose_topic_level_metrics_in_prometheus,
         )
         self._listeners = config.listeners()
         self.service_url = ""
@@ -169,7 +173,9 @@ class BrokerService:
         )
         # Rates for metrics and admin stats, from the topics' plain counters.
         self.stats_updater = StatsUpdater(
-            lambda: self.topics.values(), config.stats_update_frequency_seconds
+            lambda: self.topics.values(),
+            config.stats_update_frequency_seconds,
+            others=[self.replicators.update_rates],
         )
         # Computed when scraped, so they never drift from the registry.
         metrics.storage_writable.set_function(lambda: 0 if factory.write_error else 1)

@@ -15,6 +15,7 @@ from typing import Protocol
 import structlog
 
 from magnetar.broker import commands
+from magnetar.broker.counters import RateCounter
 from magnetar.broker.endpoint import ClientConnection
 from magnetar.broker.features.dedup import DUPLICATE, DupStatus, MessageDeduplication
 from magnetar.broker.features.keywindow import KeyWindowIndex
@@ -114,8 +115,10 @@ class Producer:
         self.is_closed = False
         self._pending: deque[_PendingPublish] = deque()
         self._partition = topic.partition_index
-        # A remote cluster's replicator (features/replicated.py).
+        # A remote cluster's replicator (features/replicated.py), and what
+        # it stored (the replication stats' rate in).
         self.replicated = is_replication_name(name)
+        self.replicated_in = RateCounter() if self.replicated else None
 
     def __repr__(self) -> str:
         return f"Producer({self.producer_id}, {self.name!r}, {self.topic.name})"
@@ -160,6 +163,8 @@ class Producer:
                 return
         else:
             dedup = None
+        if self.replicated_in is not None:
+            self.replicated_in.add(num_messages, len(data))
         window = self.topic.key_window if idempotency_key is not None else None
         if window is not None and idempotency_key is not None:
             future = self._first_copy(window, idempotency_key, data, num_messages)
