@@ -8,6 +8,9 @@ import time
 import urllib.request
 from typing import Any
 
+import pulsar
+import pytest
+
 from tests.support.brokers import BrokerFactory, BrokerThread
 from tests.support.georep import admin, register
 from tests.support.http_calls import http_call
@@ -104,3 +107,32 @@ def test_backlog_delay_and_rates_while_the_remote_is_away_and_back(
 
         eventually("A's rate out and B's rate in from A", flowing)
         assert _replication(a, "b")["msgThroughputOut"] >= 0.0
+
+
+def test_the_replication_backlog_counts_toward_the_backlog_quota(
+    broker_factory: BrokerFactory,
+) -> None:
+    """Issue 45.3: a topic without subscriptions whose remote is away has a
+    backlog all the same, its replication cursor's, and a 1-byte
+    producer_exception quota refuses new producers for it, as Pulsar's
+    quota counts replication cursors; once the remote has everything the
+    topic takes producers again."""
+    a = broker_factory(cluster_name="a")
+    b = broker_factory(cluster_name="b")
+    register(a, "b", b, brokerServiceUrl=f"pulsar://127.0.0.1:{free_port()}")
+    register(b, "a", a)
+    for broker in (a, b):
+        admin(broker, "POST", "/admin/v2/tenants/public", {"allowedClusters": ["a", "b"]})
+        admin(broker, "PUT", "/admin/v2/namespaces/public/geo")
+    admin(a, "POST", "/admin/v2/namespaces/public/geo/replication", ["a", "b"])
+    quota = {"limitSize": 1, "policy": "producer_exception"}
+    admin(a, "POST", STATS.removesuffix("/stats") + "/backlogQuota", quota)
+    with official_client(a.url) as client:
+        producer = client.create_producer(TOPIC)
+        producer.send(b"x" * 100)
+        producer.close()
+        with pytest.raises(pulsar.ProducerBlockedQuotaExceededException):
+            client.create_producer(TOPIC)
+        register(a, "b", b)
+        eventually("the backlog drains", lambda: _replication(a, "b")["replicationBacklog"] == 0)
+        client.create_producer(TOPIC).send(b"after")
