@@ -33,6 +33,7 @@ import structlog
 
 from magnetar.broker.counters import RateCounter
 from magnetar.broker.features.replicated import cursor_name, producer_name, sequence_id
+from magnetar.broker.policies.rates import DispatchRateLimiter
 from magnetar.broker.replication.metrics import ReplicationMetrics
 from magnetar.broker.replication.remote import RemoteError, RemoteProducer
 from magnetar.broker.schemas.types import SchemaVersion, to_wire, version_from_bytes
@@ -97,6 +98,8 @@ class Replicator:
         # Messages and bytes the remote acknowledged since the topic loaded;
         # rates from the periodic stats update (update_rates).
         self.out: RateCounter = RateCounter()
+        # replicatorDispatchRate: what may go to the remote per period.
+        self.limiter = DispatchRateLimiter()
         # Publish times (ms) of the entries sent and not yet acknowledged,
         # oldest first; and when the remote last had everything (seconds):
         # the replication delay.
@@ -247,7 +250,12 @@ class Replicator:
             if not cursor.has_more_entries() and producer.pending == 0:
                 self._caught_up_at = self._clock()
                 self._healthy()
-            read = asyncio.ensure_future(cursor.read_entries_or_wait(_READ_BATCH))
+            allowance = self.limiter.allowance()
+            if allowance == 0:  # replicatorDispatchRate spent for this period
+                await asyncio.sleep(self.limiter.wait())
+                continue
+            count = _READ_BATCH if allowance is None else min(_READ_BATCH, allowance)
+            read = asyncio.ensure_future(cursor.read_entries_or_wait(count))
             try:
                 await asyncio.wait((read, failed), return_when=asyncio.FIRST_COMPLETED)
             finally:
@@ -257,6 +265,7 @@ class Replicator:
             if read.cancelled():
                 failed.result()  # raises the producer's failure
             for entry in read.result():
+                self.limiter.consume(entry.num_messages, len(entry.data))
                 await self._forward(producer, entry, already, versions)
             await producer.drain()
             await producer.wait_for_room(_MAX_PENDING)

@@ -25,6 +25,7 @@ import structlog
 from prometheus_client import CollectorRegistry
 
 from magnetar.broker.features.replicated import PREFIX, is_replication_name, producer_name
+from magnetar.broker.policies.rates import DispatchRate
 from magnetar.broker.replication.collector import ReplicationCollector
 from magnetar.broker.replication.metrics import ReplicationMetrics
 from magnetar.broker.replication.remote import Credentials, RemoteError, RemoteProducer
@@ -129,9 +130,12 @@ class Replicators:
         for replicator in self.all():
             replicator.out.update(seconds)
 
-    async def update(self, topic: Topic, clusters: frozenset[str]) -> None:
+    async def update(
+        self, topic: Topic, clusters: frozenset[str], rate: DispatchRate | None = None
+    ) -> None:
         """Start the replicators the policy names and the topic lacks; remove
-        (with their cursors) those it no longer names."""
+        (with their cursors) those it no longer names; give each the
+        topic's replicatorDispatchRate."""
         if not is_persistent(topic) or topic.is_closed:
             return
         wanted = clusters - {self.local_cluster}
@@ -154,6 +158,8 @@ class Replicators:
                 )
                 await replicator.start()
                 current[remote] = replicator
+            for replicator in current.values():
+                replicator.limiter.set_rate(rate)
             if current:
                 self._by_topic[topic.name] = current
             else:

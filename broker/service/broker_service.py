@@ -416,7 +416,9 @@ class BrokerService:
                 policies = await self.policies.resolve(name)
                 await apply_policies(topic, policies)
             # Before any publish: the replication cursors start at the end.
-            await self.replicators.update(topic, policies.replication_clusters)
+            await self.replicators.update(
+                topic, policies.replication_clusters, policies.replicator_dispatch_rate
+            )
         except BaseException:
             await self._discard(topic)
             raise
@@ -525,7 +527,9 @@ class BrokerService:
             if change.covers(topic.topic_name):
                 policies = await self.policies.resolve(topic.topic_name)
                 await apply_policies(topic, policies)
-                await self.replicators.update(topic, policies.replication_clusters)
+                await self.replicators.update(
+                    topic, policies.replication_clusters, policies.replicator_dispatch_rate
+                )
 
     async def unload_topics(self, select: Callable[[TopicName], bool]) -> int:
         """Close the loaded topics `select` picks (their bundle moves away):

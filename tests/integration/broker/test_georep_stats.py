@@ -1,6 +1,7 @@
-"""Geo-replication's health (issue 45.3): the replication section of topic
-stats (Pulsar's ReplicatorStats) and Pulsar's pulsar_replication_* metrics,
-while the remote cluster is out of reach and after it comes."""
+"""Geo-replication's health and pace (issue 45.3): the replication section
+of topic stats (Pulsar's ReplicatorStats) and Pulsar's pulsar_replication_*
+metrics while the remote cluster is out of reach and after it comes, the
+backlog quota counting the replication cursor, and replicatorDispatchRate."""
 
 from __future__ import annotations
 
@@ -136,3 +137,30 @@ def test_the_replication_backlog_counts_toward_the_backlog_quota(
         register(a, "b", b)
         eventually("the backlog drains", lambda: _replication(a, "b")["replicationBacklog"] == 0)
         client.create_producer(TOPIC).send(b"after")
+
+
+def test_replicator_dispatch_rate_paces_what_goes_to_the_remote(
+    linked_pair: tuple[BrokerThread, BrokerThread],
+) -> None:
+    """Issue 45 (Pulsar's replicatorDispatchRate): with 20 messages per
+    second on A's namespace, 60 messages produced at once reach B over at
+    least two more periods after the first (without it, well under one), all
+    of them, in order; the policy reads back as set."""
+    a, b = linked_pair
+    rate = {"dispatchThrottlingRateInMsg": 20, "dispatchThrottlingRateInByte": -1}
+    path = "/admin/v2/namespaces/public/geo/replicatorDispatchRate"
+    admin(a, "POST", path, {**rate, "ratePeriodInSecond": 1})
+    assert admin(a, "GET", path) == {**rate, "ratePeriodInSecond": 1}
+    topic = "persistent://public/geo/paced"
+    with official_client(a.url) as client_a, official_client(b.url) as client_b:
+        consumer = client_b.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
+        producer = client_a.create_producer(topic, batching_enabled=False)
+        for i in range(60):
+            producer.send_async(b"%02d" % i, None)
+        producer.flush()
+        got = [consumer.receive(15000)]
+        first = time.monotonic()
+        got += [consumer.receive(15000) for _ in range(59)]
+        elapsed = time.monotonic() - first
+    assert [m.data() for m in got] == [b"%02d" % i for i in range(60)]
+    assert elapsed >= 1.5, f"60 messages at 20/s arrived within {elapsed:.2f} s"
