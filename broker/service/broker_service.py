@@ -40,6 +40,7 @@ from magnetar.broker.policies.resolver import (
     TopicPolicies,
 )
 from magnetar.broker.replication.service import Replicators
+from magnetar.broker.replication.snapshots import SnapshotSettings
 from magnetar.broker.resources import (
     InvalidResource,
     PulsarResources,
@@ -149,6 +150,11 @@ class BrokerService:
             metrics.registry,
             schemas=self.schemas.get,
             per_topic_metrics=config.expose_topic_level_metrics_in_prometheus,
+            snapshots=SnapshotSettings(
+                frequency_s=config.replicated_subscriptions_snapshot_frequency_millis / 1000,
+                timeout_s=config.replicated_subscriptions_snapshot_timeout_seconds,
+                max_cached=config.replicated_subscriptions_snapshot_max_cached_per_subscription,
+            ),
         )
         self._listeners = config.listeners()
         self.service_url = ""
