@@ -1,0 +1,130 @@
+"""Replicated subscriptions between two linked brokers, clusters "a" and "b"
+(issue 45.4): snapshots of both clusters' positions, the update that moves
+the subscription on the other cluster, markers that no consumer sees."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pulsar
+import pytest
+
+from magnetar.broker.replication.snapshots import Snapshot
+from magnetar.broker.storage.api import Position
+from tests.support.brokers import BrokerFactory, BrokerThread
+from tests.support.georep import link
+from tests.support.http_calls import http_call
+from tests.support.official import official_client
+from tests.support.polling import eventually
+
+Pair = tuple[BrokerThread, BrokerThread]
+
+
+@pytest.fixture
+def fast_pair(broker_factory: BrokerFactory) -> Pair:
+    """linked_pair with a snapshot every 100 ms."""
+    fast = {"replicated_subscriptions_snapshot_frequency_millis": 100}
+    a = broker_factory(cluster_name="a", **fast)
+    b = broker_factory(cluster_name="b", **fast)
+    link({"a": a, "b": b})
+    return a, b
+
+
+async def _snapshots(broker: BrokerThread, topic: str) -> list[Snapshot]:
+    assert broker.server is not None and broker.server.service is not None
+    controller = broker.server.service.replicators.replicated_subscriptions(topic)
+    return [] if controller is None else list(controller.snapshots)
+
+
+def _mark_delete(broker: BrokerThread, topic: str, subscription: str) -> Position | None:
+    """The subscription's mark-delete position (internalStats); None while
+    it does not exist."""
+    path = topic.removeprefix("persistent://")
+    status, stats = http_call("GET", f"{broker.http_url}/admin/v2/persistent/{path}/internalStats")
+    if status != 200:
+        return None
+    cursor = stats["cursors"].get(subscription)
+    if cursor is None:
+        return None
+    ledger, entry = cursor["markDeletePosition"].split(":")
+    return Position(int(ledger), int(entry))
+
+
+def _position(msg: Any) -> Position:
+    msg_id = msg.message_id()
+    return Position(msg_id.ledger_id(), msg_id.entry_id())
+
+
+def _drain(consumer: Any, wait_ms: int = 1500) -> list[str]:
+    """Every message the consumer gets until it gets none for `wait_ms`."""
+    got = []
+    while True:
+        try:
+            msg = consumer.receive(timeout_millis=wait_ms)
+        except pulsar.Timeout:
+            return got
+        consumer.acknowledge(msg)
+        got.append(msg.data().decode())
+
+
+def test_subscription_follows_on_the_other_cluster(fast_pair: Pair) -> None:
+    """Issue 45.4: a replicated subscription acknowledged up to message 50 on
+    A moves on B (created there by the update marker) past every message a
+    snapshot covered before the ack: a consumer on B gets none of 1..40 and
+    every one of 51..100, each once. Markers reach no consumer on either
+    side, and a subscription that is not replicated stays where it is on B."""
+    a, b = fast_pair
+    topic = "persistent://public/geo/replicated-sub"
+    earliest = pulsar.InitialPosition.Earliest
+    with official_client(a.url) as client_a, official_client(b.url) as client_b:
+        other_a = client_a.subscribe(topic, "other", initial_position=earliest)
+        sub_a = client_a.subscribe(
+            topic, "s", initial_position=earliest, replicate_subscription_state_enabled=True
+        )
+        producer = client_a.create_producer(topic, batching_enabled=False)
+        producer.send(b"1")
+        # B's topic exists once the first message is there.
+        other_b = client_b.subscribe(topic, "other", initial_position=earliest)
+        first_b = other_b.receive(timeout_millis=15000)
+        assert first_b.data() == b"1"
+        other_b.close()  # not acknowledged: "other" on B stays at the start
+        for i in range(2, 41):
+            producer.send(str(i).encode())
+        # A snapshot taken after message 40 reached B.
+        plain_b = client_b.subscribe(topic, "plain", initial_position=earliest)
+        received = [plain_b.receive(timeout_millis=15000) for _ in range(40)]
+        assert received[-1].data() == b"40"
+        at_40 = _position(received[-1])
+        eventually(
+            "a snapshot covering message 40 on B",
+            lambda: any(s.remotes["b"] >= at_40 for s in a.call(_snapshots(a, topic))),
+        )
+        for i in range(41, 101):
+            producer.send(str(i).encode())
+        for i in range(1, 51):
+            msg = sub_a.receive(timeout_millis=15000)
+            assert msg.data() == str(i).encode()
+            sub_a.acknowledge(msg)
+        eventually(
+            "the mark-delete of s on B past message 40",
+            lambda: (found := _mark_delete(b, topic, "s")) is not None and found >= at_40,
+            timeout=20,
+        )
+        sub_a.close()
+        # On B: s resumes after what A acknowledged (and a snapshot covered).
+        sub_b = client_b.subscribe(
+            topic, "s", initial_position=earliest, replicate_subscription_state_enabled=True
+        )
+        got = _drain(sub_b)
+        numbers = [int(text) for text in got]
+        assert len(numbers) == len(set(numbers)), "duplicates"
+        assert not [n for n in numbers if n <= 40], numbers
+        assert set(range(51, 101)) <= set(numbers)
+        assert set(numbers) <= set(range(41, 101))
+        # Markers reach no consumer: exactly the 100 messages on both sides.
+        assert _drain(other_a) == [str(i) for i in range(1, 101)]
+        other_b = client_b.subscribe(topic, "other", initial_position=earliest)
+        assert _drain(other_b) == [str(i) for i in range(1, 101)]
+        assert [m.data().decode() for m in received] + _drain(plain_b) == [
+            str(i) for i in range(1, 101)
+        ]
