@@ -57,7 +57,7 @@ def _position(msg: Any) -> Position:
 
 def _drain(consumer: Any, wait_ms: int = 1500) -> list[str]:
     """Every message the consumer gets until it gets none for `wait_ms`."""
-    got = []
+    got: list[str] = []
     while True:
         try:
             msg = consumer.receive(timeout_millis=wait_ms)
