@@ -106,8 +106,12 @@ class ReplicatedSubscriptions:
         self.snapshots: list[Snapshot] = []
         # Subscription -> the local position of the last snapshot it sent.
         self._sent: dict[str, Position] = {}
-        # The topic's last position when the last request was written.
-        self._requested_at: Position | None = None
+        # Markers stored on the topic since it loaded (written here or by a
+        # replicator), and how many messages besides them were stored when
+        # the last request was written: no request while none came since
+        # (markers alone would keep the clusters asking each other).
+        self._markers = 0
+        self._messages_at_request: int | None = None
         self._task: asyncio.Task[None] | None = None
         # Updates from remotes being applied (they open subscriptions).
         self._applying: set[asyncio.Task[None]] = set()
@@ -167,8 +171,8 @@ class ReplicatedSubscriptions:
                 missing=sorted(pending.remotes - set(pending.responses)),
             )
             self._pending = pending = None
-        last = self.topic.ledger.last_confirmed_position
-        if pending is None and last != self._requested_at:
+        asked = self._messages_at_request
+        if pending is None and (asked is None or self._messages() > asked):
             self._request(now)
         for cursor in cursors:
             self._update(cursor)
@@ -178,8 +182,8 @@ class ReplicatedSubscriptions:
         snapshot_id = uuid.uuid4().hex
         remotes = self.remotes
         self._pending = _Pending(snapshot_id, now, remotes)
+        self._messages_at_request = self._messages()
         self._write(SnapshotRequest(snapshot_id, self.local_cluster), sorted(remotes))
-        self._requested_at = self.topic.ledger.last_confirmed_position
         self._log.debug("replicated subscriptions snapshot requested", snapshot_id=snapshot_id)
 
     def _update(self, cursor: ManagedCursor) -> None:
@@ -214,7 +218,12 @@ class ReplicatedSubscriptions:
         if excess > 0:
             del self.snapshots[:excess]
 
+    def _messages(self) -> int:
+        """Messages (not markers) the topic stored since it loaded."""
+        return self.topic.published.messages - self._markers
+
     def _write(self, marker: Marker, replicate_to: list[str]) -> None:
+        self._markers += 1
         written = self.topic.append(marker_entry(marker, replicate_to), 1)
         written.add_done_callback(self._written)
 
@@ -229,6 +238,7 @@ class ReplicatedSubscriptions:
 
     def on_marker(self, position: Position, data: bytes) -> None:
         """A remote cluster's replicator stored a marker entry at `position`."""
+        self._markers += 1
         try:
             metadata, marker = parse_entry(data)
         except (MarkerError, ProtocolError) as exc:
