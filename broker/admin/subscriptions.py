@@ -23,6 +23,7 @@ from magnetar.broker.admin.base import (
     stored_topic,
     topic_from_path,
 )
+from magnetar.broker.features.markers import is_replicated
 from magnetar.broker.policies.backlog_quota import backlog_bytes
 from magnetar.broker.service.broker_service import BrokerService
 from magnetar.broker.storage.api import EARLIEST, LATEST, Position
@@ -64,6 +65,8 @@ def _subscription_stats(sub: StoredSubscription) -> dict[str, Any]:
         "msgBacklog": stats.msg_backlog,
         "type": stats.type_name,
         "isDurable": stats.is_durable,
+        # Replicated subscriptions (issue 45.4): the consumer asked for it.
+        "isReplicated": is_replicated(sub.cursor),
         "unackedMessages": sum(c["unackedMessages"] for c in consumers),
         "msgRateOut": sub.dispatched.msg_rate,
         "msgThroughputOut": sub.dispatched.byte_rate,
