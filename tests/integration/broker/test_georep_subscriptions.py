@@ -4,11 +4,13 @@ the subscription on the other cluster, markers that no consumer sees."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pulsar
 import pytest
 
+import magnetar.client as mclient
 from magnetar.broker.replication.snapshots import Snapshot
 from magnetar.broker.storage.api import Position
 from tests.support.brokers import BrokerFactory, BrokerThread
@@ -61,7 +63,7 @@ def _drain(consumer: Any, wait_ms: int = 1500) -> list[str]:
     while True:
         try:
             msg = consumer.receive(timeout_millis=wait_ms)
-        except pulsar.Timeout:
+        except (pulsar.Timeout, mclient.Timeout):
             return got
         consumer.acknowledge(msg)
         got.append(msg.data().decode())
@@ -128,3 +130,92 @@ def test_subscription_follows_on_the_other_cluster(fast_pair: Pair) -> None:
         assert [m.data().decode() for m in received] + _drain(plain_b) == [
             str(i) for i in range(1, 101)
         ]
+
+
+def _internal_stats(broker: BrokerThread, topic: str) -> dict[str, Any]:
+    path = topic.removeprefix("persistent://")
+    status, stats = http_call("GET", f"{broker.http_url}/admin/v2/persistent/{path}/internalStats")
+    assert status == 200, (status, stats)
+    assert isinstance(stats, dict)
+    return stats
+
+
+def _read_to_end(client: Any, topic: str) -> list[str]:
+    """A reader from the earliest message while hasMessageAvailable says so
+    (trailing markers must not keep it waiting)."""
+    reader = client.create_reader(topic, mclient.MessageId.earliest)
+    try:
+        got = []
+        while reader.has_message_available():
+            got.append(reader.read_next(5000).data().decode())
+        return got
+    finally:
+        reader.close()
+
+
+def _entries_settle(broker: BrokerThread, topic: str) -> None:
+    """No entry is written for a second (no snapshot without new messages)."""
+    state: dict[str, int] = {}
+
+    def still() -> bool:
+        count = int(_internal_stats(broker, topic)["numberOfEntries"])
+        before = state.get("count")
+        state["count"] = count
+        if before != count:
+            time.sleep(1.0)
+            return False
+        return True
+
+    eventually("the topic idle without new markers", still, timeout=15)
+
+
+def test_our_client_subscribed_on_both_sides(fast_pair: Pair) -> None:
+    """Issue 45.4 with our client: `s` subscribed as replicated on B first
+    and on A; acknowledged up to 50 on A, it resumes on B after 40 at the
+    latest. Readers on both sides read exactly the 100 messages and stop
+    (GetLastMessageId passes over trailing markers); an idle topic gets no
+    more snapshots; the flag outlives a restart (isReplicated)."""
+    a, b = fast_pair
+    topic = "persistent://public/geo/replicated-ours"
+    earliest = mclient.InitialPosition.Earliest
+    with mclient.Client(a.url) as client_a, mclient.Client(b.url) as client_b:
+        sub_a = client_a.subscribe(
+            topic, "s", initial_position=earliest, replicate_subscription_state_enabled=True
+        )
+        client_b.subscribe(
+            topic, "s", initial_position=earliest, replicate_subscription_state_enabled=True
+        ).close()
+        producer = client_a.create_producer(topic, batching_enabled=False)
+        for i in range(1, 41):
+            producer.send(str(i).encode())
+        plain_b = client_b.subscribe(topic, "plain", initial_position=earliest)
+        received = [plain_b.receive(timeout_millis=15000) for _ in range(40)]
+        at_40 = _position(received[-1])
+        eventually(
+            "a snapshot covering message 40 on B",
+            lambda: any(s.remotes["b"] >= at_40 for s in a.call(_snapshots(a, topic))),
+        )
+        for i in range(41, 101):
+            producer.send(str(i).encode())
+        for _ in range(50):
+            sub_a.acknowledge(sub_a.receive(timeout_millis=15000))
+        eventually(
+            "the mark-delete of s on B past message 40",
+            lambda: (found := _mark_delete(b, topic, "s")) is not None and found >= at_40,
+            timeout=20,
+        )
+        sub_a.close()
+        sub_b = client_b.subscribe(topic, "s", replicate_subscription_state_enabled=True)
+        numbers = [int(text) for text in _drain(sub_b)]
+        assert len(numbers) == len(set(numbers)), "duplicates"
+        assert set(range(51, 101)) <= set(numbers) <= set(range(41, 101)), numbers
+        expected = [str(i) for i in range(1, 101)]
+        assert _read_to_end(client_a, topic) == expected
+        assert _read_to_end(client_b, topic) == expected
+    _entries_settle(a, topic)
+    a.restart()
+    status, stats = http_call(
+        "GET", f"{a.http_url}/admin/v2/persistent/public/geo/replicated-ours/stats"
+    )
+    assert status == 200, stats
+    assert stats["subscriptions"]["s"]["isReplicated"] is True
