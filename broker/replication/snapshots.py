@@ -145,6 +145,8 @@ class ReplicatedSubscriptions:
                 self.tick()
             except StorageError as exc:
                 self._log.debug("replicated subscriptions: storage unavailable", error=str(exc))
+            except Exception:  # a bug: logged, and the next period tries again
+                self._log.exception("replicated subscriptions period failed")
 
     def replicated_cursors(self) -> list[ManagedCursor]:
         return [
@@ -174,6 +176,7 @@ class ReplicatedSubscriptions:
         asked = self._messages_at_request
         if pending is None and (asked is None or self._messages() > asked):
             self._request(now)
+        self._sent = {c.name: self._sent[c.name] for c in cursors if c.name in self._sent}
         for cursor in cursors:
             self._update(cursor)
         self._prune(min(c.mark_delete_position for c in cursors))
