@@ -52,6 +52,13 @@ def _mark_delete(broker: BrokerThread, topic: str, subscription: str) -> Positio
     return Position(int(ledger), int(entry))
 
 
+def _backlog(broker: BrokerThread, topic: str, subscription: str) -> int:
+    path = topic.removeprefix("persistent://")
+    status, stats = http_call("GET", f"{broker.http_url}/admin/v2/persistent/{path}/stats")
+    assert status == 200, stats
+    return int(stats["subscriptions"][subscription]["msgBacklog"])
+
+
 def _position(msg: Any) -> Position:
     msg_id = msg.message_id()
     return Position(msg_id.ledger_id(), msg_id.entry_id())
@@ -125,6 +132,8 @@ def test_subscription_follows_on_the_other_cluster(fast_pair: Pair) -> None:
         assert set(numbers) <= set(range(41, 101))
         # Markers reach no consumer: exactly the 100 messages on both sides.
         assert _drain(other_a) == [str(i) for i in range(1, 101)]
+        # ... and the dispatcher acknowledges them: no backlog stays behind.
+        eventually("no backlog left on A's other", lambda: _backlog(a, topic, "other") == 0)
         other_b = client_b.subscribe(topic, "other", initial_position=earliest)
         assert _drain(other_b) == [str(i) for i in range(1, 101)]
         assert [m.data().decode() for m in received] + _drain(plain_b) == [
