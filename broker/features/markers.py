@@ -87,6 +87,15 @@ def mark_replicated(cursor: ManagedCursor) -> None:
     cursor.mark_delete(cursor.mark_delete_position, properties)
 
 
+def unmark_replicated(cursor: ManagedCursor) -> None:
+    """The subscription's state no longer replicates."""
+    if not is_replicated(cursor):
+        return
+    properties = dict(cursor.properties)
+    del properties[REPLICATED_PROPERTY]
+    cursor.mark_delete(cursor.mark_delete_position, properties)
+
+
 # ------------------------------------------------------------ entries
 
 

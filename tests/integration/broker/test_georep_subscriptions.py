@@ -228,3 +228,27 @@ def test_our_client_subscribed_on_both_sides(fast_pair: Pair) -> None:
     )
     assert status == 200, stats
     assert stats["subscriptions"]["s"]["isReplicated"] is True
+
+
+def test_replicated_status_admin(broker: BrokerThread) -> None:
+    """Issue 45.4: Pulsar's replicatedSubscriptionStatus: GET answers by
+    topic, POST true / false sets the flag on every partition; a missing
+    subscription is 404, a body that is not a boolean 400."""
+    base = f"{broker.http_url}/admin/v2/persistent/public/default"
+    status, _ = http_call("PUT", f"{base}/status-parts/partitions", 2)
+    assert status == 204
+    status, _ = http_call(
+        "PUT", f"{base}/status-parts/subscription/s", {"ledgerId": -1, "entryId": -1}
+    )
+    assert status == 204
+    path = f"{base}/status-parts/subscription/s/replicatedSubscriptionStatus"
+    parts = [f"persistent://public/default/status-parts-partition-{i}" for i in range(2)]
+    assert http_call("GET", path) == (200, dict.fromkeys(parts, False))
+    assert http_call("POST", path, True)[0] == 204
+    assert http_call("GET", path) == (200, dict.fromkeys(parts, True))
+    assert http_call("POST", path, False)[0] == 204
+    assert http_call("GET", path) == (200, dict.fromkeys(parts, False))
+    assert http_call("POST", path, "yes")[0] == 400
+    missing = f"{base}/status-parts/subscription/nope/replicatedSubscriptionStatus"
+    assert http_call("GET", missing)[0] == 404
+    assert http_call("POST", missing, True)[0] == 404
