@@ -24,8 +24,10 @@ gets what was not acknowledged here, plus at most what arrived since the
 snapshot.
 
 Limits: snapshots are kept in memory (a restart starts again, within one
-period); a topic keeps the newest `max_cached` of them; with more than two
-clusters Pulsar takes two rounds of requests, this takes one.
+period), at most `max_cached` per topic (Pulsar keeps that many per
+subscription, from snapshot markers the subscription read): beyond it the
+oldest go, but never a subscription's next one; with more than two clusters
+Pulsar takes two rounds of requests, this takes one.
 """
 
 from __future__ import annotations
@@ -179,7 +181,7 @@ class ReplicatedSubscriptions:
         self._sent = {c.name: self._sent[c.name] for c in cursors if c.name in self._sent}
         for cursor in cursors:
             self._update(cursor)
-        self._prune(min(c.mark_delete_position for c in cursors))
+        self._prune([c.mark_delete_position for c in cursors])
 
     def _request(self, now: float) -> None:
         snapshot_id = uuid.uuid4().hex
@@ -211,15 +213,27 @@ class ReplicatedSubscriptions:
             positions={c: str(p) for c, p in positions.items()},
         )
 
-    def _prune(self, slowest: Position) -> None:
+    def _prune(self, mark_deletes: list[Position]) -> None:
         """Keep the newest snapshot every subscription passed and the ones
-        after it, at most `max_cached` (the oldest go first)."""
-        passed = [i for i, s in enumerate(self.snapshots) if s.local <= slowest]
+        after it, at most `max_cached`: the oldest go first, except the
+        newest one and each subscription's next one (the first after its
+        mark-delete position), so a subscription far behind still moves
+        on the remotes whenever it passes the one kept for it."""
+        snapshots = self.snapshots
+        passed = [i for i, s in enumerate(snapshots) if s.local <= min(mark_deletes)]
         if len(passed) > 1:
-            del self.snapshots[: passed[-1]]
-        excess = len(self.snapshots) - self.settings.max_cached
-        if excess > 0:
-            del self.snapshots[:excess]
+            del snapshots[: passed[-1]]
+        excess = len(snapshots) - self.settings.max_cached
+        if excess <= 0:
+            return
+        kept = {len(snapshots) - 1}
+        for mark_delete in mark_deletes:
+            following = [i for i, s in enumerate(snapshots) if s.local > mark_delete]
+            if following:
+                kept.add(following[0])
+        dropped = [i for i in range(len(snapshots)) if i not in kept][:excess]
+        for i in reversed(dropped):
+            del snapshots[i]
 
     def _messages(self) -> int:
         """Messages (not markers) the topic stored since it loaded."""

@@ -265,3 +265,35 @@ async def test_timeout_and_answering() -> None:
     kind, targets, response = topic.markers()[-1]
     assert (kind, targets) == (SNAPSHOT_RESPONSE, ["b"])
     assert response == SnapshotResponse("from-b", "a", asked)
+
+
+async def test_a_slow_subscription_keeps_its_next_snapshot() -> None:
+    """Issue 45.4: beyond max_cached snapshots the oldest go, but not the
+    newest nor a subscription's next one: a subscription far behind still
+    sends its update when it passes that one."""
+    topic = _Topic()
+    slow = _Cursor("slow")
+    topic.ledger.cursors = [slow]
+    controller = ReplicatedSubscriptions(
+        topic,  # type: ignore[arg-type]
+        "a",
+        SnapshotSettings(max_cached=2),
+        clock=lambda: 0.0,
+    )
+    controller.remotes = frozenset({"b"})
+    taken = []
+    for round_ in range(4):
+        _message(topic)
+        controller.tick()
+        request = topic.markers()[-1][2]
+        assert isinstance(request, SnapshotRequest)
+        answer = SnapshotResponse(request.snapshot_id, "b", Position(5, round_))
+        stored = topic.store(marker_entry(answer, ["a"]))
+        controller.on_marker(stored, topic.written[-1])
+        taken.append(stored)
+    controller.tick()
+    assert [s.local for s in controller.snapshots] == [taken[0], taken[3]]
+    slow.mark_delete_position = taken[0]
+    controller.tick()
+    updates = [m[2] for m in topic.markers() if m[0] == SUBSCRIPTION_UPDATE]
+    assert updates == [SubscriptionUpdate("slow", {"b": Position(5, 0)})]
