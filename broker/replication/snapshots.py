@@ -26,8 +26,12 @@ snapshot.
 Limits: snapshots are kept in memory (a restart starts again, within one
 period), at most `max_cached` per topic (Pulsar keeps that many per
 subscription, from snapshot markers the subscription read): beyond it the
-oldest go, but never a subscription's next one; with more than two clusters
-Pulsar takes two rounds of requests, this takes one.
+oldest go, but never a subscription's next one.
+
+With two remotes or more a snapshot takes two rounds of requests, as
+Pulsar's: a message from a third cluster may reach a remote before its copy
+reaches here, so the remotes' positions come from the first round and the
+local position from where the last answer of the second lands.
 """
 
 from __future__ import annotations
@@ -87,6 +91,9 @@ class _Pending:
     started: float
     remotes: frozenset[str]
     responses: dict[str, Position] = field(default_factory=dict)
+    # With two remotes or more: the first round's answers, while the
+    # second round runs.
+    first_round: dict[str, Position] | None = None
 
 
 class ReplicatedSubscriptions:
@@ -288,8 +295,18 @@ class ReplicatedSubscriptions:
         pending.responses[response.cluster] = response.position
         if set(pending.responses) != pending.remotes:
             return
+        if len(pending.remotes) > 1 and pending.first_round is None:
+            # A third cluster's message may reach a remote before its own
+            # copy reaches here: the remotes' positions come from this
+            # round, the local position from the end of a second one (every
+            # such message is here before the answers to it).
+            pending.first_round, pending.responses = pending.responses, {}
+            request = SnapshotRequest(pending.snapshot_id, self.local_cluster)
+            self._write(request, sorted(pending.remotes))
+            return
         self._pending = None
-        snapshot = Snapshot(pending.snapshot_id, position, dict(pending.responses))
+        remotes = pending.first_round if pending.first_round is not None else pending.responses
+        snapshot = Snapshot(pending.snapshot_id, position, dict(remotes))
         self.snapshots.append(snapshot)
         self._log.debug(
             "replicated subscriptions snapshot complete",

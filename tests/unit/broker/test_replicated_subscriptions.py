@@ -175,9 +175,10 @@ def _message(topic: _Topic) -> None:
 
 
 async def test_snapshot_then_update_once() -> None:
-    """Issue 45.4: a request goes to every remote when messages came; the
-    snapshot completes with the last answer (its local position is where
-    that answer is stored); a replicated subscription past it sends one
+    """Issue 45.4: a request goes to every remote when messages came; with
+    two remotes the snapshot takes two rounds, the remotes' positions from
+    the first, the local position where the last answer of the second is
+    stored; a replicated subscription past it sends one
     update with the remotes' positions; no new request without new
     messages; a subscription that is not replicated sends nothing."""
     now = [0.0]
@@ -208,6 +209,15 @@ async def test_snapshot_then_update_once() -> None:
         marker_entry(SnapshotResponse(request.snapshot_id, "c", Position(9, 1)), ["a"])
     )
     controller.on_marker(answer_c, topic.written[-1])
+    # Two remotes: a second round, whose last answer gives the local position.
+    assert controller.snapshots == []
+    assert topic.markers()[-1] == (SNAPSHOT_REQUEST, ["b", "c"], request)
+    for cluster, there in (("c", Position(9, 20)), ("b", Position(7, 20))):
+        stored = topic.store(
+            marker_entry(SnapshotResponse(request.snapshot_id, cluster, there), ["a"])
+        )
+        controller.on_marker(stored, topic.written[-1])
+    answer_c = stored
     assert controller.snapshots == [
         Snapshot(request.snapshot_id, answer_c, {"b": Position(7, 3), "c": Position(9, 1)})
     ]
@@ -227,7 +237,7 @@ async def test_snapshot_then_update_once() -> None:
             SubscriptionUpdate("s", {"b": Position(7, 3), "c": Position(9, 1)}),
         )
     ]
-    assert [m[0] for m in topic.markers()].count(SNAPSHOT_REQUEST) == 1
+    assert [m[0] for m in topic.markers()].count(SNAPSHOT_REQUEST) == 2
 
 
 async def test_timeout_and_answering() -> None:
