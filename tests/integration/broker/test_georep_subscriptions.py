@@ -4,6 +4,7 @@ the subscription on the other cluster, markers that no consumer sees."""
 
 from __future__ import annotations
 
+import contextlib
 import time
 from typing import Any
 
@@ -64,7 +65,7 @@ def _position(msg: Any) -> Position:
     return Position(msg_id.ledger_id(), msg_id.entry_id())
 
 
-def _drain(consumer: Any, wait_ms: int = 1500) -> list[str]:
+def _drain(consumer: Any, wait_ms: int = 1500, *, ack: bool = True) -> list[str]:
     """Every message the consumer gets until it gets none for `wait_ms`."""
     got: list[str] = []
     while True:
@@ -72,7 +73,8 @@ def _drain(consumer: Any, wait_ms: int = 1500) -> list[str]:
             msg = consumer.receive(timeout_millis=wait_ms)
         except (pulsar.Timeout, mclient.Timeout):
             return got
-        consumer.acknowledge(msg)
+        if ack:
+            consumer.acknowledge(msg)
         got.append(msg.data().decode())
 
 
@@ -252,3 +254,58 @@ def test_replicated_status_admin(broker: BrokerThread) -> None:
     missing = f"{base}/status-parts/subscription/nope/replicatedSubscriptionStatus"
     assert http_call("GET", missing)[0] == 404
     assert http_call("POST", missing, True)[0] == 404
+
+
+def test_three_clusters(broker_factory: BrokerFactory) -> None:
+    """Issue 45.4 with three clusters (two rounds of requests per snapshot):
+    acknowledged up to 40 on A, `s` resumes on B and on C (created there by
+    the update) after 20 at the earliest, with every one of 41..60."""
+    fast = {"replicated_subscriptions_snapshot_frequency_millis": 100}
+    clusters = {name: broker_factory(cluster_name=name, **fast) for name in "abc"}
+    link(clusters)
+    a = clusters["a"]
+    topic = "persistent://public/geo/replicated-three"
+    earliest = pulsar.InitialPosition.Earliest
+    with contextlib.ExitStack() as stack:
+        opened = {
+            name: stack.enter_context(official_client(broker.url))
+            for name, broker in clusters.items()
+        }
+        sub_a = opened["a"].subscribe(
+            topic, "s", initial_position=earliest, replicate_subscription_state_enabled=True
+        )
+        producer = opened["a"].create_producer(topic, batching_enabled=False)
+        for i in range(1, 21):
+            producer.send(str(i).encode())
+        at_20: dict[str, Position] = {}
+        for name in "bc":
+            plain = opened[name].subscribe(topic, "plain", initial_position=earliest)
+            at_20[name] = _position([plain.receive(timeout_millis=15000) for _ in range(20)][-1])
+        eventually(
+            "a snapshot covering message 20 on B and C",
+            lambda: any(
+                all(s.remotes[n] >= at_20[n] for n in "bc") for s in a.call(_snapshots(a, topic))
+            ),
+        )
+        for i in range(21, 61):
+            producer.send(str(i).encode())
+        for _ in range(40):
+            sub_a.acknowledge(sub_a.receive(timeout_millis=15000))
+
+        def moved(name: str) -> bool:
+            found = _mark_delete(clusters[name], topic, "s")
+            return found is not None and found >= at_20[name]
+
+        eventually(
+            "the mark-delete of s on B and C past message 20",
+            lambda: all(map(moved, "bc")),
+            timeout=20,
+        )
+        sub_a.close()
+        for name in "bc":
+            # Not acknowledged: an ack on B would move s on C too.
+            consumer = opened[name].subscribe(topic, "s")
+            numbers = [int(text) for text in _drain(consumer, ack=False)]
+            consumer.close()
+            assert len(numbers) == len(set(numbers)), (name, "duplicates")
+            assert set(range(41, 61)) <= set(numbers) <= set(range(21, 61)), (name, numbers)
