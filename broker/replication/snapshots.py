@@ -97,6 +97,9 @@ class _Pending:
 
 
 class ReplicatedSubscriptions:
+    """One topic's snapshots and updates; owned by the topic's Replicators
+    entry (started with the first replicator, stopped with the last)."""
+
     def __init__(
         self,
         topic: StoredTopic,
@@ -158,6 +161,7 @@ class ReplicatedSubscriptions:
                 self._log.exception("replicated subscriptions period failed")
 
     def replicated_cursors(self) -> list[ManagedCursor]:
+        """The topic's replicated subscriptions, open or not."""
         return [
             c
             for c in self.topic.ledger.cursors
@@ -176,7 +180,9 @@ class ReplicatedSubscriptions:
         now = self._clock()
         pending = self._pending
         if pending is not None and now - pending.started > self.settings.timeout_s:
-            self._log.info(
+            # Debug: while a remote is away every topic's snapshots time
+            # out, and its replicator already says so once per outage.
+            self._log.debug(
                 "replicated subscriptions snapshot timed out",
                 snapshot_id=pending.snapshot_id,
                 missing=sorted(pending.remotes - set(pending.responses)),
