@@ -185,7 +185,8 @@ def test_our_client_subscribed_on_both_sides(fast_pair: Pair) -> None:
     and on A; acknowledged up to 50 on A, it resumes on B after 40 at the
     latest. Readers on both sides read exactly the 100 messages and stop
     (GetLastMessageId passes over trailing markers); an idle topic gets no
-    more snapshots; the flag outlives a restart (isReplicated)."""
+    more snapshots; the flag outlives a restart (isReplicated) and the
+    state goes on replicating after it."""
     a, b = fast_pair
     topic = "persistent://public/geo/replicated-ours"
     earliest = mclient.InitialPosition.Earliest
@@ -230,6 +231,21 @@ def test_our_client_subscribed_on_both_sides(fast_pair: Pair) -> None:
     )
     assert status == 200, stats
     assert stats["subscriptions"]["s"]["isReplicated"] is True
+    # ... and replication of its state goes on: acks after the restart move
+    # s on B again.
+    before = _mark_delete(b, topic, "s")
+    assert before is not None
+    with mclient.Client(a.url) as client_a:
+        sub_a = client_a.subscribe(topic, "s")  # without the flag: it stays
+        producer = client_a.create_producer(topic, batching_enabled=False)
+        for i in range(101, 121):
+            producer.send(str(i).encode())
+        _drain(sub_a)
+        eventually(
+            "s on B moved after A restarted",
+            lambda: (found := _mark_delete(b, topic, "s")) is not None and found > before,
+            timeout=20,
+        )
 
 
 def test_replicated_status_admin(broker: BrokerThread) -> None:
