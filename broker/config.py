@@ -64,6 +64,13 @@ class BrokerConfig:
     dedup_snapshot_interval_seconds: int = 120
     dedup_producer_inactivity_seconds: float = 6 * 3600.0
     cluster_name: str = "standalone"
+    # Replicated subscriptions (issue 45.4), Pulsar's settings: how often a
+    # topic with replicators and a replicated subscription starts a snapshot
+    # of the positions of every cluster, how long one may take to complete,
+    # and how many completed ones a topic keeps.
+    replicated_subscriptions_snapshot_frequency_millis: int = 1000
+    replicated_subscriptions_snapshot_timeout_seconds: int = 30
+    replicated_subscriptions_snapshot_max_cached_per_subscription: int = 10
     # Cluster mode (`magnetar-broker cluster`): the shared metadata store,
     # etcd://host:port; empty = standalone with the embedded store.
     metadata_url: str = ""
@@ -426,6 +433,21 @@ def _validated(config: BrokerConfig) -> BrokerConfig:
         "must be > 0",
     )
     need(bool(config.cluster_name.strip()), "cluster_name", "must not be empty")
+    need(
+        config.replicated_subscriptions_snapshot_frequency_millis >= 1,
+        "replicated_subscriptions_snapshot_frequency_millis",
+        "must be at least 1",
+    )
+    need(
+        config.replicated_subscriptions_snapshot_timeout_seconds >= 1,
+        "replicated_subscriptions_snapshot_timeout_seconds",
+        "must be at least 1",
+    )
+    need(
+        config.replicated_subscriptions_snapshot_max_cached_per_subscription >= 1,
+        "replicated_subscriptions_snapshot_max_cached_per_subscription",
+        "must be at least 1",
+    )
     need(config.cluster_lease_seconds >= 2, "cluster_lease_seconds", "must be at least 2")
     need(
         1 <= config.default_namespace_bundles <= 1024,

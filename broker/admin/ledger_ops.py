@@ -33,6 +33,7 @@ from magnetar.broker.admin.base import (
     topic_from_path,
 )
 from magnetar.broker.admin.topic_ops import internal_stats
+from magnetar.broker.features.markers import has_marker_tag, marker_type
 from magnetar.broker.service.broker_service import BrokerService
 from magnetar.broker.storage.api import ManagedCursor, ManagedLedger, Position
 from magnetar.broker.topics.base import StoredTopic
@@ -139,7 +140,7 @@ async def analyze_backlog(
     counted (a batch counts its messages), at most SCAN_MAX_ENTRIES."""
     end = ledger.last_confirmed_position
     position = ledger.next_position(cursor.mark_delete_position) if start is None else start
-    entries = messages = 0
+    entries = messages = markers = 0
     first: Position | None = None
     last: Position | None = None
     aborted = False
@@ -157,6 +158,8 @@ async def analyze_backlog(
                 break
             entries += 1
             messages += entry.num_messages
+            if has_marker_tag(entry.data) and marker_type(entry.data):
+                markers += 1
             if first is None:
                 first = entry.position
             last = entry.position
@@ -166,9 +169,8 @@ async def analyze_backlog(
     return {
         "entries": entries,
         "messages": messages,
-        # Magnetar writes no marker messages (no transactions or replicated
-        # subscriptions).
-        "markerMessages": 0,
+        # Replicated subscriptions' markers (issue 45.4); no transactions.
+        "markerMessages": markers,
         "filterAcceptedEntries": entries,
         "filterAcceptedMessages": messages,
         "filterRejectedEntries": 0,

@@ -23,6 +23,7 @@ from magnetar.broker.admin.base import (
     stored_topic,
     topic_from_path,
 )
+from magnetar.broker.features.markers import is_replicated, mark_replicated, unmark_replicated
 from magnetar.broker.policies.backlog_quota import backlog_bytes
 from magnetar.broker.service.broker_service import BrokerService
 from magnetar.broker.storage.api import EARLIEST, LATEST, Position
@@ -64,6 +65,8 @@ def _subscription_stats(sub: StoredSubscription) -> dict[str, Any]:
         "msgBacklog": stats.msg_backlog,
         "type": stats.type_name,
         "isDurable": stats.is_durable,
+        # Replicated subscriptions (issue 45.4): the consumer asked for it.
+        "isReplicated": is_replicated(sub.cursor),
         "unackedMessages": sum(c["unackedMessages"] for c in consumers),
         "msgRateOut": sub.dispatched.msg_rate,
         "msgThroughputOut": sub.dispatched.byte_rate,
@@ -192,6 +195,28 @@ def routes(service: BrokerService) -> list[web.RouteDef]:
         await (await subscription(request)).reset_cursor(target)
         return no_content()
 
+    async def replicated_status(request: web.Request) -> web.Response:
+        """Whether the subscription is replicated (issue 45.4), by topic
+        (each partition of a partitioned one), as Pulsar answers."""
+        name = request.match_info["subscription"]
+        found = {}
+        for topic in await topics_of(request):
+            sub = await topic.get_subscription(name)
+            found[topic.name] = is_replicated(sub.cursor)
+        return web.json_response(found)
+
+    async def set_replicated_status(request: web.Request) -> web.Response:
+        """Pulsar's set-replicated-subscription-status: the body is true or
+        false; every partition of a partitioned topic follows."""
+        enabled = await json_body(request)
+        if not isinstance(enabled, bool):
+            raise HttpError(400, f"the body must be true or false, got {enabled!r}")
+        name = request.match_info["subscription"]
+        subs = [await topic.get_subscription(name) for topic in await topics_of(request)]
+        for sub in subs:
+            (mark_replicated if enabled else unmark_replicated)(sub.cursor)
+        return no_content()
+
     async def unload(request: web.Request) -> web.Response:
         """Close the topic (every partition of a partitioned one); clients
         reconnect and it loads again on their lookup."""
@@ -216,5 +241,7 @@ def routes(service: BrokerService) -> list[web.RouteDef]:
         web.delete(sub, delete_subscription),
         web.post(f"{sub}/resetcursor/{{timestamp}}", reset_to_time),
         web.post(f"{sub}/resetcursor", reset_to_id),
+        web.get(f"{sub}/replicatedSubscriptionStatus", replicated_status),
+        web.post(f"{sub}/replicatedSubscriptionStatus", set_replicated_status),
         web.put(f"{path}/unload", unload),
     ]

@@ -103,6 +103,7 @@ class ConsumerCommands:
             epoch=cmd.consumer_epoch if cmd.HasField("consumer_epoch") else None,
             key_shared=key_shared,
             read_compacted=cmd.read_compacted,
+            replicate_subscription_state=cmd.replicate_subscription_state,
         )
         policies = await self.cnx.service.policies.resolve(topic.topic_name)
         check_subscribe(topic, cmd.subscription, cmd.subType, policies)

@@ -32,6 +32,7 @@ from magnetar.broker.dispatchers.consumer import Consumer
 from magnetar.broker.dispatchers.entries import deliver_at_time
 from magnetar.broker.dispatchers.redelivery import RedeliveryTracker, ReplayQueue
 from magnetar.broker.features.delayed import DelayedDeliveryTracker
+from magnetar.broker.features.markers import has_marker_tag, marker_type
 from magnetar.broker.policies.rates import DispatchRateLimiter
 from magnetar.broker.storage.api import (
     EARLIEST,
@@ -41,6 +42,7 @@ from magnetar.broker.storage.api import (
     ManagedLedger,
     ManagedLedgerClosed,
     Position,
+    StorageError,
 )
 
 log = structlog.get_logger(__name__)
@@ -337,6 +339,9 @@ class PersistentDispatcher(ABC):
         return entries
 
     def _dispatch_read(self, entries: list[Entry], *, replayed: bool) -> bool:
+        entries = self._drop_markers(entries)
+        if not entries:
+            return True  # only markers: read on
         if replayed:
             queue = deque(e for e in entries if not self.cursor.is_deleted(e.position))
         elif self.delayed is not None:
@@ -353,6 +358,17 @@ class PersistentDispatcher(ABC):
                 self._buffer.extend(queue)
         # Nothing taken: wait for FLOW or a drained socket rather than spin.
         return dispatched > 0 or not queue
+
+    def _drop_markers(self, entries: list[Entry]) -> list[Entry]:
+        """Marker entries (replicated subscriptions, issue 45.4) are for the
+        brokers: acknowledged here, never sent to a consumer or reader."""
+        markers = [e.position for e in entries if has_marker_tag(e.data) and marker_type(e.data)]
+        if not markers:
+            return entries
+        with contextlib.suppress(StorageError):
+            self.cursor.delete(markers)
+        dropped = set(markers)
+        return [e for e in entries if e.position not in dropped]
 
     # ----------------------------------------------------- delayed delivery
 

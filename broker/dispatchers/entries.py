@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import struct
 
+from magnetar.broker.features.markers import has_marker_tag, marker_type
 from magnetar.broker.storage.api import Entry, ManagedLedger, Position
 from magnetar.proto import pulsar_api_pb2 as pb
 from magnetar.proto.errors import ProtocolError
@@ -20,17 +21,28 @@ _U32 = struct.Struct(">I")
 _CHECKSUM_MAGIC = MAGIC_CHECKSUM.to_bytes(2, "big")
 # MessageMetadata.deliver_at_time is field 19, a varint: its tag bytes.
 _DELIVER_AT_TAG = b"\x98\x01"
+# How many marker entries GetLastMessageId passes over at the end.
+_MAX_TRAILING_MARKERS = 64
 
 
 async def last_entry_id(ledger: ManagedLedger) -> tuple[Position, int]:
-    """The newest entry's position and its last batch index (-1: not a batch)."""
+    """The newest message's position and its last batch index (-1: not a
+    batch). Marker entries (issue 45.4) are no messages: a reader waiting
+    for one at the end would wait for ever, so trailing ones are passed over
+    (a few at most: markers follow messages)."""
     position = ledger.last_confirmed_position
-    if position.entry_id < 0:
+    for _ in range(_MAX_TRAILING_MARKERS):
+        if position.entry_id < 0:
+            return position, -1
+        entries = await ledger.read_positions([position])
+        if not entries:
+            return position, -1
+        entry = entries[0]
+        if not (has_marker_tag(entry.data) and marker_type(entry.data)):
+            break
+        position = ledger.previous_position(position)
+    else:
         return position, -1
-    entries = await ledger.read_positions([position])
-    if not entries:
-        return position, -1
-    entry = entries[0]
     if entry.num_messages > 1:
         return position, entry.num_messages - 1
     try:

@@ -20,6 +20,9 @@ def update_topic_rates(topic: Topic, seconds: float) -> None:
     """Close one interval of `seconds` for a topic and everything under it."""
     topic.published.update(seconds)
     topic.dispatched.update(seconds)
+    for producer in list(topic.producers.values()):
+        if producer.replicated_in is not None:  # a remote cluster's replicator
+            producer.replicated_in.update(seconds)
     for sub in list(topic.subscriptions.values()):
         sub.dispatched.update(seconds)
         sub.redelivered.update(seconds)
@@ -39,8 +42,13 @@ class StatsUpdater:
         topics: Callable[[], Iterable[Topic]],
         interval_s: float,
         clock: Callable[[], float] = time.monotonic,
+        *,
+        others: Iterable[Callable[[float], None]] = (),
     ) -> None:
         self._topics = topics
+        # Rates kept above the topics (the replicators'): each is called
+        # with the interval's seconds.
+        self._others = list(others)
         self.interval_s = interval_s
         self._clock = clock
         self._last = clock()
@@ -54,6 +62,8 @@ class StatsUpdater:
             return
         for topic in list(self._topics()):
             update_topic_rates(topic, seconds)
+        for update in self._others:
+            update(seconds)
 
     def start(self) -> None:
         if self._task is None:

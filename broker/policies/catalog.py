@@ -391,12 +391,22 @@ REPLICATION_CLUSTERS = Policy(
     "replication", "replication", unset=[],
 )  # fmt: skip
 
+# What each replicator of a topic may send its remote cluster, Pulsar's
+# replicatorDispatchRate (Pulsar keeps the namespace's value per cluster; a
+# broker here serves one cluster).
+REPLICATOR_DISPATCH_RATE = Policy(
+    "replicator_dispatch_rate", _parsed(DispatchRate.from_json, InvalidRate),
+    "replicatorDispatchRate", "replicatorDispatchRate",
+    "replicatorDispatchRate", "replicatorDispatchRate",
+)  # fmt: skip
+
 POLICIES: tuple[Policy, ...] = (
     DEDUPLICATION,
     KEY_WINDOW,
     PUBLISH_RATE,
     DISPATCH_RATE,
     SUBSCRIPTION_DISPATCH_RATE,
+    REPLICATOR_DISPATCH_RATE,
     COMPACTION_THRESHOLD,
     SCHEMA_COMPATIBILITY,
     SCHEMA_VALIDATION,

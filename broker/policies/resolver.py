@@ -163,6 +163,11 @@ class TopicPolicies:
         return None if body is None else DispatchRate.from_json(body)
 
     @property
+    def replicator_dispatch_rate(self) -> DispatchRate | None:
+        body = self.stored(catalog.REPLICATOR_DISPATCH_RATE)
+        return None if body is None else DispatchRate.from_json(body)
+
+    @property
     def subscription_dispatch_rates(self) -> SubscriptionDispatchRates:
         """subscriptionDispatchRate, and the subscriptions' own rates (kept
         in the topic's subscriptionPolicies), which win for them."""

@@ -85,6 +85,8 @@ class RemoteProducer:
         self.failed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._reading: asyncio.Task[None] | None = None
         self.last_sequence_id = -1
+        # The remote broker it is connected to (after lookup redirects).
+        self.url = ""
 
     # ------------------------------------------------------------ opening
 
@@ -106,6 +108,7 @@ class RemoteProducer:
             try:
                 owner = await connection._lookup(topic)
                 if owner is None or owner == url:
+                    connection.url = url
                     await connection._create_producer(topic, producer_name)
                     connection._reading = asyncio.get_running_loop().create_task(
                         connection._read_loop(), name=f"replicator-read {topic}"

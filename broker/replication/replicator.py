@@ -24,12 +24,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime
+import time
 from collections.abc import Awaitable, Callable
 from functools import partial
 
 import structlog
 
-from magnetar.broker.features.replicated import cursor_name, sequence_id
+from magnetar.broker.counters import RateCounter
+from magnetar.broker.features.replicated import cursor_name, producer_name, sequence_id
+from magnetar.broker.policies.rates import DispatchRateLimiter
 from magnetar.broker.replication.metrics import ReplicationMetrics
 from magnetar.broker.replication.remote import RemoteError, RemoteProducer
 from magnetar.broker.schemas.types import SchemaVersion, to_wire, version_from_bytes
@@ -48,6 +52,14 @@ from magnetar.proto.frames import Payload
 from magnetar.proto.naming import TopicName
 
 log = structlog.get_logger(__name__)
+
+
+def _iso(ms: int) -> str:
+    """Pulsar's connectedSince shape; "" for never."""
+    if ms <= 0:
+        return ""
+    return datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC).isoformat()
+
 
 Opener = Callable[[], Awaitable[RemoteProducer]]
 # The local schema registry's version of a topic (None: not there).
@@ -68,6 +80,7 @@ class Replicator:
         opener: Opener,
         metrics: ReplicationMetrics,
         schemas: SchemaLookup | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.topic = topic
         self.local_cluster = local_cluster
@@ -77,10 +90,21 @@ class Replicator:
         self._schemas = schemas
         self._cursor: ManagedCursor | None = None
         self._task: asyncio.Task[None] | None = None
-        self.connected = False
-        # Messages and bytes the remote acknowledged since the topic loaded.
-        self.messages_out = 0
-        self.bytes_out = 0
+        self._clock = clock
+        self.connected: bool = False
+        # Where the producer is connected ("" while not), and since when (ms).
+        self.outbound = ""
+        self.outbound_since_ms = 0
+        # Messages and bytes the remote acknowledged since the topic loaded;
+        # rates from the periodic stats update (update_rates).
+        self.out: RateCounter = RateCounter()
+        # replicatorDispatchRate: what may go to the remote per period.
+        self.limiter = DispatchRateLimiter()
+        # Publish times (ms) of the entries sent and not yet acknowledged,
+        # oldest first; and when the remote last had everything (seconds):
+        # the replication delay.
+        self._unacknowledged: dict[Position, int] = {}
+        self._caught_up_at = clock()
         # The reason of the outage under way (None: none), logged once.
         self._outage: str | None = None
         self._log = log.bind(topic=topic.name, remote_cluster=remote_cluster)
@@ -125,13 +149,43 @@ class Replicator:
         """Messages the remote does not have yet."""
         return 0 if self._cursor is None else self._cursor.backlog_messages
 
+    @property
+    def delay_seconds(self) -> float:
+        """How long the oldest message the remote lacks has waited: from its
+        publish time once sent, from when the remote last had everything
+        while nothing is in flight (an outage), 0 without a backlog."""
+        now = self._clock()
+        for publish_ms in self._unacknowledged.values():
+            return max(0.0, now - publish_ms / 1000)
+        if self.backlog == 0:
+            self._caught_up_at = now
+            return 0.0
+        return max(0.0, now - self._caught_up_at)
+
+    @property
+    def incoming(self) -> RateCounter:
+        """What the remote's replicator stored on this topic (zero while it
+        has no producer here)."""
+        producer = self.topic.producers.get(producer_name(self.remote_cluster))
+        found = None if producer is None else producer.replicated_in
+        return found if found is not None else RateCounter()
+
     def stats(self) -> dict[str, object]:
         """Pulsar's ReplicatorStats fields this replicator keeps."""
+        incoming, out = self.incoming, self.out
         return {
-            "connected": self.connected,
+            "msgRateIn": incoming.msg_rate,
+            "msgThroughputIn": incoming.byte_rate,
+            "msgRateOut": out.msg_rate,
+            "msgThroughputOut": out.byte_rate,
+            "msgRateExpired": 0.0,
+            "msgOutCounter": out.messages,
+            "bytesOutCounter": out.bytes,
             "replicationBacklog": self.backlog,
-            "msgOutCounter": self.messages_out,
-            "bytesOutCounter": self.bytes_out,
+            "connected": self.connected,
+            "replicationDelayInSeconds": self.delay_seconds,
+            "outboundConnection": self.outbound,
+            "outboundConnectedSince": _iso(self.outbound_since_ms),
         }
 
     # ------------------------------------------------------------ the loop
@@ -143,6 +197,7 @@ class Replicator:
             try:
                 producer = await self._opener()
                 self.connected = True
+                self.outbound, self.outbound_since_ms = producer.url, int(self._clock() * 1000)
                 self._metrics.connected.labels(self.remote_cluster).inc()
                 await self._replicate(producer)
             except (ManagedLedgerClosed, CursorClosed):
@@ -153,7 +208,7 @@ class Replicator:
                 self._failed(exc)
             finally:
                 if self.connected:
-                    self.connected = False
+                    self.connected, self.outbound = False, ""
                     self._metrics.connected.labels(self.remote_cluster).dec()
                 if producer is not None:
                     await producer.close()
@@ -193,8 +248,14 @@ class Replicator:
         versions: dict[bytes, bytes] = {}
         while True:
             if not cursor.has_more_entries() and producer.pending == 0:
+                self._caught_up_at = self._clock()
                 self._healthy()
-            read = asyncio.ensure_future(cursor.read_entries_or_wait(_READ_BATCH))
+            allowance = self.limiter.allowance()
+            if allowance == 0:  # replicatorDispatchRate spent for this period
+                await asyncio.sleep(self.limiter.wait())
+                continue
+            count = _READ_BATCH if allowance is None else min(_READ_BATCH, allowance)
+            read = asyncio.ensure_future(cursor.read_entries_or_wait(count))
             try:
                 await asyncio.wait((read, failed), return_when=asyncio.FIRST_COMPLETED)
             finally:
@@ -204,6 +265,7 @@ class Replicator:
             if read.cancelled():
                 failed.result()  # raises the producer's failure
             for entry in read.result():
+                self.limiter.consume(entry.num_messages, len(entry.data))
                 await self._forward(producer, entry, already, versions)
             await producer.drain()
             await producer.wait_for_room(_MAX_PENDING)
@@ -242,6 +304,7 @@ class Replicator:
         if metadata.HasField("highest_sequence_id"):
             metadata.highest_sequence_id = sequence
         data = Payload.build(metadata, payload.payload).data
+        self._unacknowledged.setdefault(position, metadata.publish_time)
         sent = producer.send(sequence, entry.num_messages, data)
         sent.add_done_callback(partial(self._sent, position, entry.num_messages, len(data)))
 
@@ -263,14 +326,14 @@ class Replicator:
     ) -> None:
         if sent.cancelled() or sent.exception() is not None:
             return  # resent after the reconnect
-        self.messages_out += messages
-        self.bytes_out += size
+        self.out.add(messages, size)
         self._metrics.messages_out.labels(self.remote_cluster).inc(messages)
         self._metrics.bytes_out.labels(self.remote_cluster).inc(size)
         self._healthy()
         self._done(position)
 
     def _done(self, position: Position) -> None:
+        self._unacknowledged.pop(position, None)
         cursor = self._cursor
         if cursor is not None:
             with contextlib.suppress(StorageError):

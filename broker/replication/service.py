@@ -25,9 +25,12 @@ import structlog
 from prometheus_client import CollectorRegistry
 
 from magnetar.broker.features.replicated import PREFIX, is_replication_name, producer_name
+from magnetar.broker.policies.rates import DispatchRate
+from magnetar.broker.replication.collector import ReplicationCollector
 from magnetar.broker.replication.metrics import ReplicationMetrics
 from magnetar.broker.replication.remote import Credentials, RemoteError, RemoteProducer
 from magnetar.broker.replication.replicator import Replicator, SchemaLookup
+from magnetar.broker.replication.snapshots import ReplicatedSubscriptions, SnapshotSettings
 from magnetar.broker.resources import PulsarResources, ResourceError
 from magnetar.broker.storage.api import StorageError
 from magnetar.broker.topics.base import StoredTopic, Topic, is_persistent
@@ -99,14 +102,23 @@ class Replicators:
         *,
         schemas: SchemaLookup | None = None,
         timeout: float = 10.0,
+        per_topic_metrics: bool = True,
+        snapshots: SnapshotSettings | None = None,
     ) -> None:
         self._resources = resources
         self.local_cluster = local_cluster
         self._timeout = timeout
         self._schemas = schemas
         self.metrics = ReplicationMetrics(registry)
+        if registry is not None:
+            registry.register(
+                ReplicationCollector(self.all, local_cluster, per_topic=per_topic_metrics)
+            )
         # topic name -> remote cluster -> its replicator
         self._by_topic: dict[str, dict[str, Replicator]] = {}
+        # topic name -> its replicated subscriptions (issue 45.4)
+        self._snapshot_settings = snapshots or SnapshotSettings()
+        self._subscriptions: dict[str, ReplicatedSubscriptions] = {}
         self._lock = asyncio.Lock()
         # (remote, partitioned topic, partitions) known to exist there.
         self._partitioned: set[tuple[str, str, int]] = set()
@@ -115,9 +127,20 @@ class Replicators:
         """The replicators of a topic, by remote cluster."""
         return dict(self._by_topic.get(topic, {}))
 
-    async def update(self, topic: Topic, clusters: frozenset[str]) -> None:
+    def all(self) -> list[Replicator]:
+        return [r for by_remote in list(self._by_topic.values()) for r in by_remote.values()]
+
+    def update_rates(self, seconds: float) -> None:
+        """The stats update's interval closed (observability/stats_update.py)."""
+        for replicator in self.all():
+            replicator.out.update(seconds)
+
+    async def update(
+        self, topic: Topic, clusters: frozenset[str], rate: DispatchRate | None = None
+    ) -> None:
         """Start the replicators the policy names and the topic lacks; remove
-        (with their cursors) those it no longer names."""
+        (with their cursors) those it no longer names; give each the
+        topic's replicatorDispatchRate."""
         if not is_persistent(topic) or topic.is_closed:
             return
         wanted = clusters - {self.local_cluster}
@@ -140,10 +163,23 @@ class Replicators:
                 )
                 await replicator.start()
                 current[remote] = replicator
+            for replicator in current.values():
+                replicator.limiter.set_rate(rate)
             if current:
                 self._by_topic[topic.name] = current
+                controller = self._subscriptions.get(topic.name)
+                if controller is None:
+                    controller = ReplicatedSubscriptions(
+                        topic, self.local_cluster, self._snapshot_settings
+                    )
+                    controller.start()
+                    self._subscriptions[topic.name] = controller
+                controller.remotes = frozenset(current)
             else:
                 self._by_topic.pop(topic.name, None)
+                stopped = self._subscriptions.pop(topic.name, None)
+                if stopped is not None:
+                    await stopped.stop()
 
     @staticmethod
     async def _drop_stale_cursors(topic: StoredTopic, kept: AbstractSet[str]) -> None:
@@ -162,8 +198,15 @@ class Replicators:
             await self._stop(name)
 
     async def _stop(self, name: str) -> None:
+        controller = self._subscriptions.pop(name, None)
+        if controller is not None:
+            await controller.stop()
         for replicator in self._by_topic.pop(name, {}).values():
             await replicator.stop()
+
+    def replicated_subscriptions(self, topic: str) -> ReplicatedSubscriptions | None:
+        """A topic's replicated subscriptions controller (None: no replicators)."""
+        return self._subscriptions.get(topic)
 
     async def close(self) -> None:
         async with self._lock:

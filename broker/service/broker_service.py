@@ -40,6 +40,7 @@ from magnetar.broker.policies.resolver import (
     TopicPolicies,
 )
 from magnetar.broker.replication.service import Replicators
+from magnetar.broker.replication.snapshots import SnapshotSettings
 from magnetar.broker.resources import (
     InvalidResource,
     PulsarResources,
@@ -144,7 +145,16 @@ class BrokerService:
         self.schemas = SchemaRegistry(metadata_store, self.policies)
         # Geo-replication: each loaded topic's replicators to remote clusters.
         self.replicators = Replicators(
-            self.resources, config.cluster_name, metrics.registry, schemas=self.schemas.get
+            self.resources,
+            config.cluster_name,
+            metrics.registry,
+            schemas=self.schemas.get,
+            per_topic_metrics=config.expose_topic_level_metrics_in_prometheus,
+            snapshots=SnapshotSettings(
+                frequency_s=config.replicated_subscriptions_snapshot_frequency_millis / 1000,
+                timeout_s=config.replicated_subscriptions_snapshot_timeout_seconds,
+                max_cached=config.replicated_subscriptions_snapshot_max_cached_per_subscription,
+            ),
         )
         self._listeners = config.listeners()
         self.service_url = ""
@@ -169,7 +179,9 @@ class BrokerService:
         )
         # Rates for metrics and admin stats, from the topics' plain counters.
         self.stats_updater = StatsUpdater(
-            lambda: self.topics.values(), config.stats_update_frequency_seconds
+            lambda: self.topics.values(),
+            config.stats_update_frequency_seconds,
+            others=[self.replicators.update_rates],
         )
         # Computed when scraped, so they never drift from the registry.
         metrics.storage_writable.set_function(lambda: 0 if factory.write_error else 1)
@@ -410,7 +422,9 @@ class BrokerService:
                 policies = await self.policies.resolve(name)
                 await apply_policies(topic, policies)
             # Before any publish: the replication cursors start at the end.
-            await self.replicators.update(topic, policies.replication_clusters)
+            await self.replicators.update(
+                topic, policies.replication_clusters, policies.replicator_dispatch_rate
+            )
         except BaseException:
             await self._discard(topic)
             raise
@@ -519,7 +533,9 @@ class BrokerService:
             if change.covers(topic.topic_name):
                 policies = await self.policies.resolve(topic.topic_name)
                 await apply_policies(topic, policies)
-                await self.replicators.update(topic, policies.replication_clusters)
+                await self.replicators.update(
+                    topic, policies.replication_clusters, policies.replicator_dispatch_rate
+                )
 
     async def unload_topics(self, select: Callable[[TopicName], bool]) -> int:
         """Close the loaded topics `select` picks (their bundle moves away):

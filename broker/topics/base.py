@@ -27,7 +27,7 @@ from magnetar.broker.policies.rates import DispatchRate, PublishRate, PublishRat
 from magnetar.broker.policies.subscribe_rate import SubscribeRate, SubscribeRateLimiter
 from magnetar.broker.policies.subscription_rates import SubscriptionDispatchRates
 from magnetar.broker.storage.api import InitialPosition, ManagedCursor, ManagedLedger, Position
-from magnetar.broker.topics.publish_path import Producer
+from magnetar.broker.topics.publish_path import MarkerListener, Producer
 from magnetar.broker.topics.topic_producers import PublishLimits
 from magnetar.proto.naming import TopicName
 
@@ -71,6 +71,9 @@ class SubscribeOptions:
     key_shared: KeySharedPolicy | None = None
     # Read the compacted view up to the compaction horizon (Exclusive, Failover).
     read_compacted: bool = False
+    # The subscription's state replicates to the topic's other clusters
+    # (issue 45.4); durable subscriptions only.
+    replicate_subscription_state: bool = False
 
 
 class Subscription(Protocol):
@@ -302,6 +305,11 @@ class StoredSubscription(Subscription, Protocol):
 
     def clear_backlog(self) -> None: ...
 
+    def acknowledge_up_to(self, position: Position) -> None:
+        """Acknowledge everything up to `position` (at most the last entry)
+        on the subscription's behalf, as a cumulative ack would."""
+        ...
+
     async def expire_messages(self, published_before_ms: int) -> None:
         """Acknowledge every entry published before `published_before_ms`."""
         ...
@@ -318,6 +326,9 @@ class StoredTopic(Topic, Protocol):
 
     # The namespace's message TTL in seconds (0: none); set by policies.
     message_ttl_s: int
+    # Told of each marker entry a remote cluster's replicator stored
+    # (replicated subscriptions, issue 45.4); set by the replication layer.
+    marker_listener: MarkerListener | None
 
     @property
     def ledger(self) -> ManagedLedger: ...

@@ -33,6 +33,7 @@ from magnetar.broker.features.keywindow import (
     KeyWindowIndex,
     KeyWindowPolicy,
 )
+from magnetar.broker.features.markers import mark_replicated
 from magnetar.broker.features.replicated import is_replication_name
 from magnetar.broker.policies.backlog_quota import QuotaState, backlog_bytes
 from magnetar.broker.policies.rates import DispatchRate, DispatchRateLimiter
@@ -302,6 +303,8 @@ class PersistentTopic(TopicProducers):
                 sub = await self._durable_subscription(
                     options.subscription, options.initial_position
                 )
+                if options.replicate_subscription_state:
+                    mark_replicated(sub.cursor)
             else:
                 sub = self._non_durable_subscription(
                     options.subscription,

@@ -330,6 +330,11 @@ class PersistentSubscription:
         if self._dispatcher is not None:
             self._dispatcher.on_cumulative_ack(position)
 
+    def acknowledge_up_to(self, position: Position) -> None:
+        """A cumulative ack on the subscription's behalf, at most up to the
+        last entry (a replicated subscription's update, issue 45.4)."""
+        self._move_mark_delete(min(position, self.ledger.last_confirmed_position))
+
     def clear_backlog(self) -> None:
         self._move_mark_delete(self.ledger.last_confirmed_position)
 

@@ -9,15 +9,18 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
+from collections.abc import Callable
 from functools import partial
 from typing import Protocol
 
 import structlog
 
 from magnetar.broker import commands
+from magnetar.broker.counters import RateCounter
 from magnetar.broker.endpoint import ClientConnection
 from magnetar.broker.features.dedup import DUPLICATE, DupStatus, MessageDeduplication
 from magnetar.broker.features.keywindow import KeyWindowIndex
+from magnetar.broker.features.markers import has_marker_tag
 from magnetar.broker.features.replicated import is_replication_name
 from magnetar.broker.log_throttle import RateLimitedLog
 from magnetar.broker.storage.api import (
@@ -32,6 +35,8 @@ from magnetar.proto.errors import ServerError
 log = structlog.get_logger(__name__)
 
 AccessMode = pb.ProducerAccessMode
+# Told where a remote cluster's replicator stored a marker entry, and its bytes.
+MarkerListener = Callable[[Position, bytes], None]
 # A full disk fails every publish alike: one line per topic per interval.
 _FAILURE_LOG = RateLimitedLog(interval=10.0)
 
@@ -61,6 +66,11 @@ class PublishTarget(Protocol):
     def replicated_dedup(self) -> MessageDeduplication | None:
         """Set once a replicator may publish: its sequence ids are
         deduplicated whatever the deduplication policy says (issue 45)."""
+        ...
+
+    @property
+    def marker_listener(self) -> MarkerListener | None:
+        """Told of the marker entries replicators store (issue 45.4)."""
         ...
 
 
@@ -114,8 +124,10 @@ class Producer:
         self.is_closed = False
         self._pending: deque[_PendingPublish] = deque()
         self._partition = topic.partition_index
-        # A remote cluster's replicator (features/replicated.py).
+        # A remote cluster's replicator (features/replicated.py), and what
+        # it stored (the replication stats' rate in).
         self.replicated = is_replication_name(name)
+        self.replicated_in = RateCounter() if self.replicated else None
 
     def __repr__(self) -> str:
         return f"Producer({self.producer_id}, {self.name!r}, {self.topic.name})"
@@ -160,11 +172,17 @@ class Producer:
                 return
         else:
             dedup = None
+        if self.replicated_in is not None:
+            self.replicated_in.add(num_messages, len(data))
         window = self.topic.key_window if idempotency_key is not None else None
         if window is not None and idempotency_key is not None:
             future = self._first_copy(window, idempotency_key, data, num_messages)
         else:
             future = self.topic.append(data, num_messages)
+        if self.replicated and has_marker_tag(data):
+            listener = self.topic.marker_listener
+            if listener is not None:
+                future.add_done_callback(partial(_marker_stored, listener, data))
         self._track(_PendingPublish(sequence_id, highest_sequence_id, future, len(data), dedup))
 
     def _track(self, item: _PendingPublish) -> None:
@@ -297,6 +315,16 @@ def _persisted_late(
     if future.cancelled() or future.exception() is not None:
         return
     dedup.persisted_entry(name, highest, future.result())
+
+
+def _marker_stored(listener: MarkerListener, data: bytes, future: asyncio.Future[Position]) -> None:
+    """A replicated marker entry is stored: the replication layer acts on it."""
+    if future.cancelled() or future.exception() is not None:
+        return
+    try:
+        listener(future.result(), data)
+    except Exception:  # a listener's bug must not break the publish path
+        log.exception("marker listener failed")
 
 
 def _copy_outcome(target: asyncio.Future[Position], source: asyncio.Future[Position]) -> None:

@@ -23,7 +23,7 @@ from magnetar.broker.features.keywindow import KeyWindowIndex, KeyWindowPolicy
 from magnetar.broker.features.replicated import is_replication_name
 from magnetar.broker.policies.rates import PublishRate, PublishRateLimiter
 from magnetar.broker.storage.api import Position
-from magnetar.broker.topics.publish_path import AccessMode, Producer
+from magnetar.broker.topics.publish_path import AccessMode, MarkerListener, Producer
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +61,9 @@ class TopicProducers(ABC):
         # Set once a remote cluster's replicator may publish (persistent
         # topics only): its sequence ids are always deduplicated.
         self.replicated_dedup: MessageDeduplication | None = None
+        # Told of replicated marker entries (persistent topics with
+        # replicators only, set by the replication layer; issue 45.4).
+        self.marker_listener: MarkerListener | None = None
         # Set while a dedupKeyWindow policy applies (persistent topics only).
         self.key_window: KeyWindowIndex | None = None
         # Set while a publishRate policy limits the topic.

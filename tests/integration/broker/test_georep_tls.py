@@ -60,11 +60,11 @@ def test_replication_over_tls(broker_factory: BrokerFactory, tmp_path: Path) -> 
         client.create_producer(topic).send(b"secret")
 
     eventually("two refused TLS handshakes", lambda: _errors(a) >= 2)
-    assert admin(a, "GET", stats)["replication"]["b"] == {  # type: ignore[index]
+    section = admin(a, "GET", stats)["replication"]["b"]  # type: ignore[index]
+    assert {k: section[k] for k in ("connected", "replicationBacklog", "msgOutCounter")} == {
         "connected": False,
         "replicationBacklog": 1,
         "msgOutCounter": 0,
-        "bytesOutCounter": 0,
     }
     register(a, "b", b, **data, brokerClientTrustCertsFilePath=str(ca.pem.cert))
     with official_client(b.url) as client:
