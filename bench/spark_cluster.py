@@ -9,9 +9,10 @@ per executor core, against our client alone in one process on a topic of the
 same shape in the same run. The peers: for reads, the async core's readers
 (`magnetar.client.aio`, the fastest way our client reads, one partition
 after another); for writes, a producer with the guarantee the connector
-gives (unbatched, sequence ids, resent until stored; a batched producer is
-shown for reference: the connector cannot batch, as a retried task would cut
-its batches elsewhere and deduplication works per batch). Broker: fsync,
+gives (the async core's producer, unbatched, sequence ids, resent until
+stored; the blocking client's producer, and a batched one, are shown for
+reference: the connector cannot batch, as a retried task would cut its
+batches elsewhere and deduplication works per batch). Broker: fsync,
 deduplication on. Spark times are of jobs on a warm application (planning,
 task start and each task's client set-up included): a first small write and
 read start the executors' Python workers, and their time is shown apart.
@@ -137,6 +138,49 @@ def _client_write(url: str, topic: str, count: int, *, batched: bool) -> Figure:
         return _in_process(count, write)
     finally:
         client.close()
+
+
+def _core_write(url: str, topic: str, count: int) -> Figure:
+    """As _client_write unbatched, through the async core's producer on one
+    event loop, queueing while it has capacity: how each connector task
+    writes."""
+    import asyncio
+
+    from magnetar.client import aio
+
+    async def write_all() -> int:
+        client = aio.Client(url, operation_timeout_seconds=30)
+        try:
+            conf = aio.ProducerConfiguration(
+                producer_name=f"core-{uuid.uuid4().hex[:6]}",
+                batching_enabled=False,
+                send_timeout_millis=0,
+            )
+            producer = await client.create_producer(topic, conf)
+            failures: list[object] = []
+
+            def answered(error: object, _msg_id: object) -> None:
+                if error is not None:
+                    failures.append(error)
+
+            for index in range(count):
+                msg = aio.OutgoingMessage(PAYLOAD, sequence_id=index)
+                target = (
+                    producer.route(msg)
+                    if isinstance(producer, aio.PartitionedProducer)
+                    else producer
+                )
+                if not target.has_capacity():
+                    await target.wait_for_capacity()
+                target.send_async(msg, answered)
+            await producer.flush()
+            if failures:
+                raise RuntimeError(f"{len(failures)} sends failed: {failures[0]}")
+            return count
+        finally:
+            await client.close()
+
+    return _in_process(count, lambda: asyncio.run(write_all()))
 
 
 def _client_read(url: str, topic: str, count: int) -> Figure:
@@ -282,10 +326,11 @@ def measure(count: int, workers: int) -> tuple[dict[str, Figure], dict[str, Figu
         with start_broker("magnetar-fsync", work, settings) as broker:
             topics = {
                 name: _partitioned_topic(broker.http_port, name)
-                for name in ("plain", "batched", "spark", "warm")
+                for name in ("core", "plain", "batched", "spark", "warm")
             }
             client = {
-                "write": _client_write(broker.url, topics["plain"], count, batched=False),
+                "write": _core_write(broker.url, topics["core"], count),
+                "blocking write": _client_write(broker.url, topics["plain"], count, batched=False),
                 "batched write": _client_write(broker.url, topics["batched"], count, batched=True),
             }
             with SparkCluster(work / "spark", workers=workers, cores=CORES) as cluster:
@@ -311,8 +356,9 @@ ROWS = (
     ("read", "stream read", "readStream availableNow into noop"),
 )
 PEERS = (
-    ("write", "producer, unbatched, sequence ids (the peer for writes)"),
-    ("batched write", "producer, batched (reference)"),
+    ("write", "magnetar.client.aio producer, unbatched, sequence ids (the peer for writes)"),
+    ("blocking write", "blocking client's producer, unbatched, sequence ids (reference)"),
+    ("batched write", "blocking client's producer, batched (reference)"),
     ("read", "magnetar.client.aio readers (the peer for reads)"),
     ("blocking read", "blocking client's readers (reference)"),
 )
