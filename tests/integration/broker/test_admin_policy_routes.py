@@ -53,6 +53,16 @@ SAMPLES: dict[str, tuple[Any, Any, Any, int]] = {
         {"dispatchThrottlingRateInByte": "lots"},
         400,
     ),
+    "replicator_dispatch_rate": (
+        {"dispatchThrottlingRateInMsg": 20, "ratePeriodInSecond": 3},
+        {
+            "dispatchThrottlingRateInMsg": 20,
+            "dispatchThrottlingRateInByte": -1,
+            "ratePeriodInSecond": 3,
+        },
+        {"ratePeriodInSecond": -1},
+        400,
+    ),
     "compaction_threshold": (2000, 2000, -1, 412),
     "schema_compatibility": ("BACKWARD", "BACKWARD", "SIDEWAYS", 400),
     "schema_validation_enforced": (True, True, 1, 400),
