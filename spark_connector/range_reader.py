@@ -19,6 +19,9 @@ from pyspark.sql.datasource import InputPartition
 from magnetar.client import aio
 from magnetar.client.aio.reader.partitioned import PartitionedReader
 from magnetar.client.aio.reader.reader import Reader
+from magnetar.proto.ids import serialize_many
+from magnetar.proto.messages import partition_key
+from magnetar.proto.pulsar_api_pb2 import MessageMetadata, SingleMessageMetadata
 from magnetar.spark_connector.driver import READ_TIMEOUT_MS
 from magnetar.spark_connector.offsets import Position, after, position_of, start_id
 from magnetar.spark_connector.read_options import ReadOptions
@@ -74,28 +77,32 @@ def _timestamps(ms: list[int | None]) -> pa.Array:
 
 
 _PROPERTIES = ARROW_SCHEMA.field("properties").type
+_Metadata = MessageMetadata | SingleMessageMetadata
 
 
-def _properties(messages: Sequence[aio.Message]) -> pa.Array:
+def _properties(metas: list[_Metadata]) -> pa.Array:
     """The properties column; when no message has any (most topics), empty
     maps built from their offsets rather than converted one by one."""
-    if any(m.has_properties() for m in messages):
-        return pa.array([m.properties() for m in messages], _PROPERTIES)
+    if any(meta.properties for meta in metas):
+        return pa.array([{kv.key: kv.value for kv in m.properties} for m in metas], _PROPERTIES)
     none = pa.array([], pa.string())
-    return pa.MapArray.from_arrays(pa.array([0] * (len(messages) + 1), pa.int32()), none, none)
+    return pa.MapArray.from_arrays(pa.array([0] * (len(metas) + 1), pa.int32()), none, none)
 
 
 def record_batch(messages: Sequence[aio.Message]) -> pa.RecordBatch:
     """The rows of `messages` (received messages), one column at a time.
-    A message without key or event time has null there."""
+    A message without key or event time has null there. Key, event time
+    and properties come from each message's metadata, read once per message
+    (the per-message accessors would look it up once per column)."""
+    metas = [m.metadata_view() for m in messages]
     columns = [
         pa.array([m.data() for m in messages], pa.binary()),
-        pa.array([m.partition_key() or None for m in messages], pa.string()),
+        pa.array([partition_key(meta) or None for meta in metas], pa.string()),
         pa.array([m.topic_name() for m in messages], pa.string()),
-        pa.array([m.proto_message_id().serialize() for m in messages], pa.binary()),
+        pa.array(serialize_many([m.proto_message_id() for m in messages]), pa.binary()),
         _timestamps([m.publish_timestamp() for m in messages]),
-        _timestamps([m.event_timestamp() or None for m in messages]),
-        _properties(messages),
+        _timestamps([meta.event_time or None for meta in metas]),
+        _properties(metas),
         pa.array([m.redelivery_count() for m in messages], pa.int32()),
     ]
     return pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA)

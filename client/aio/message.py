@@ -203,8 +203,10 @@ class Message:
         out._id = msg._id
         return out
 
-    @property
-    def _meta(self) -> pb.MessageMetadata | pb.SingleMessageMetadata:
+    def metadata_view(self) -> pb.MessageMetadata | pb.SingleMessageMetadata:
+        """Where its key, event time and properties are read: the entry's
+        metadata, or its SingleMessageMetadata in a batch (for readers of many
+        messages at once, such as the Spark connector's columns)."""
         single = self._single
         if single is None:
             return self.entry.metadata
@@ -225,26 +227,22 @@ class Message:
         return self._data
 
     def properties(self) -> dict[str, str]:
-        return {kv.key: kv.value for kv in self._meta.properties}
-
-    def has_properties(self) -> bool:
-        """Whether properties() is not empty, without building it."""
-        return len(self._meta.properties) > 0
+        return {kv.key: kv.value for kv in self.metadata_view().properties}
 
     def partition_key(self) -> str:
-        return partition_key(self._meta) or ""
+        return partition_key(self.metadata_view()) or ""
 
     def ordering_key(self) -> str:
-        return (ordering_key(self._meta) or b"").decode(errors="replace")
+        return (ordering_key(self.metadata_view()) or b"").decode(errors="replace")
 
     def ordering_key_bytes(self) -> bytes | None:
-        return ordering_key(self._meta)
+        return ordering_key(self.metadata_view())
 
     def publish_timestamp(self) -> int:
         return self.entry.metadata.publish_time
 
     def event_timestamp(self) -> int:
-        return self._meta.event_time
+        return self.metadata_view().event_time
 
     def message_id(self) -> MessageId:
         return self.proto_message_id()
@@ -282,7 +280,7 @@ class Message:
         return self.entry.metadata.producer_name
 
     def has_null_value(self) -> bool:
-        return self._meta.null_value
+        return self.metadata_view().null_value
 
     def encryption_context(self) -> EncryptionContext | None:
         """How the message was encrypted end to end; None if it was not."""
