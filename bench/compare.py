@@ -118,6 +118,8 @@ def start_broker(
     proc = subprocess.Popen(cmd, stdout=log, stderr=log, env=env, cwd=data)
     try:
         _wait_for_port(port, proc)
+        if http_port:  # the admin API may listen a moment after the binary port
+            _wait_for_port(http_port, proc)
         yield Broker(kind, f"pulsar://127.0.0.1:{port}", proc, http_port)
     finally:
         _PEAK_RSS_MIB[kind] = max(_PEAK_RSS_MIB.get(kind, 0.0), _peak_rss_mib(proc.pid))

@@ -36,7 +36,6 @@ import json
 import os
 import tempfile
 import time
-import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Callable, Iterable
@@ -84,8 +83,7 @@ def tree_cpu(roots: Iterable[int]) -> float:
 
 
 def _partitioned_topic(http_port: int, name: str) -> str:
-    """A new topic of PARTITIONS partitions (the admin API may take a moment
-    to listen after the binary port does)."""
+    """A new topic of PARTITIONS partitions."""
     topic = f"persistent://public/default/{name}-{uuid.uuid4().hex[:8]}"
     request = urllib.request.Request(
         f"http://127.0.0.1:{http_port}/admin/v2/{topic.replace('://', '/')}/partitions",
@@ -93,15 +91,8 @@ def _partitioned_topic(http_port: int, name: str) -> str:
         method="PUT",
         headers={"Content-Type": "application/json"},
     )
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            with urllib.request.urlopen(request, timeout=10):
-                return topic
-        except (urllib.error.URLError, ConnectionError):
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
+    with urllib.request.urlopen(request, timeout=10):
+        return topic
 
 
 def _in_process(count: int, work: Callable[[], int]) -> Figure:
