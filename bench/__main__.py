@@ -30,6 +30,7 @@ BENCHMARKS = {
     "soak": "bench.soak",
     "backlog": "bench.backlog",
     "objstore": "bench.objstore",
+    "georep": "bench.georep",
 }
 # Runs of many minutes: only when named.
 ON_REQUEST = {"soak", "backlog", "objstore", "spark-cluster"}
