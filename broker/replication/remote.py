@@ -5,10 +5,13 @@ imports the client package.
 
 `RemoteProducer.open` connects (following LOOKUP redirects to the topic's
 owner), authenticates with the remote cluster's credentials and opens the
-producer; `send` pipelines SENDs and resolves each one's future at its
-SEND_RECEIPT. Any failure (an ERROR, a SEND_ERROR, the broker closing the
-producer, the connection dropping) fails every pending send and `failed`,
-and the owner opens a new producer: nothing here retries.
+producer; `send` pipelines SENDs (buffered until `drain`: one socket write
+for many) and `on_stored` gets what each was of at its SEND_RECEIPT, once
+per read of the socket for all the receipts in it (one cursor update for
+many entries, not a future and a callback each). Any failure (an ERROR, a
+SEND_ERROR, the broker closing the producer, the connection dropping) fails
+`failed` and drops every pending send, and the owner opens a new producer:
+nothing here retries.
 """
 
 from __future__ import annotations
@@ -18,11 +21,14 @@ import contextlib
 import itertools
 import ssl
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 from urllib.parse import urlsplit
 
 from google.protobuf.message import Message
 
+from magnetar.broker.storage.api import Position
 from magnetar.proto import pulsar_api_pb2 as pb
 from magnetar.proto.errors import ServerError
 from magnetar.proto.frames import Frame, FrameDecoder, encode_command, encode_payload_command, wrap
@@ -44,6 +50,14 @@ class RemoteError(Exception):
     @property
     def is_auth(self) -> bool:
         return self.code in (ServerError.AuthenticationError, ServerError.AuthorizationError)
+
+
+class Sent(NamedTuple):
+    """What a send was of: handed back at its receipt."""
+
+    position: Position
+    messages: int
+    size: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,7 +93,13 @@ class RemoteProducer:
         self._decoder = FrameDecoder()
         self._requests = itertools.count(1)
         self._producer_id = 1
-        self._pending: deque[tuple[int, asyncio.Future[None]]] = deque()
+        self._pending: deque[tuple[int, Sent]] = deque()
+        # Frames of sends not yet written (drain writes them at once).
+        self._out: list[bytes] = []
+        # Told of sends the remote stored, oldest first.
+        self.on_stored: Callable[[list[Sent]], None] = lambda _sent: None
+        # Set when receipts came in (wait_for_room re-checks).
+        self._room: asyncio.Future[None] | None = None
         # Requests answered while the read loop runs, by request id.
         self._waiting: dict[int, asyncio.Future[Frame]] = {}
         self.failed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -229,13 +249,20 @@ class RemoteProducer:
         )
 
     def _write(self, body: Message) -> None:
+        self._flush()  # after the sends before it
         self._writer.write(encode_command(wrap(body)))
+
+    def _flush(self) -> None:
+        if self._out:
+            self._writer.write(b"".join(self._out))
+            self._out.clear()
 
     # ------------------------------------------------------------ sending
 
-    def send(self, sequence_id: int, num_messages: int, data: bytes) -> asyncio.Future[None]:
-        """Queue one entry; the future resolves at its receipt (a duplicate's
-        receipt too: the remote has it either way)."""
+    def send(self, sequence_id: int, data: bytes, sent: Sent) -> None:
+        """Queue one entry (written at the next drain); `on_stored` gets
+        `sent` at its receipt (a duplicate's receipt too: the remote has it
+        either way)."""
         if self.failed.done():
             raise RemoteError("the remote producer failed")
         command = T(
@@ -243,14 +270,12 @@ class RemoteProducer:
             send=pb.CommandSend(
                 producer_id=self._producer_id,
                 sequence_id=sequence_id,
-                num_messages=num_messages,
+                num_messages=sent.messages,
                 highest_sequence_id=sequence_id,
             ),
         )
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._pending.append((sequence_id, future))
-        self._writer.write(encode_payload_command(command, data))
-        return future
+        self._pending.append((sequence_id, sent))
+        self._out.append(encode_payload_command(command, data))
 
     async def schema_version(self, topic: str, schema: pb.Schema) -> bytes:
         """The remote's version of `schema` on `topic`, registering it there
@@ -270,7 +295,8 @@ class RemoteProducer:
         return bytes(body.schema_version)
 
     async def drain(self) -> None:
-        """Wait while the socket's buffer is full."""
+        """Write the queued sends; wait while the socket's buffer is full."""
+        self._flush()
         await self._writer.drain()
 
     @property
@@ -282,8 +308,8 @@ class RemoteProducer:
         """Wait while `limit` sends or more await their receipts; RemoteError
         once the producer failed."""
         while len(self._pending) >= limit and not self.failed.done():
-            _, head = self._pending[0]
-            await asyncio.wait({head, self.failed}, return_when=asyncio.FIRST_COMPLETED)
+            room = self._room = asyncio.get_running_loop().create_future()
+            await asyncio.wait({room, self.failed}, return_when=asyncio.FIRST_COMPLETED)
         if self.failed.done():
             self.failed.result()
 
@@ -294,22 +320,26 @@ class RemoteProducer:
                 if not data:
                     raise RemoteError("the remote broker closed the connection")
                 self._decoder.feed(data)
-                for frame in self._decoder:
-                    self._handle(frame)
+                stored: list[Sent] = []
+                try:
+                    for frame in self._decoder:
+                        self._handle(frame, stored)
+                finally:
+                    if stored:  # also those before a failing frame
+                        self.on_stored(stored)
+                        room = self._room
+                        if room is not None and not room.done():
+                            room.set_result(None)
         except Exception as exc:  # whatever ends the reading fails the producer
             self._fail(exc if isinstance(exc, RemoteError) else RemoteError(repr(exc)))
 
-    def _handle(self, frame: Frame) -> None:
+    def _handle(self, frame: Frame, stored: list[Sent]) -> None:
         kind = frame.type
         if kind == T.SEND_RECEIPT:
             sequence_id = frame.command.send_receipt.sequence_id
-            while self._pending:
-                head, future = self._pending[0]
-                if head > sequence_id:
-                    break
-                self._pending.popleft()
-                if not future.done():
-                    future.set_result(None)
+            pending = self._pending
+            while pending and pending[0][0] <= sequence_id:
+                stored.append(pending.popleft()[1])
         elif kind == T.SEND_ERROR:
             refused = frame.command.send_error
             raise RemoteError(f"send refused: {refused.message}", refused.error)
@@ -321,7 +351,7 @@ class RemoteProducer:
             if waiting is not None and not waiting.done():
                 waiting.set_result(frame)
         elif kind == T.PING:
-            self._writer.write(encode_command(T(type=T.PONG, pong=pb.CommandPong())))
+            self._write(pb.CommandPong())
         elif kind == T.AUTH_CHALLENGE:
             self._answer_challenge()
         elif kind == T.ERROR:
@@ -332,11 +362,8 @@ class RemoteProducer:
         if not self.failed.done():
             self.failed.set_exception(error)
             self.failed.exception()  # retrieved: the owner may be elsewhere
-        while self._pending:
-            _, future = self._pending.popleft()
-            if not future.done():
-                future.set_exception(error)
-                future.exception()
+        self._pending.clear()  # resent from the cursor by the next producer
+        self._out.clear()
         for waiting in self._waiting.values():
             if not waiting.done():
                 waiting.set_exception(error)
