@@ -39,7 +39,7 @@ from pathlib import Path
 
 import pulsar
 
-from bench.compare import PAYLOAD_100B, _producer, fast_logger, start_broker
+from bench.compare import PAYLOAD_100B, _cpu_seconds, _producer, fast_logger, start_broker
 from tests.support.georep import link
 
 _SENT_AT = struct.Struct("<d")
@@ -51,6 +51,7 @@ class Side:
 
     url: str
     http_url: str
+    pid: int
 
 
 @contextlib.contextmanager
@@ -59,7 +60,7 @@ def two_clusters(workdir: Path) -> Iterator[tuple[Side, Side]]:
         start_broker("magnetar-fsync", workdir / "a", {"cluster_name": "a"}) as a,
         start_broker("magnetar-fsync", workdir / "b", {"cluster_name": "b"}) as b,
     ):
-        sides = tuple(Side(x.url, f"http://127.0.0.1:{x.http_port}") for x in (a, b))
+        sides = tuple(Side(x.url, f"http://127.0.0.1:{x.http_port}", x.proc.pid) for x in (a, b))
         link({"a": sides[0], "b": sides[1]})
         yield sides[0], sides[1]
 
@@ -80,10 +81,20 @@ def _client(url: str) -> pulsar.Client:
     return pulsar.Client(url, operation_timeout_seconds=30, io_threads=1, logger=fast_logger())
 
 
-def throughput(a: Side, b: Side, count: int, batched: bool) -> tuple[float, float]:
+@dataclass(frozen=True)
+class Throughput:
+    produced: float  # A's produce rate, msg/s
+    replicated: float  # the rate at which they reached B
+    # Each broker's CPU seconds from the first send until B had the last.
+    cpu_a: float
+    cpu_b: float
+
+
+def throughput(a: Side, b: Side, count: int, batched: bool) -> Throughput:
     """A's produce rate and the rate at which the messages reached B."""
     topic = f"persistent://public/geo/rate-{uuid.uuid4().hex[:8]}"
     client = _client(a.url)
+    cpu = _cpu_seconds(a.pid), _cpu_seconds(b.pid)
     try:
         producer = _producer(client, topic, batched)
         start = time.perf_counter()
@@ -97,10 +108,11 @@ def throughput(a: Side, b: Side, count: int, batched: bool) -> tuple[float, floa
                 raise RuntimeError(f"B has {_stored(b, topic)} of {count} after 5 minutes")
             time.sleep(0.01)
         replicated = time.perf_counter() - start
+        used = _cpu_seconds(a.pid) - cpu[0], _cpu_seconds(b.pid) - cpu[1]
         producer.close()
     finally:
         client.close()
-    return count / produced, count / replicated
+    return Throughput(count / produced, count / replicated, *used)
 
 
 def delays(a: Side, b: Side, rate: int, seconds: float) -> list[float]:
@@ -151,14 +163,16 @@ def main(argv: list[str]) -> int:
     with tempfile.TemporaryDirectory() as tmp, two_clusters(Path(tmp)) as (a, b):
         print(
             f"| geo-replication, a -> b on loopback, fsync, {args.messages:,} msgs of 100 B "
-            "| A produce msg/s | reaching B msg/s | ratio |"
+            "| A produce msg/s | reaching B msg/s | ratio | A CPU s | B CPU s | wall s |"
         )
-        print("|---|---|---|---|")
+        print("|---|---|---|---|---|---|---|")
         for batched in (False, True):
-            produced, replicated = throughput(a, b, args.messages, batched)
+            run = throughput(a, b, args.messages, batched)
             print(
                 f"| official client, {'batched' if batched else 'unbatched'} "
-                f"| {produced:,.0f} | {replicated:,.0f} | {replicated / produced:.2f} |"
+                f"| {run.produced:,.0f} | {run.replicated:,.0f} "
+                f"| {run.replicated / run.produced:.2f} | {run.cpu_a:.1f} | {run.cpu_b:.1f} "
+                f"| {args.messages / run.replicated:.1f} |"
             )
         measured = delays(a, b, args.rate, args.seconds)
         ms = [d * 1000 for d in measured]
