@@ -254,6 +254,7 @@ class ReplicatedSubscriptions:
 
     def _write(self, marker: Marker, replicate_to: list[str]) -> None:
         self._markers += 1
+        self.topic.marker_horizon.marker_stored()
         written = self.topic.append(marker_entry(marker, replicate_to), 1)
         written.add_done_callback(self._written)
 

@@ -20,7 +20,7 @@ from magnetar.broker.counters import RateCounter
 from magnetar.broker.endpoint import ClientConnection
 from magnetar.broker.features.dedup import DUPLICATE, DupStatus, MessageDeduplication
 from magnetar.broker.features.keywindow import KeyWindowIndex
-from magnetar.broker.features.markers import has_marker_tag
+from magnetar.broker.features.markers import MarkerHorizon, has_marker_tag
 from magnetar.broker.features.replicated import is_replication_name
 from magnetar.broker.log_throttle import RateLimitedLog
 from magnetar.broker.storage.api import (
@@ -71,6 +71,11 @@ class PublishTarget(Protocol):
     @property
     def marker_listener(self) -> MarkerListener | None:
         """Told of the marker entries replicators store (issue 45.4)."""
+        ...
+
+    @property
+    def marker_horizon(self) -> MarkerHorizon:
+        """Moved when a replicator stores a marker (dispatch looks for them)."""
         ...
 
 
@@ -180,6 +185,7 @@ class Producer:
         else:
             future = self.topic.append(data, num_messages)
         if self.replicated and has_marker_tag(data):
+            self.topic.marker_horizon.marker_stored()
             listener = self.topic.marker_listener
             if listener is not None:
                 future.add_done_callback(partial(_marker_stored, listener, data))

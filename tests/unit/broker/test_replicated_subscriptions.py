@@ -15,6 +15,7 @@ from magnetar.broker.features.markers import (
     SNAPSHOT_REQUEST,
     SNAPSHOT_RESPONSE,
     SUBSCRIPTION_UPDATE,
+    MarkerHorizon,
     SnapshotRequest,
     SnapshotResponse,
     SubscriptionUpdate,
@@ -29,7 +30,7 @@ from magnetar.broker.replication.snapshots import (
     Snapshot,
     SnapshotSettings,
 )
-from magnetar.broker.storage.api import Position
+from magnetar.broker.storage.api import LATEST, Position
 from magnetar.proto import pulsar_api_pb2 as pb
 from magnetar.proto.frames import Payload
 
@@ -145,6 +146,7 @@ class _Topic:
         self.name = "persistent://public/geo/t"
         self.is_closed = False
         self.marker_listener: Any = None
+        self.marker_horizon = MarkerHorizon(Position(1, -1))
         self.published = RateCounter()
         self.ledger = _Ledger()
         self.written: list[bytes] = []
@@ -196,6 +198,7 @@ async def test_snapshot_then_update_once() -> None:
     controller.tick()
     ((kind, targets, request),) = topic.markers()
     assert (kind, targets) == (SNAPSHOT_REQUEST, ["b", "c"])
+    assert topic.marker_horizon.last == LATEST  # dispatch looks for markers everywhere
     assert isinstance(request, SnapshotRequest) and request.source_cluster == "a"
     controller.tick()
     assert len(topic.markers()) == 1  # one pending at a time
