@@ -8,6 +8,8 @@ stats read both.
 
 from __future__ import annotations
 
+from typing import Literal
+
 
 class RateCounter:
     """Messages and bytes since the owner was loaded, and the rates over the
@@ -39,3 +41,19 @@ class RateCounter:
     def set_totals(self, messages: int, size: int) -> None:
         """Follow totals counted elsewhere (storage counts its own writes)."""
         self.messages, self.bytes = messages, size
+
+
+def rate_stats(
+    counter: RateCounter, way: Literal["In", "Out"], *, totals: bool = True
+) -> dict[str, float | int]:
+    """A counter as Pulsar's stats fields of one direction: msgRate<way> and
+    msgThroughput<way> (the last interval's rates) and, with `totals`,
+    msg<way>Counter and bytes<way>Counter."""
+    fields: dict[str, float | int] = {
+        f"msgRate{way}": counter.msg_rate,
+        f"msgThroughput{way}": counter.byte_rate,
+    }
+    if totals:
+        fields[f"msg{way}Counter"] = counter.messages
+        fields[f"bytes{way}Counter"] = counter.bytes
+    return fields

@@ -26,6 +26,7 @@ from magnetar.broker.admin.base import HttpError, no_content
 from magnetar.broker.admin.subscriptions import topic_stats, traffic_stats
 from magnetar.broker.cluster.bundles import bundle_of
 from magnetar.broker.config import BrokerConfig
+from magnetar.broker.counters import rate_stats
 from magnetar.broker.dispatchers.consumer import Consumer
 from magnetar.broker.observability.topic_metrics import TopicSample, sample_topic
 from magnetar.broker.resources import ResourceNotFound
@@ -105,8 +106,7 @@ def _consumer_entry(consumer: Consumer) -> dict[str, Any]:
         "consumerName": consumer.name,
         "availablePermits": consumer.permits,
         "unackedMessages": consumer.unacked_messages,
-        "msgRateOut": consumer.dispatched.msg_rate,
-        "msgThroughputOut": consumer.dispatched.byte_rate,
+        **rate_stats(consumer.dispatched, "Out", totals=False),
         "address": str(consumer.address),
         "clientVersion": consumer.cnx.client_version,
     }
@@ -121,8 +121,7 @@ def live_topic_stats(topic: Topic) -> dict[str, Any]:
         subscriptions[name] = {
             "msgBacklog": stats.msg_backlog,
             "type": stats.type_name,
-            "msgRateOut": sub.dispatched.msg_rate,
-            "msgThroughputOut": sub.dispatched.byte_rate,
+            **rate_stats(sub.dispatched, "Out", totals=False),
             "msgRateRedeliver": sub.redelivered.msg_rate,
             "unackedMessages": sub.unacked_messages,
             "msgDropped": stats.msg_dropped,

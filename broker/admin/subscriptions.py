@@ -23,6 +23,7 @@ from magnetar.broker.admin.base import (
     stored_topic,
     topic_from_path,
 )
+from magnetar.broker.counters import rate_stats
 from magnetar.broker.features.markers import is_replicated, mark_replicated, unmark_replicated
 from magnetar.broker.policies.backlog_quota import backlog_bytes
 from magnetar.broker.service.broker_service import BrokerService
@@ -52,10 +53,7 @@ def _subscription_stats(sub: StoredSubscription) -> dict[str, Any]:
             "availablePermits": c.permits,
             "unackedMessages": c.unacked_messages,
             "blockedConsumerOnUnackedMsgs": c.blocked,
-            "msgRateOut": c.dispatched.msg_rate,
-            "msgThroughputOut": c.dispatched.byte_rate,
-            "msgOutCounter": c.dispatched.messages,
-            "bytesOutCounter": c.dispatched.bytes,
+            **rate_stats(c.dispatched, "Out"),
             "address": str(c.address),
             "clientVersion": c.cnx.client_version,
         }
@@ -68,10 +66,7 @@ def _subscription_stats(sub: StoredSubscription) -> dict[str, Any]:
         # Replicated subscriptions (issue 45.4): the consumer asked for it.
         "isReplicated": is_replicated(sub.cursor),
         "unackedMessages": sum(c["unackedMessages"] for c in consumers),
-        "msgRateOut": sub.dispatched.msg_rate,
-        "msgThroughputOut": sub.dispatched.byte_rate,
-        "msgOutCounter": sub.dispatched.messages,
-        "bytesOutCounter": sub.dispatched.bytes,
+        **rate_stats(sub.dispatched, "Out"),
         "msgRateRedeliver": sub.redelivered.msg_rate,
         "msgDelayed": sub.delayed_messages,
         "blockedSubscriptionOnUnackedMsgs": sub.blocked_on_unacked,
@@ -82,16 +77,9 @@ def _subscription_stats(sub: StoredSubscription) -> dict[str, Any]:
 def traffic_stats(topic: Topic) -> dict[str, Any]:
     """TopicStats' fields any topic has: rates and counters in and out, and
     its publishers."""
-    published, dispatched = topic.published, topic.dispatched
     return {
-        "msgRateIn": published.msg_rate,
-        "msgThroughputIn": published.byte_rate,
-        "msgRateOut": dispatched.msg_rate,
-        "msgThroughputOut": dispatched.byte_rate,
-        "msgInCounter": published.messages,
-        "bytesInCounter": published.bytes,
-        "msgOutCounter": dispatched.messages,
-        "bytesOutCounter": dispatched.bytes,
+        **rate_stats(topic.published, "In"),
+        **rate_stats(topic.dispatched, "Out"),
         "publishers": [
             {
                 "producerName": p.name,

@@ -23,7 +23,7 @@ import contextlib
 from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import structlog
 
@@ -32,7 +32,7 @@ from magnetar.broker.dispatchers.consumer import Consumer
 from magnetar.broker.dispatchers.entries import deliver_at_time
 from magnetar.broker.dispatchers.redelivery import RedeliveryTracker, ReplayQueue
 from magnetar.broker.features.delayed import DelayedDeliveryTracker
-from magnetar.broker.features.markers import has_marker_tag, marker_type
+from magnetar.broker.features.markers import MarkerHorizon, has_marker_tag, marker_type
 from magnetar.broker.policies.rates import DispatchRateLimiter
 from magnetar.broker.storage.api import (
     EARLIEST,
@@ -94,6 +94,9 @@ class DispatcherSettings:
     # the dispatchers whose type honours them (Shared, Key_Shared).
     max_unacked_per_consumer: int = 0
     max_unacked_per_subscription: int = 0
+    # How far the topic's entries may hold markers (issue 45.4); shared with
+    # the topic, which moves it. The default: anywhere.
+    markers: MarkerHorizon = field(default_factory=MarkerHorizon)
 
 
 class PersistentDispatcher(ABC):
@@ -133,6 +136,7 @@ class PersistentDispatcher(ABC):
         self._compacted_view = settings.compacted_view
         self._compacted_from_earliest = settings.compacted_from_earliest
         self._on_end_of_topic = settings.on_end_of_topic
+        self._markers = settings.markers
         limits = self.supports_unacked_limits
         self.max_unacked_per_consumer = settings.max_unacked_per_consumer if limits else 0
         self.max_unacked_per_subscription = settings.max_unacked_per_subscription if limits else 0
@@ -339,9 +343,14 @@ class PersistentDispatcher(ABC):
         return entries
 
     def _dispatch_read(self, entries: list[Entry], *, replayed: bool) -> bool:
-        entries = self._drop_markers(entries)
         if not entries:
-            return True  # only markers: read on
+            return True
+        # Reads are in position order: one comparison spares the per-entry
+        # scan where no marker can be.
+        if entries[0].position <= self._markers.last:
+            entries = self._drop_markers(entries)
+            if not entries:
+                return True  # only markers: read on
         if replayed:
             queue = deque(e for e in entries if not self.cursor.is_deleted(e.position))
         elif self.delayed is not None:

@@ -25,7 +25,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from magnetar.broker.storage.api import ManagedCursor, Position
+from magnetar.broker.storage.api import LATEST, ManagedCursor, Position
 from magnetar.proto import pulsar_api_pb2 as pb
 from magnetar.proto.frames import MAGIC_CHECKSUM, Payload
 
@@ -97,6 +97,23 @@ def unmark_replicated(cursor: ManagedCursor) -> None:
 
 
 # ------------------------------------------------------------ entries
+
+
+class MarkerHorizon:
+    """The last of a topic's entries that may be a marker: dispatch looks
+    for markers up to it only, so a topic that never had one pays nothing
+    per entry. When the topic loads it is the last entry stored before
+    (what earlier loads stored is not known); once a marker is stored while
+    loaded (a snapshot written here, or a remote's replicator), every entry."""
+
+    __slots__ = ("last",)
+
+    def __init__(self, last: Position = LATEST) -> None:
+        self.last = last
+
+    def marker_stored(self) -> None:
+        """Called in the loop turn that appends a marker: no read sees it first."""
+        self.last = LATEST
 
 
 def has_marker_tag(data: bytes) -> bool:

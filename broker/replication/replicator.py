@@ -30,7 +30,7 @@ from collections.abc import Awaitable, Callable
 
 import structlog
 
-from magnetar.broker.counters import RateCounter
+from magnetar.broker.counters import RateCounter, rate_stats
 from magnetar.broker.features.replicated import cursor_name, producer_name, sequence_id
 from magnetar.broker.policies.rates import DispatchRateLimiter
 from magnetar.broker.replication.metrics import ReplicationMetrics
@@ -175,15 +175,10 @@ class Replicator:
 
     def stats(self) -> dict[str, object]:
         """Pulsar's ReplicatorStats fields this replicator keeps."""
-        incoming, out = self.incoming, self.out
         return {
-            "msgRateIn": incoming.msg_rate,
-            "msgThroughputIn": incoming.byte_rate,
-            "msgRateOut": out.msg_rate,
-            "msgThroughputOut": out.byte_rate,
+            **rate_stats(self.incoming, "In", totals=False),
+            **rate_stats(self.out, "Out"),
             "msgRateExpired": 0.0,
-            "msgOutCounter": out.messages,
-            "bytesOutCounter": out.bytes,
             "replicationBacklog": self.backlog,
             "connected": self.connected,
             "replicationDelayInSeconds": self.delay_seconds,

@@ -204,18 +204,43 @@ class ReplicatedSubscriptions:
         self._write(SnapshotRequest(snapshot_id, self.local_cluster), sorted(remotes))
         self._log.debug("replicated subscriptions snapshot requested", snapshot_id=snapshot_id)
 
-    def _update(self, cursor: ManagedCursor) -> None:
+    @property
+    def idle(self) -> bool:
+        """Whether the next periods write nothing until something is stored:
+        no snapshot pending, no message since the last request, no update
+        due, none from a remote being applied."""
+        if self._applying:
+            return False
+        cursors = self.replicated_cursors()
+        if not cursors or not self.remotes or self.topic.is_closed:
+            return True
+        asked = self._messages_at_request
+        return (
+            self._pending is None
+            and asked is not None
+            and self._messages() <= asked
+            and all(self._update_due(c) is None for c in cursors)
+        )
+
+    def _update_due(self, cursor: ManagedCursor) -> tuple[Snapshot, list[str]] | None:
+        """The newest snapshot the subscription passed whose update it did
+        not send yet, and the remotes to send it to."""
         mark_delete = cursor.mark_delete_position
         passed = [s for s in self.snapshots if s.local <= mark_delete]
         if not passed:
-            return
+            return None
         snapshot = passed[-1]
         sent = self._sent.get(cursor.name)
         if sent is not None and sent >= snapshot.local:
-            return
+            return None
         targets = sorted(set(snapshot.remotes) & self.remotes)
-        if not targets:
+        return (snapshot, targets) if targets else None
+
+    def _update(self, cursor: ManagedCursor) -> None:
+        due = self._update_due(cursor)
+        if due is None:
             return
+        snapshot, targets = due
         positions = {c: snapshot.remotes[c] for c in targets}
         self._write(SubscriptionUpdate(cursor.name, positions), targets)
         self._sent[cursor.name] = snapshot.local
@@ -254,6 +279,7 @@ class ReplicatedSubscriptions:
 
     def _write(self, marker: Marker, replicate_to: list[str]) -> None:
         self._markers += 1
+        self.topic.marker_horizon.marker_stored()
         written = self.topic.append(marker_entry(marker, replicate_to), 1)
         written.add_done_callback(self._written)
 

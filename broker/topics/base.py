@@ -22,6 +22,7 @@ from magnetar.broker.dispatchers.consumer import Consumer, KeySharedPolicy
 from magnetar.broker.endpoint import ClientConnection
 from magnetar.broker.features.dedup import MessageDeduplication
 from magnetar.broker.features.keywindow import KeyWindowIndex, KeyWindowPolicy
+from magnetar.broker.features.markers import MarkerHorizon
 from magnetar.broker.policies.backlog_quota import QuotaState
 from magnetar.broker.policies.rates import DispatchRate, PublishRate, PublishRateLimiter
 from magnetar.broker.policies.subscribe_rate import SubscribeRate, SubscribeRateLimiter
@@ -329,6 +330,8 @@ class StoredTopic(Topic, Protocol):
     # Told of each marker entry a remote cluster's replicator stored
     # (replicated subscriptions, issue 45.4); set by the replication layer.
     marker_listener: MarkerListener | None
+    # How far its entries may be markers; the writers of markers move it.
+    marker_horizon: MarkerHorizon
 
     @property
     def ledger(self) -> ManagedLedger: ...

@@ -33,7 +33,7 @@ from magnetar.broker.features.keywindow import (
     KeyWindowIndex,
     KeyWindowPolicy,
 )
-from magnetar.broker.features.markers import mark_replicated
+from magnetar.broker.features.markers import MarkerHorizon, mark_replicated
 from magnetar.broker.features.replicated import is_replication_name
 from magnetar.broker.policies.backlog_quota import QuotaState, backlog_bytes
 from magnetar.broker.policies.rates import DispatchRate, DispatchRateLimiter
@@ -125,6 +125,8 @@ class PersistentTopic(TopicProducers):
         # Entries (as `messages`) and bytes storage wrote, followed by the stats
         # update from the ledger's own counters (pulsar_storage_write_rate).
         self.storage_writes = RateCounter()
+        # Markers stored before this load may be anywhere up to its last entry.
+        self.marker_horizon = MarkerHorizon(ledger.last_confirmed_position)
         ledger.set_entries_listener(self._appended)
 
     def __repr__(self) -> str:
@@ -407,6 +409,7 @@ class PersistentTopic(TopicProducers):
             delayed_delivery=self._delayed_delivery,
             max_unacked_per_consumer=self._unacked_limits[0],
             max_unacked_per_subscription=self._unacked_limits[1],
+            markers=self.marker_horizon,
         )
         sub = PersistentSubscription(
             self.name, name, self.ledger, cursor, settings, on_emptied=self._subscription_emptied

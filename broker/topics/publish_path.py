@@ -20,7 +20,7 @@ from magnetar.broker.counters import RateCounter
 from magnetar.broker.endpoint import ClientConnection
 from magnetar.broker.features.dedup import DUPLICATE, DupStatus, MessageDeduplication
 from magnetar.broker.features.keywindow import KeyWindowIndex
-from magnetar.broker.features.markers import has_marker_tag
+from magnetar.broker.features.markers import MarkerHorizon, has_marker_tag
 from magnetar.broker.features.replicated import is_replication_name
 from magnetar.broker.log_throttle import RateLimitedLog
 from magnetar.broker.storage.api import (
@@ -71,6 +71,11 @@ class PublishTarget(Protocol):
     @property
     def marker_listener(self) -> MarkerListener | None:
         """Told of the marker entries replicators store (issue 45.4)."""
+        ...
+
+    @property
+    def marker_horizon(self) -> MarkerHorizon:
+        """Moved when a replicator stores a marker (dispatch looks for them)."""
         ...
 
 
@@ -172,18 +177,29 @@ class Producer:
                 return
         else:
             dedup = None
-        if self.replicated_in is not None:
-            self.replicated_in.add(num_messages, len(data))
         window = self.topic.key_window if idempotency_key is not None else None
         if window is not None and idempotency_key is not None:
             future = self._first_copy(window, idempotency_key, data, num_messages)
         else:
             future = self.topic.append(data, num_messages)
-        if self.replicated and has_marker_tag(data):
+        if self.replicated:
+            self._replicated_stored(future, num_messages, data)
+        self._track(_PendingPublish(sequence_id, highest_sequence_id, future, len(data), dedup))
+
+    def _replicated_stored(
+        self, future: asyncio.Future[Position], num_messages: int, data: bytes
+    ) -> None:
+        """A remote cluster's replicator stored an entry (not a duplicate):
+        counted for the replication stats' rate in; a marker moves the
+        topic's marker horizon and goes to the replication layer once stored.
+        Only replicators come here: other producers pay nothing for it."""
+        assert self.replicated_in is not None  # set for every replicator
+        self.replicated_in.add(num_messages, len(data))
+        if has_marker_tag(data):
+            self.topic.marker_horizon.marker_stored()
             listener = self.topic.marker_listener
             if listener is not None:
                 future.add_done_callback(partial(_marker_stored, listener, data))
-        self._track(_PendingPublish(sequence_id, highest_sequence_id, future, len(data), dedup))
 
     def _track(self, item: _PendingPublish) -> None:
         """Queue a publish for its answer. Only the head of the queue has a

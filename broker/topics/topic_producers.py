@@ -20,6 +20,7 @@ from magnetar.broker.errors import (
 )
 from magnetar.broker.features.dedup import MessageDeduplication
 from magnetar.broker.features.keywindow import KeyWindowIndex, KeyWindowPolicy
+from magnetar.broker.features.markers import MarkerHorizon
 from magnetar.broker.features.replicated import is_replication_name
 from magnetar.broker.policies.rates import PublishRate, PublishRateLimiter
 from magnetar.broker.storage.api import Position
@@ -64,6 +65,9 @@ class TopicProducers(ABC):
         # Told of replicated marker entries (persistent topics with
         # replicators only, set by the replication layer; issue 45.4).
         self.marker_listener: MarkerListener | None = None
+        # How far entries may be markers (a persistent topic's dispatchers
+        # look up to it); anywhere unless the topic knows better.
+        self.marker_horizon = MarkerHorizon()
         # Set while a dedupKeyWindow policy applies (persistent topics only).
         self.key_window: KeyWindowIndex | None = None
         # Set while a publishRate policy limits the topic.

@@ -4,6 +4,7 @@ admin REST API, with human output by default and `--json` for scripts."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import click
@@ -68,6 +69,26 @@ def _admin(ctx: click.Context) -> Admin:
     return admin
 
 
+def rest_command(
+    group: click.Group,
+    name: str,
+    method: str,
+    path: Callable[..., str],
+    *arguments: str,
+    help_text: str | None = None,
+) -> None:
+    """Add to `group` a command that makes one admin call, its path from the
+    command's arguments (by name), and prints the answer when there is one."""
+
+    @click.pass_context
+    def command(ctx: click.Context, /, **values: str) -> None:
+        _show(ctx, _admin(ctx).call(method, path(**values)))
+
+    for argument in reversed(arguments):
+        command = click.argument(argument)(command)
+    group.command(name, help=help_text)(command)
+
+
 @click.group()
 @connection_options("admin")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
@@ -88,10 +109,7 @@ def tenants() -> None:
     """Tenants."""
 
 
-@tenants.command("list")
-@click.pass_context
-def tenants_list(ctx: click.Context) -> None:
-    _show(ctx, _admin(ctx).call("GET", "/admin/v2/tenants"))
+rest_command(tenants, "list", "GET", lambda: "/admin/v2/tenants")
 
 
 @tenants.command("create")
@@ -111,25 +129,13 @@ def namespaces() -> None:
     """Namespaces and their policies."""
 
 
-@namespaces.command("list")
-@click.argument("tenant")
-@click.pass_context
-def namespaces_list(ctx: click.Context, tenant: str) -> None:
-    _show(ctx, _admin(ctx).call("GET", f"/admin/v2/namespaces/{tenant}"))
+def _namespace_path(namespace: str) -> str:
+    return f"/admin/v2/namespaces/{namespace}"
 
 
-@namespaces.command("create")
-@click.argument("namespace")
-@click.pass_context
-def namespaces_create(ctx: click.Context, namespace: str) -> None:
-    _admin(ctx).call("PUT", f"/admin/v2/namespaces/{namespace}")
-
-
-@namespaces.command("policies")
-@click.argument("namespace")
-@click.pass_context
-def namespaces_policies(ctx: click.Context, namespace: str) -> None:
-    _show(ctx, _admin(ctx).call("GET", f"/admin/v2/namespaces/{namespace}"))
+rest_command(namespaces, "list", "GET", lambda tenant: f"/admin/v2/namespaces/{tenant}", "tenant")
+rest_command(namespaces, "create", "PUT", _namespace_path, "namespace")
+rest_command(namespaces, "policies", "GET", _namespace_path, "namespace")
 
 
 @namespaces.command("set-deduplication")
@@ -237,18 +243,15 @@ def topics() -> None:
     """Topics and subscriptions."""
 
 
-@topics.command("list")
-@click.argument("namespace")
-@click.pass_context
-def topics_list(ctx: click.Context, namespace: str) -> None:
-    _show(ctx, _admin(ctx).call("GET", f"/admin/v2/persistent/{namespace}"))
+def topic_path(suffix: str = "") -> Callable[[str], str]:
+    """The REST path of a command's TOPIC argument, and `suffix` under it."""
+    return lambda topic: f"/admin/v2/{topic_rest_path(topic)}{suffix}"
 
 
-@topics.command("create")
-@click.argument("topic")
-@click.pass_context
-def topics_create(ctx: click.Context, topic: str) -> None:
-    _admin(ctx).call("PUT", f"/admin/v2/{topic_rest_path(topic)}")
+rest_command(
+    topics, "list", "GET", lambda namespace: f"/admin/v2/persistent/{namespace}", "namespace"
+)
+rest_command(topics, "create", "PUT", topic_path(), "topic")
 
 
 @topics.command("create-partitioned-topic")
@@ -270,19 +273,14 @@ def topics_delete(ctx: click.Context, topic: str, force: bool) -> None:
     _admin(ctx).call("DELETE", f"/admin/v2/{topic_rest_path(topic)}", params=params)
 
 
-def _get(name: str, suffix: str, help_text: str) -> None:
-    @topics.command(name, help=help_text)
-    @click.argument("topic")
-    @click.pass_context
-    def command(ctx: click.Context, topic: str) -> None:
-        _show(ctx, _admin(ctx).call("GET", f"/admin/v2/{topic_rest_path(topic)}/{suffix}"))
-
-
-_get("stats", "stats", "Topic stats (rates, backlog, subscriptions, consumers).")
-_get("stats-internal", "internalStats", "Ledgers and cursors of a topic.")
-_get("partitioned-stats", "partitioned-stats", "Stats of a partitioned topic.")
-_get("subscriptions", "subscriptions", "A topic's subscriptions.")
-_get("last-message-id", "lastMessageId", "The newest message id.")
+for _name, _suffix, _help in (
+    ("stats", "stats", "Topic stats (rates, backlog, subscriptions, consumers)."),
+    ("stats-internal", "internalStats", "Ledgers and cursors of a topic."),
+    ("partitioned-stats", "partitioned-stats", "Stats of a partitioned topic."),
+    ("subscriptions", "subscriptions", "A topic's subscriptions."),
+    ("last-message-id", "lastMessageId", "The newest message id."),
+):
+    rest_command(topics, _name, "GET", topic_path(f"/{_suffix}"), "topic", help_text=_help)
 
 
 @topics.command("create-subscription")
@@ -389,11 +387,7 @@ def terminate(ctx: click.Context, topic: str) -> None:
         click.echo(f"terminated; last message id {last['ledgerId']}:{last['entryId']}")
 
 
-@topics.command("unload")
-@click.argument("topic")
-@click.pass_context
-def unload(ctx: click.Context, topic: str) -> None:
-    _admin(ctx).call("PUT", f"/admin/v2/{topic_rest_path(topic)}/unload")
+rest_command(topics, "unload", "PUT", topic_path("/unload"), "topic")
 
 
 @topics.command("get-policy", help=f"Show one topic policy. {_POLICY_HELP}")

@@ -11,8 +11,16 @@ from __future__ import annotations
 
 import click
 
-from magnetar.client.cli.admin import _admin, _show, admin, namespaces, tenants, topics
-from magnetar.client.cli.names import topic_rest_path
+from magnetar.client.cli.admin import (
+    _admin,
+    _show,
+    admin,
+    namespaces,
+    rest_command,
+    tenants,
+    topic_path,
+    topics,
+)
 
 __all__ = ["admin"]
 
@@ -80,17 +88,13 @@ def _cluster_data(options: dict[str, str | bool | None]) -> dict[str, str | bool
     return {names[key]: value for key, value in options.items() if value is not None}
 
 
-@clusters.command("list")
-@click.pass_context
-def clusters_list(ctx: click.Context) -> None:
-    _show(ctx, _admin(ctx).call("GET", "/admin/v2/clusters"))
+def _cluster_path(cluster: str) -> str:
+    return f"/admin/v2/clusters/{cluster}"
 
 
-@clusters.command("get")
-@click.argument("cluster")
-@click.pass_context
-def clusters_get(ctx: click.Context, cluster: str) -> None:
-    _show(ctx, _admin(ctx).call("GET", f"/admin/v2/clusters/{cluster}"))
+rest_command(clusters, "list", "GET", lambda: "/admin/v2/clusters")
+rest_command(clusters, "get", "GET", _cluster_path, "cluster")
+rest_command(clusters, "delete", "DELETE", _cluster_path, "cluster")
 
 
 @clusters.command("create")
@@ -98,7 +102,7 @@ def clusters_get(ctx: click.Context, cluster: str) -> None:
 @_cluster_options
 @click.pass_context
 def clusters_create(ctx: click.Context, /, cluster: str, **options: str | bool | None) -> None:
-    _admin(ctx).call("PUT", f"/admin/v2/clusters/{cluster}", _cluster_data(options))
+    _admin(ctx).call("PUT", _cluster_path(cluster), _cluster_data(options))
 
 
 @clusters.command("update")
@@ -106,14 +110,7 @@ def clusters_create(ctx: click.Context, /, cluster: str, **options: str | bool |
 @_cluster_options
 @click.pass_context
 def clusters_update(ctx: click.Context, /, cluster: str, **options: str | bool | None) -> None:
-    _admin(ctx).call("POST", f"/admin/v2/clusters/{cluster}", _cluster_data(options))
-
-
-@clusters.command("delete")
-@click.argument("cluster")
-@click.pass_context
-def clusters_delete(ctx: click.Context, cluster: str) -> None:
-    _admin(ctx).call("DELETE", f"/admin/v2/clusters/{cluster}")
+    _admin(ctx).call("POST", _cluster_path(cluster), _cluster_data(options))
 
 
 @tenants.command("update")
@@ -125,20 +122,21 @@ def tenants_update(ctx: click.Context, tenant: str, allowed_clusters: str) -> No
     _admin(ctx).call("POST", f"/admin/v2/tenants/{tenant}", body)
 
 
+def _ns_replication(namespace: str) -> str:
+    return f"/admin/v2/namespaces/{namespace}/replication"
+
+
 @namespaces.command("set-clusters")
 @click.argument("namespace")
 @click.option("--clusters", "-c", required=True, help="Comma-separated cluster names.")
 @click.pass_context
 def ns_set_clusters(ctx: click.Context, namespace: str, clusters: str) -> None:
-    path = f"/admin/v2/namespaces/{namespace}/replication"
-    _admin(ctx).call("POST", path, _clusters_list(clusters))
+    _admin(ctx).call("POST", _ns_replication(namespace), _clusters_list(clusters))
 
 
-@namespaces.command("get-clusters")
-@click.argument("namespace")
-@click.pass_context
-def ns_get_clusters(ctx: click.Context, namespace: str) -> None:
-    _show(ctx, _admin(ctx).call("GET", f"/admin/v2/namespaces/{namespace}/replication"))
+rest_command(namespaces, "get-clusters", "GET", _ns_replication, "namespace")
+
+_replication = topic_path("/replication")
 
 
 @topics.command("set-replication-clusters")
@@ -146,8 +144,7 @@ def ns_get_clusters(ctx: click.Context, namespace: str) -> None:
 @click.option("--clusters", "-c", required=True, help="Comma-separated cluster names.")
 @click.pass_context
 def topic_set_clusters(ctx: click.Context, topic: str, clusters: str) -> None:
-    path = f"/admin/v2/{topic_rest_path(topic)}/replication"
-    _admin(ctx).call("POST", path, _clusters_list(clusters))
+    _admin(ctx).call("POST", _replication(topic), _clusters_list(clusters))
 
 
 @topics.command("get-replication-clusters")
@@ -156,12 +153,7 @@ def topic_set_clusters(ctx: click.Context, topic: str, clusters: str) -> None:
 @click.pass_context
 def topic_get_clusters(ctx: click.Context, topic: str, applied: bool) -> None:
     params = {"applied": "true"} if applied else None
-    path = f"/admin/v2/{topic_rest_path(topic)}/replication"
-    _show(ctx, _admin(ctx).call("GET", path, params=params))
+    _show(ctx, _admin(ctx).call("GET", _replication(topic), params=params))
 
 
-@topics.command("remove-replication-clusters")
-@click.argument("topic")
-@click.pass_context
-def topic_remove_clusters(ctx: click.Context, topic: str) -> None:
-    _admin(ctx).call("DELETE", f"/admin/v2/{topic_rest_path(topic)}/replication")
+rest_command(topics, "remove-replication-clusters", "DELETE", _replication, "topic")

@@ -20,6 +20,7 @@ from magnetar.broker.topics.publish_path import AccessMode
 from magnetar.proto import pulsar_api_pb2 as pb
 from magnetar.proto.frames import Payload
 from magnetar.proto.naming import TopicName
+from tests.support.polling import eventually_async
 from tests.unit.broker.recording import RecordingConnection
 
 
@@ -98,4 +99,32 @@ async def test_an_append_landing_after_its_producer_closed_counts(
     assert topic.last_sequence_id(name) == source
     assert dedup.check(name, source, source) is DupStatus.DUPLICATE
     assert topic.deduplication is None  # local producers stay unchecked
+    await topic.close(notify_clients=False)
+
+
+async def test_a_replicator_counts_what_it_stored(ledger: ManagedLedger) -> None:
+    """Issue 45.3: what a replicator stores counts for its rate in (the
+    replication stats' msgRateIn), a duplicate it resends does not; a local
+    producer has no such count."""
+    topic = PersistentTopic(TopicName.parse("persistent://public/geo/t"), ledger)
+    name = producer_name("a")
+    await topic.accept_replicator(name)
+    cnx = RecordingConnection()
+    producer = topic.add_producer(
+        cnx, 1, name, access_mode=AccessMode.Shared, user_provided_name=True
+    )
+    source = sequence_id(Position(3, 5))
+    data = _entry("orig", source, replicated_from="a")
+    producer.publish(source, source, 1, data)
+    dedup = topic.replicated_dedup
+    assert dedup is not None
+    await eventually_async("the entry persisted", lambda: dedup.persisted.get(name) == source)
+    producer.publish(source, source, 1, data)  # the resend after a reconnect
+    await eventually_async("both answered", lambda: producer.pending_count == 0)
+    counted = producer.replicated_in
+    assert counted is not None and (counted.messages, counted.bytes) == (1, len(data))
+    local = topic.add_producer(
+        cnx, 2, "local", access_mode=AccessMode.Shared, user_provided_name=True
+    )
+    assert local.replicated_in is None
     await topic.close(notify_clients=False)

@@ -15,6 +15,7 @@ from magnetar.broker.features.markers import (
     SNAPSHOT_REQUEST,
     SNAPSHOT_RESPONSE,
     SUBSCRIPTION_UPDATE,
+    MarkerHorizon,
     SnapshotRequest,
     SnapshotResponse,
     SubscriptionUpdate,
@@ -29,7 +30,7 @@ from magnetar.broker.replication.snapshots import (
     Snapshot,
     SnapshotSettings,
 )
-from magnetar.broker.storage.api import Position
+from magnetar.broker.storage.api import LATEST, Position
 from magnetar.proto import pulsar_api_pb2 as pb
 from magnetar.proto.frames import Payload
 
@@ -145,6 +146,7 @@ class _Topic:
         self.name = "persistent://public/geo/t"
         self.is_closed = False
         self.marker_listener: Any = None
+        self.marker_horizon = MarkerHorizon(Position(1, -1))
         self.published = RateCounter()
         self.ledger = _Ledger()
         self.written: list[bytes] = []
@@ -180,7 +182,8 @@ async def test_snapshot_then_update_once() -> None:
     the first, the local position where the last answer of the second is
     stored; a replicated subscription past it sends one
     update with the remotes' positions; no new request without new
-    messages; a subscription that is not replicated sends nothing."""
+    messages; a subscription that is not replicated sends nothing. The
+    controller is idle exactly when its next period would write nothing."""
     now = [0.0]
     topic = _Topic()
     replicated, plain = _Cursor("s"), _Cursor("plain", replicated=False)
@@ -193,12 +196,15 @@ async def test_snapshot_then_update_once() -> None:
     )
     controller.remotes = frozenset({"b", "c"})
     _message(topic)
+    assert not controller.idle  # a request is due
     controller.tick()
     ((kind, targets, request),) = topic.markers()
     assert (kind, targets) == (SNAPSHOT_REQUEST, ["b", "c"])
+    assert topic.marker_horizon.last == LATEST  # dispatch looks for markers everywhere
     assert isinstance(request, SnapshotRequest) and request.source_cluster == "a"
     controller.tick()
     assert len(topic.markers()) == 1  # one pending at a time
+    assert not controller.idle
 
     answer_b = topic.store(
         marker_entry(SnapshotResponse(request.snapshot_id, "b", Position(7, 3)), ["a"])
@@ -221,13 +227,16 @@ async def test_snapshot_then_update_once() -> None:
     assert controller.snapshots == [
         Snapshot(request.snapshot_id, answer_c, {"b": Position(7, 3), "c": Position(9, 1)})
     ]
+    assert controller.idle  # no message since the request, no subscription past it
 
     replicated.mark_delete_position = answer_b
     plain.mark_delete_position = answer_c
     controller.tick()
     assert SUBSCRIPTION_UPDATE not in [m[0] for m in topic.markers()]  # not past it yet
     replicated.mark_delete_position = answer_c
+    assert not controller.idle  # an update is due
     controller.tick()
+    assert controller.idle
     controller.tick()
     updates = [m for m in topic.markers() if m[0] == SUBSCRIPTION_UPDATE]
     assert updates == [
