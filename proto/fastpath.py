@@ -31,6 +31,8 @@ def varint(value: int) -> bytes:
         value &= _MASK64
     elif value < 0x4000:
         return bytes(((value & 0x7F) | 0x80, value >> 7))
+    elif value < 0x200000:  # entry ids up to two million: three bytes
+        return bytes(((value & 0x7F) | 0x80, (value >> 7 & 0x7F) | 0x80, value >> 14))
     out = bytearray()
     while value > 0x7F:
         out.append((value & 0x7F) | 0x80)

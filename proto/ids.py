@@ -16,6 +16,7 @@ from google.protobuf.message import DecodeError
 
 from magnetar.proto import pulsar_api_pb2 as pb
 from magnetar.proto.errors import ProtocolError
+from magnetar.proto.fastpath import varint
 
 INT64_MAX = (1 << 63) - 1
 _U64 = 1 << 64
@@ -107,25 +108,6 @@ class MessageId:
         return f"({self.ledger_id},{self.entry_id},{self.partition},{self.batch_index})"
 
 
-_SMALL_VARINTS = [bytes((value,)) for value in range(0x80)]
-
-
-def _varint(value: int) -> bytes:
-    """A non-negative int as a protobuf varint (most ids fit three bytes)."""
-    if value < 0x80:
-        return _SMALL_VARINTS[value]
-    if value < 0x4000:
-        return bytes((value & 0x7F | 0x80, value >> 7))
-    if value < 0x200000:
-        return bytes((value & 0x7F | 0x80, value >> 7 & 0x7F | 0x80, value >> 14))
-    out = bytearray()
-    while value >= 0x80:
-        out.append(value & 0x7F | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 def serialize_many(ids: Sequence[MessageId]) -> list[bytes]:
     """serialize() of each id, at about half its cost for what a reader of
     many messages has: whole entries of one ledger and partition, whose
@@ -136,10 +118,10 @@ def serialize_many(ids: Sequence[MessageId]) -> list[bytes]:
     ledger, partition = ids[0].ledger_id, ids[0].partition
     if ledger < 0 or partition < -1:
         return [msg_id.serialize() for msg_id in ids]
-    head = b"\x08" + _varint(ledger) + b"\x10"  # ledgerId = 1, entryId = 2
-    tail = b"" if partition == -1 else b"\x18" + _varint(partition)  # partition = 3
+    head = b"\x08" + varint(ledger) + b"\x10"  # ledgerId = 1, entryId = 2
+    tail = b"" if partition == -1 else b"\x18" + varint(partition)  # partition = 3
     return [
-        head + _varint(msg_id.entry_id) + tail
+        head + varint(msg_id.entry_id) + tail
         if msg_id.ledger_id == ledger
         and msg_id.partition == partition
         and msg_id.batch_index == -1

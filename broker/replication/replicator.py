@@ -263,15 +263,24 @@ class Replicator:
                     await asyncio.gather(read, return_exceptions=True)
             if read.cancelled():
                 failed.result()  # raises the producer's failure
+            skipped: list[Position] = []
             for entry in read.result():
                 self.limiter.consume(entry.num_messages, len(entry.data))
-                await self._forward(producer, entry, already, versions)
+                await self._forward(producer, entry, already, versions, skipped)
+            self._skipped(skipped)
             await producer.drain()
             await producer.wait_for_room(_MAX_PENDING)
 
     async def _forward(
-        self, producer: RemoteProducer, entry: Entry, already: int, versions: dict[bytes, bytes]
+        self,
+        producer: RemoteProducer,
+        entry: Entry,
+        already: int,
+        versions: dict[bytes, bytes],
+        skipped: list[Position],
     ) -> None:
+        """Send `entry` to the remote, or add it to `skipped` (not to be sent:
+        acknowledged with the rest of the read)."""
         position = entry.position
         try:
             payload = Payload.parse(entry.data, verify_checksum=False)
@@ -280,16 +289,16 @@ class Replicator:
             self._log.warning(
                 "entry not replicated: bad metadata", entry=str(position), error=str(exc)
             )
-            self._done(position)
+            skipped.append(position)
             return
         if metadata.replicated_from or (
             metadata.replicate_to and self.remote_cluster not in metadata.replicate_to
         ):
-            self._done(position)
+            skipped.append(position)
             return
         sequence = sequence_id(position)
         if sequence <= already:
-            self._done(position)  # the remote stored it before a reconnect
+            skipped.append(position)  # the remote stored it before a reconnect
             return
         local_version = metadata.schema_version
         if local_version:
@@ -335,9 +344,10 @@ class Replicator:
             with contextlib.suppress(StorageError):
                 cursor.delete([sent.position for sent in sends])
 
-    def _done(self, position: Position) -> None:
-        self._unacknowledged.pop(position, None)
+    def _skipped(self, positions: list[Position]) -> None:
+        """Acknowledge entries that are not to be sent (in active-active,
+        every entry that came from the remote), one cursor update per read."""
         cursor = self._cursor
-        if cursor is not None:
+        if positions and cursor is not None:
             with contextlib.suppress(StorageError):
-                cursor.delete((position,))
+                cursor.delete(positions)
