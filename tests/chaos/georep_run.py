@@ -53,6 +53,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import date
+from functools import partial
 from pathlib import Path
 
 from tests.chaos.checker import Op, Report, load
@@ -331,13 +332,16 @@ def run(
         f"georep chaos run: seed {seed}, {seconds:.0f}s, {rate:g} sends/s per producer, "
         f"faults {', '.join(kinds)}, work directory {workdir}"
     )
-    geo = GeoClusters(workdir).start()
+    geo = GeoClusters(workdir)
+    workloads: list[subprocess.Popen[bytes]] = []
     try:
+        geo.start()
         setup = workdir / "setup.json"
         geo.setup(rate).save(setup)
         history = workdir / "history.jsonl"
         history.touch()
         workload = _workload(geo, setup, history, again=False)
+        workloads.append(workload)
         start = time.monotonic()
         eventually("replication flowing both ways", lambda: _flowing(history), 60.0)
         faults: list[str] = []
@@ -357,9 +361,14 @@ def run(
         geo.restart_all()
         again_history = workdir / "history-again.jsonl"
         again_history.touch()  # the read again writes only its final reads
-        again = _finish(_workload(geo, setup, again_history, again=True), again_history)
+        workloads.append(_workload(geo, setup, again_history, again=True))
+        again = _finish(workloads[-1], again_history)
         again += _finals(again_history)
     finally:
+        for process in workloads:  # left running only when the run broke off
+            if process.poll() is None:
+                process.kill()
+                process.wait(10)
         geo.close()
     reports = {c: _check_both(side_view(ops, c), side_view(again, c)) for c in CLUSTERS}
     outcome = GeoOutcome(seed, seconds, reports, faults, recoveries(ops, heals))
@@ -377,7 +386,7 @@ def main() -> int:
         return 2
     rate = float(os.environ.get("GEO_CHAOS_RATE") or RATE)
     workdir = Path(tempfile.mkdtemp(prefix="magnetar-georep-chaos-"))
-    outcome = run(workdir, seconds, seed, kinds=kinds, rate=rate)
+    outcome = run(workdir, seconds, seed, partial(print, flush=True), kinds, rate)
     print(outcome.row())
     print(
         f"seed {seed} (rerun: GEO_CHAOS_SEED={seed} GEO_CHAOS_SECONDS={seconds:g} "
