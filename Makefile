@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 # setuptools' editable import hook).
 TYPECHECK := build/typecheck
 
-.PHONY: run cluster test lint proto proto-check bench clean venv conformance conformance-cpp conformance-js spark-cluster fuzz chaos
+.PHONY: run cluster test lint proto proto-check bench clean venv conformance conformance-cpp conformance-js spark-cluster fuzz chaos chaos-georep
 
 venv: $(STAMP)
 
@@ -126,6 +126,17 @@ CHAOS_STORAGE ?= object
 chaos: $(STAMP)
 	CHAOS_SECONDS=$(CHAOS_SECONDS) CHAOS_SEED=$(CHAOS_SEED) CHAOS_STORAGE=$(CHAOS_STORAGE) \
 		$(BIN)/python -m tests.chaos.run
+
+# A seeded fault run of geo-replication: two standalone brokers as clusters a
+# and b, producers and consumers on both, the link between them cut (both
+# ways, one way, replies swallowed) through TCP proxies, brokers killed and
+# paused; no root needed. Not part of `make test` (which runs a short one).
+# GEO_CHAOS_SEED unset = a random seed, printed; GEO_CHAOS_FAULTS restricts
+# the kinds, GEO_CHAOS_RATE is sends per second per producer.
+GEO_CHAOS_SECONDS ?= 120
+chaos-georep: $(STAMP)
+	GEO_CHAOS_SECONDS=$(GEO_CHAOS_SECONDS) GEO_CHAOS_SEED=$(GEO_CHAOS_SEED) \
+		$(BIN)/python -m tests.chaos.georep_run
 
 clean:
 	rm -rf build .mypy_cache .pytest_cache .ruff_cache
