@@ -6,9 +6,10 @@ from __future__ import annotations
 import asyncio
 import uuid
 
-from magnetar.client.aio import Client, OutgoingMessage, ProducerConfiguration
+from magnetar.client.aio import Client, MessageId, OutgoingMessage, ProducerConfiguration
 from magnetar.client.aio.reader.reader import Reader
 from tests.support.brokers import BrokerThread
+from tests.support.http_calls import http_call
 from tests.support.polling import eventually_async
 
 
@@ -75,6 +76,44 @@ def test_read_many_takes_what_is_queued_in_order_within_its_limits(
             while len(rest) < 40:
                 rest += [m.data() for m in await reader.read_many(100, 1 << 20, 5000)]
             assert rest == [b"%03d" % i for i in range(20, 60)]
+        finally:
+            await client.close()
+
+    asyncio.run(scenario())
+
+
+def test_read_many_across_a_resubscription_repeats_nothing(broker: BrokerThread) -> None:
+    """SEM-5.6: a reader resubscribes from the last message it handed out
+    (the topic unloaded under it, its queue holding what follows);
+    read_many then goes on after it, with nothing repeated and nothing
+    skipped. A durable subscription holds the messages (SEM-5.4: a reader
+    keeps none, and the reload rolls the ledger over)."""
+    topic = f"persistent://public/default/read-many-unload-{uuid.uuid4().hex[:8]}"
+
+    async def scenario() -> None:
+        client = Client(broker.url, operation_timeout_seconds=10)
+        try:
+            producer = await client.create_producer(
+                topic, ProducerConfiguration(batching_enabled=False)
+            )
+            await client.subscribe(topic, "hold")
+            for i in range(30):
+                await producer.send(OutgoingMessage(b"%03d" % i))
+            reader = await client.create_reader(topic, MessageId.earliest)
+            assert isinstance(reader, Reader)
+            got = [m.data() for m in await reader.read_many(12, 1 << 20, 5000)]
+            assert got == [b"%03d" % i for i in range(12)]
+            status, answer = await asyncio.to_thread(
+                http_call,
+                "PUT",
+                f"{broker.http_url}/admin/v2/{topic.replace('://', '/')}/unload",
+            )
+            assert status in (200, 204), answer
+            for i in range(30, 40):
+                await producer.send(OutgoingMessage(b"%03d" % i))
+            while len(got) < 40:
+                got += [m.data() for m in await reader.read_many(100, 1 << 20, 5000)]
+            assert got == [b"%03d" % i for i in range(40)]
         finally:
             await client.close()
 
