@@ -1,5 +1,5 @@
 """The connector on a Spark standalone cluster (issue 46.5): a master and
-one-core workers (two by default) on loopback (tests/support/spark_cluster.py),
+one-core workers (one by default) on loopback (tests/support/spark_cluster.py),
 this process the driver. Messages/s of writing `count` rows of 100-byte values from
 `spark.range` to a topic of 8 partitions, and of reading that topic back
 (batch into the noop sink, batch count(), streaming availableNow into noop;
@@ -396,9 +396,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument(
         "--spark-workers",
         type=int,
-        default=2,
-        help="one-core workers (1 on a 2-core machine leaves the broker a core of its own, "
-        "as the peer has)",
+        default=1,
+        help="one-core workers (the default, 1, leaves the broker a core of its own on a "
+        "2-core machine, as the peer has; more share the cores with it)",
     )
     args, _ = parser.parse_known_args(argv)
     client, spark, warm_up = measure(args.spark_count, args.spark_workers)
