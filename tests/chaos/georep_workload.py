@@ -26,7 +26,6 @@ bounded, as in workload.py.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
@@ -43,7 +42,13 @@ from typing import Any
 import pulsar
 
 from tests.chaos.checker import Op
-from tests.chaos.workload import FINISH_SECONDS, History, _decode, _wait, read_back
+from tests.chaos.workload import (
+    FINISH_SECONDS,
+    History,
+    _wait,
+    consume_until,
+    read_back,
+)
 from tests.support.http_calls import http_call
 from tests.support.polling import eventually
 
@@ -228,25 +233,6 @@ def run(setup: Setup, history_path: Path) -> None:
     received: dict[str, set[tuple[str, int]]] = {cluster: set() for cluster in clients}
     stop_consuming = threading.Event()
 
-    def consume(consumer: Any, cluster: str) -> None:
-        while not stop_consuming.is_set():
-            try:
-                msg = consumer.receive(200)
-            except pulsar.Timeout:
-                continue
-            except Exception:
-                time.sleep(0.1)
-                continue
-            producer, seq = _decode(msg.data())
-            mid = msg.message_id()
-            history.add(Op("receive", time.monotonic(), producer, seq, "", mid.ledger_id(),
-                           mid.entry_id(), consumer=cluster))  # fmt: skip
-            with history.changed:
-                received[cluster].add((producer, seq))
-                history.changed.notify_all()
-            with contextlib.suppress(Exception):
-                consumer.acknowledge(msg)
-
     threads = []
     for cluster, client in clients.items():
         for name in setup.topics:
@@ -256,7 +242,13 @@ def run(setup: Setup, history_path: Path) -> None:
                 consumer_type=pulsar.ConsumerType.Exclusive,
                 initial_position=pulsar.InitialPosition.Earliest,
             )
-            threads.append(threading.Thread(target=consume, args=(consumer, cluster), daemon=True))
+            threads.append(
+                threading.Thread(
+                    target=consume_until,
+                    args=(stop_consuming, consumer, cluster, history, received[cluster]),
+                    daemon=True,
+                )
+            )
     for thread in threads:
         thread.start()
 

@@ -91,6 +91,35 @@ def _decode(data: bytes) -> tuple[str, int]:
     return producer, int(seq)
 
 
+def consume_until(
+    stop: threading.Event,
+    consumer: Any,
+    label: str,
+    history: History,
+    received: set[tuple[str, int]],
+) -> None:
+    """Receive until `stop`: each message recorded (its consumer `label`),
+    added to `received` (waiters told) and acknowledged; errors of a
+    consumer that is reconnecting are waited out."""
+    while not stop.is_set():
+        try:
+            msg = consumer.receive(200)
+        except pulsar.Timeout:
+            continue
+        except Exception:
+            time.sleep(0.1)
+            continue
+        producer, seq = _decode(msg.data())
+        mid = msg.message_id()
+        history.add(Op("receive", time.monotonic(), producer, seq, "", mid.ledger_id(),
+                       mid.entry_id(), consumer=label))  # fmt: skip
+        with history.changed:
+            received.add((producer, seq))
+            history.changed.notify_all()
+        with contextlib.suppress(Exception):
+            consumer.acknowledge(msg)
+
+
 def read_back(client: Any, name: str, history: History, deadline: float) -> None:
     """The final read of a topic from the start; a topic no broker serves in
     time is recorded as unreadable (the checker flags it)."""
@@ -178,26 +207,14 @@ def run(service_url: str, admin_urls: list[str], out: Path, topics: int, rate: f
     received: set[tuple[str, int]] = set()
     stop_consuming = threading.Event()
 
-    def consume(consumer: Any) -> None:
-        while not stop_consuming.is_set():
-            try:
-                msg = consumer.receive(200)
-            except pulsar.Timeout:
-                continue
-            except Exception:
-                time.sleep(0.1)
-                continue
-            producer, seq = _decode(msg.data())
-            mid = msg.message_id()
-            history.add(Op("receive", time.monotonic(), producer, seq, "", mid.ledger_id(),
-                           mid.entry_id(), consumer="c"))  # fmt: skip
-            with history.changed:
-                received.add((producer, seq))
-                history.changed.notify_all()
-            with contextlib.suppress(Exception):
-                consumer.acknowledge(msg)
-
-    readers = [threading.Thread(target=consume, args=(c,), daemon=True) for c in consumers]
+    readers = [
+        threading.Thread(
+            target=consume_until,
+            args=(stop_consuming, consumer, "c", history, received),
+            daemon=True,
+        )
+        for consumer in consumers
+    ]
     for thread in readers:
         thread.start()
 
