@@ -267,7 +267,7 @@ class Replicator:
             for entry in read.result():
                 self.limiter.consume(entry.num_messages, len(entry.data))
                 await self._forward(producer, entry, already, versions, skipped)
-            self._skipped(skipped)
+            self._acknowledge(skipped)
             await producer.drain()
             await producer.wait_for_room(_MAX_PENDING)
 
@@ -339,14 +339,12 @@ class Replicator:
         unacknowledged = self._unacknowledged
         for sent in sends:
             unacknowledged.pop(sent.position, None)
-        cursor = self._cursor
-        if cursor is not None:
-            with contextlib.suppress(StorageError):
-                cursor.delete([sent.position for sent in sends])
+        self._acknowledge([sent.position for sent in sends])
 
-    def _skipped(self, positions: list[Position]) -> None:
-        """Acknowledge entries that are not to be sent (in active-active,
-        every entry that came from the remote), one cursor update per read."""
+    def _acknowledge(self, positions: list[Position]) -> None:
+        """Done with these entries on the cursor, in one update: what the
+        remote stored, or (once per read) what is not to be sent (in
+        active-active, every entry that came from the remote)."""
         cursor = self._cursor
         if positions and cursor is not None:
             with contextlib.suppress(StorageError):
