@@ -126,7 +126,7 @@ def send_receipt(
 # MESSAGE, one per dispatched entry: the header and metadata-prefix bytes
 # for (consumer id, ledger, entry, partition, redelivery count, ack set,
 # epoch, stored entry bytes), written straight by proto.fastpath; the
-# dispatcher joins a round's parts into one transport write.
+# connection joins a loop turn's parts into one transport write.
 message_parts = fastpath.message_parts
 
 

@@ -26,7 +26,8 @@ class ClientConnection(Protocol):
         ...
 
     def write_frames(self, frames: list[bytes]) -> None:
-        """Queue encoded frames for the socket (no-op once closed)."""
+        """Queue encoded frames (or their parts, in order) for the socket,
+        held to the end of the loop turn like receipts (no-op once closed)."""
         ...
 
     def write_receipts(self, frames: list[bytes]) -> None:

@@ -115,7 +115,7 @@ class ServerCnx(asyncio.Protocol):
         self._throttle: asyncio.TimerHandle | None = None  # publish rate pause
         self._reading_paused = False
         self._writable = True
-        self._receipts: list[bytes] | None = None  # held by write_receipts
+        self._held: list[bytes] | None = None  # receipts and MESSAGEs to this turn's end
         self._received_since_tick = False
         self._ping_outstanding = False
         self._keepalive: asyncio.TimerHandle | None = None
@@ -173,20 +173,16 @@ class ServerCnx(asyncio.Protocol):
         return self._closed
 
     def write_frames(self, frames: list[bytes]) -> None:
-        transport = self._transport
-        if transport is None or self._closed:
-            return
-        if self._receipts is not None:
-            self._flush_receipts()  # they were queued first
-        if len(frames) == 1:
-            transport.write(frames[0])
-        else:
-            transport.write(b"".join(frames))
+        """MESSAGE frames, held to the end of this loop turn like receipts: the
+        dispatchers of many topics woken by one group commit each write to a
+        shared consumer's connection, and one socket write (one wake-up of the
+        client) carries them all."""
+        self.write_receipts(frames)
 
     def write(self, frame: bytes) -> None:
         if self._transport is not None and not self._closed:
-            if self._receipts is not None:
-                self._flush_receipts()
+            if self._held is not None:
+                self._flush_held()  # they were queued first
             self._transport.write(frame)
 
     def write_receipts(self, frames: list[bytes]) -> None:
@@ -195,14 +191,14 @@ class ServerCnx(asyncio.Protocol):
         socket write. Anything written meanwhile flushes them first."""
         if self._transport is None or self._closed:
             return
-        held = self._receipts
+        held = self._held
         if held is None:
-            self._receipts = held = []
-            asyncio.get_running_loop().call_soon(self._flush_receipts)
+            self._held = held = []
+            asyncio.get_running_loop().call_soon(self._flush_held)
         held.extend(frames)
 
-    def _flush_receipts(self) -> None:
-        held, self._receipts = self._receipts, None
+    def _flush_held(self) -> None:
+        held, self._held = self._held, None
         transport = self._transport
         if not held or transport is None or self._closed:
             return
@@ -374,6 +370,8 @@ class ServerCnx(asyncio.Protocol):
 
     def close(self) -> None:
         """Close the socket; producers and consumers are detached at once."""
+        if self._held is not None:
+            self._flush_held()  # what this turn answered goes out first
         transport = self._transport
         self._shutdown_connection()
         if transport is not None:

@@ -202,9 +202,10 @@ class Consumer:
         dispatched = self.dispatched
         dispatched.messages += sent
         dispatched.bytes += size
-        # One buffer, one transport write for the whole round; each entry's
-        # bytes are copied once.
-        self.cnx.write_frames([b"".join(parts)])
+        # Held by the connection to the end of the loop turn and joined there
+        # with whatever else it carries: one socket write, each entry's bytes
+        # copied once.
+        self.cnx.write_frames(parts)
         return sent
 
     def remove_pending(self, positions: Iterable[Position]) -> list[Position]:
