@@ -119,7 +119,11 @@ class PersistentDispatcher(ABC):
         self._buffer: deque[Entry] = deque()
         # Bumped by every rewind: reads that started before it are stale.
         self._read_epoch = 0
-        self._wake = asyncio.Event()
+        # A flag and a bare future rather than an asyncio.Event: the loop waits
+        # here after every round (once per group commit per topic), and the
+        # Event's loop check and waiter deque cost more than the wake itself.
+        self._woken = False
+        self._waiter: asyncio.Future[None] | None = None
         self._task: asyncio.Task[None] | None = None
         self._closed = False
         self._on_dispatch = settings.on_dispatch
@@ -193,7 +197,12 @@ class PersistentDispatcher(ABC):
     def wake(self) -> None:
         """Something changed that may let dispatch progress."""
         if not self._closed:
-            self._wake.set()
+            self._woken = True
+            waiter = self._waiter
+            if waiter is not None:
+                self._waiter = None
+                if not waiter.done():
+                    waiter.set_result(None)
             if self._task is None:
                 self._task = asyncio.get_running_loop().create_task(
                     self._run(), name=f"dispatcher {self.name}"
@@ -277,11 +286,13 @@ class PersistentDispatcher(ABC):
     # ---------------------------------------------------------- the loop
 
     async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
         try:
             while not self._closed:
-                self._wake.clear()
-                if not await self._round():
-                    await self._wake.wait()
+                self._woken = False
+                if not await self._round() and not self._woken:
+                    self._waiter = waiter = loop.create_future()
+                    await waiter
         except (CursorClosed, ManagedLedgerClosed):
             log.debug("dispatcher stopped: storage closed", subscription=self.name)
         except asyncio.CancelledError:
@@ -289,6 +300,7 @@ class PersistentDispatcher(ABC):
         except Exception:
             log.exception("dispatcher failed", subscription=self.name)
         finally:
+            self._waiter = None
             if self._task is asyncio.current_task():
                 self._task = None
 
@@ -323,7 +335,20 @@ class PersistentDispatcher(ABC):
         entries = await self.cursor.read_entries(limit)
         if epoch != self._read_epoch or not entries:
             return bool(entries)
-        return self._dispatch_read(entries, replayed=False)
+        # Caught up with nothing held back, the next round would only find
+        # that out again (its permit and rate checks, once per group commit
+        # per topic): wait for the next wake instead.
+        return self._dispatch_read(entries, replayed=False) and not self._caught_up()
+
+    def _caught_up(self) -> bool:
+        return (
+            not self._buffer
+            and not self.replay
+            and (self.delayed is None or not self.delayed)
+            and self._compacted_view is None
+            and self._on_end_of_topic is None
+            and not self.cursor.has_more_entries()
+        )
 
     def _read_compacted(self, limit: int) -> list[Entry]:
         """Up to the compaction horizon a read_compacted consumer reads the
