@@ -26,6 +26,7 @@ import tempfile
 import threading
 import time
 import urllib.request
+from collections import Counter
 from pathlib import Path
 from typing import IO, Any
 
@@ -275,6 +276,9 @@ def soak(kind: str, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     acked_file = workdir / f"{kind}.acked"
     seen_file = workdir / f"{kind}.seen"
     rows: list[dict[str, Any]] = []
+    # Every latency of the run (ms in 0.01 steps: a few thousand distinct
+    # values), for the whole run's percentiles.
+    whole: Counter[float] = Counter()
     with start_broker(kind, workdir) as broker:
         pid = broker.proc.pid
         consumer = subprocess.Popen(
@@ -300,6 +304,7 @@ def soak(kind: str, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             time.sleep(max(0.0, start + k * args.interval - time.monotonic()))
             metrics = _metrics(broker.http_port)
             received, latencies = reports.take()
+            whole.update(latencies)
             latencies.sort()
             n = len(latencies)
             stalls = (metrics.get("lag_count", 0) - last_metrics.get("lag_count", 0)) - (
@@ -335,7 +340,6 @@ def soak(kind: str, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         for a, s in zip(acked, seen, strict=True):
             s = s + bytes(max(0, len(a) - len(s)))
             lost += sum(1 for i, flag in enumerate(a) if flag and not s[i])
-        # Every latency sample of the run (the per-interval reports), for the totals.
         result = {
             "kind": kind,
             "rows": rows,
@@ -345,8 +349,25 @@ def soak(kind: str, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             "lost": lost,
             "duplicates": int(done.get("duplicates", -1)),
             "rss_end": rows[-1]["rss"] if rows else float("nan"),
+            "p50": _percentile(whole, 0.50),
+            "p99": _percentile(whole, 0.99),
+            "max": max(whole, default=float("nan")),
         }
     return result
+
+
+def _percentile(counts: Counter[float], q: float) -> float:
+    """The q-quantile of the samples counted (the same rank rule as a row's)."""
+    total = sum(counts.values())
+    if not total:
+        return float("nan")
+    rank = min(total - 1, int(total * q))
+    seen = 0
+    for value in sorted(counts):
+        seen += counts[value]
+        if seen > rank:
+            return value
+    return float("nan")
 
 
 _HEADER = (
@@ -376,8 +397,30 @@ def _summary(result: dict[str, Any]) -> str:
         f"duplicates {result['duplicates']}; "
         f"RSS at the end {result['rss_end']:.1f} MiB ({growth:+.1f}% over the second half); "
         f"worst interval p99 {max(p99s, default=float('nan')):.2f} ms, "
-        f"max {max(maxes, default=float('nan')):.1f} ms"
+        f"max {max(maxes, default=float('nan')):.1f} ms; "
+        f"whole run p50 / p99 / max {result['p50']:.2f} / {result['p99']:.2f} / "
+        f"{result['max']:.1f} ms"
     )
+
+
+def _against_lite(results: list[dict[str, Any]]) -> list[str]:
+    """Issue 50's latency lines: each Magnetar run's whole-run p99 and max
+    against pulsar-lite's in the same invocation (targets 1.25x and 2x)."""
+    lite = [r for r in results if r["kind"] == LITE]
+    if not lite:
+        return []
+    out = []
+    for r in results:
+        if r["kind"] == LITE:
+            continue
+        p99 = r["p99"] / lite[0]["p99"]
+        top = r["max"] / lite[0]["max"]
+        out.append(
+            f"{r['kind']} against {LITE}: p99 {p99:.2f}x (target <= 1.25: "
+            f"{'met' if p99 <= 1.25 else 'not met'}), max {top:.2f}x (target <= 2: "
+            f"{'met' if top <= 2 else 'not met'})"
+        )
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -423,6 +466,8 @@ def main(argv: list[str] | None = None) -> int:
             results.append(soak(kind, args, Path(tmp)))
     for result in results:
         print(_summary(result))
+    for line in _against_lite(results):
+        print(line)
     return 0 if all(r["lost"] == 0 and r["duplicates"] == 0 for r in results) else 1
 
 
