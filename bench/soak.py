@@ -8,7 +8,8 @@ table gets a row per broker: messages received per second, the broker's RSS
 and open files, Magnetar's entry cache bytes and event-loop stalls over
 100 ms (from /metrics), and end-to-end p50 / p99 / max. At the end: messages
 acknowledged to the producer but never received (lost) and received twice
-(duplicates).
+(duplicates), the whole run's p50 / p99 / max, and with pulsar-lite in the
+run, Magnetar's p99 and max against its (issue 50: at most 1.25x and 2x).
 
 Brokers run one after the other on the same load: Magnetar as shipped
 (fsync), then pulsar-lite where installed (`--brokers` chooses).
