@@ -173,11 +173,9 @@ class ServerCnx(asyncio.Protocol):
         return self._closed
 
     def write_frames(self, frames: list[bytes]) -> None:
-        """MESSAGE frames, held to the end of this loop turn like receipts: the
-        dispatchers of many topics woken by one group commit each write to a
-        shared consumer's connection, and one socket write (one wake-up of the
-        client) carries them all."""
-        self.write_receipts(frames)
+        """MESSAGE frames: those of many topics' dispatchers woken by one group
+        commit take one socket write (one wake-up of the client)."""
+        self._hold(frames)
 
     def write(self, frame: bytes) -> None:
         if self._transport is not None and not self._closed:
@@ -186,9 +184,13 @@ class ServerCnx(asyncio.Protocol):
             self._transport.write(frame)
 
     def write_receipts(self, frames: list[bytes]) -> None:
-        """SEND answers, held to the end of this loop turn: those of many
-        producers on one connection, completed by one group commit, take one
-        socket write. Anything written meanwhile flushes them first."""
+        """SEND answers: those of many producers on one connection, completed
+        by one group commit, take one socket write."""
+        self._hold(frames)
+
+    def _hold(self, frames: list[bytes]) -> None:
+        """Frames (or their parts, in order) held to the end of this loop turn
+        and written as one; anything written meanwhile flushes them first."""
         if self._transport is None or self._closed:
             return
         held = self._held
