@@ -26,13 +26,10 @@ class ClientConnection(Protocol):
         ...
 
     def write_frames(self, frames: list[bytes]) -> None:
-        """Queue encoded frames (or their parts, in order) for the socket,
-        held to the end of the loop turn like receipts (no-op once closed)."""
-        ...
-
-    def write_receipts(self, frames: list[bytes]) -> None:
-        """Queue SEND answers: those of one loop turn leave in one socket
-        write, after anything queued before them and before anything after."""
+        """Queue encoded frames (or their parts, in order) for the socket:
+        those of one loop turn (the receipts and MESSAGEs of one group commit)
+        leave in one socket write, after anything queued before them and
+        before anything after (no-op once closed)."""
         ...
 
     def publish_completed(self, size: int, count: int = 1) -> None:

@@ -173,24 +173,10 @@ class ServerCnx(asyncio.Protocol):
         return self._closed
 
     def write_frames(self, frames: list[bytes]) -> None:
-        """MESSAGE frames: those of many topics' dispatchers woken by one group
-        commit take one socket write (one wake-up of the client)."""
-        self._hold(frames)
-
-    def write(self, frame: bytes) -> None:
-        if self._transport is not None and not self._closed:
-            if self._held is not None:
-                self._flush_held()  # they were queued first
-            self._transport.write(frame)
-
-    def write_receipts(self, frames: list[bytes]) -> None:
-        """SEND answers: those of many producers on one connection, completed
-        by one group commit, take one socket write."""
-        self._hold(frames)
-
-    def _hold(self, frames: list[bytes]) -> None:
         """Frames (or their parts, in order) held to the end of this loop turn
-        and written as one; anything written meanwhile flushes them first."""
+        and written as one: the receipts of many producers and the MESSAGEs
+        of many topics' dispatchers that one group commit completes take one
+        socket write. Anything written meanwhile flushes them first."""
         if self._transport is None or self._closed:
             return
         held = self._held
@@ -198,6 +184,12 @@ class ServerCnx(asyncio.Protocol):
             self._held = held = []
             asyncio.get_running_loop().call_soon(self._flush_held)
         held.extend(frames)
+
+    def write(self, frame: bytes) -> None:
+        if self._transport is not None and not self._closed:
+            if self._held is not None:
+                self._flush_held()  # they were queued first
+            self._transport.write(frame)
 
     def _flush_held(self) -> None:
         held, self._held = self._held, None

@@ -344,7 +344,7 @@ class PersistentDispatcher(ABC):
         return (
             not self._buffer
             and not self.replay
-            and (self.delayed is None or not self.delayed)
+            and not self.delayed  # None or empty
             and self._compacted_view is None
             and self._on_end_of_topic is None
             and not self.cursor.has_more_entries()

@@ -255,7 +255,7 @@ class Producer:
             size += item.size
         if answered:
             self.cnx.publish_completed(size, answered)
-            self.cnx.write_receipts(frames)
+            self.cnx.write_frames(frames)
         if pending:
             pending[0].future.add_done_callback(self._on_append_done)
 

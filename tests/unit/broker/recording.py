@@ -28,9 +28,6 @@ class RecordingConnection:
     def write_frames(self, frames: list[bytes]) -> None:
         self.frames.extend(frames)
 
-    def write_receipts(self, frames: list[bytes]) -> None:
-        self.frames.extend(frames)
-
     def publish_completed(self, size: int, count: int = 1) -> None:
         pass
 
