@@ -124,6 +124,9 @@ class BrokerConfig:
     # Above this many bytes queued on a socket, dispatch to it pauses.
     connection_write_high_water_mark: int = 1024 * 1024
     sync_policy: SyncPolicy = "fsync"
+    # The journal's fdatasync through io_uring, without the I/O thread's hop
+    # (storage/uring.py); where the kernel refuses io_uring the thread syncs.
+    journal_io_uring: bool = True
     # Where ledgers keep their entries: "files" (the journal and ledger files
     # in data_dir, the fast default) or "object" (an S3-compatible bucket,
     # README "Object storage"; credentials from the standard AWS_* variables).

@@ -24,6 +24,7 @@ def ledger_config(config: BrokerConfig) -> ManagedLedgerConfig:
         min_rollover_time_s=60.0 * config.managed_ledger_min_ledger_rollover_time_minutes,
         entry_cache_size=config.entry_cache_size,
         cache_eviction_threshold_s=config.entry_cache_eviction_threshold_seconds,
+        io_uring_sync=config.journal_io_uring,
     )
 
 

@@ -17,12 +17,11 @@ Vocabulary follows Apache Pulsar:
   live in memory.
 * The :class:`MetadataStore` is a small ZooKeeper-shaped key/value tree.
 
-Concrete implementations: ``FileManagedLedgerFactory`` (``factory.py``) and
-``SqliteMetadataStore`` (``metadata.py``), both re-exported by
-``magnetar.broker.storage``.
+Implementations: ``FileManagedLedgerFactory`` (``factory.py``) and
+``SqliteMetadataStore`` (``metadata.py``), re-exported by ``magnetar.broker.storage``.
 
 Concurrency: every method must be called from the event loop thread that opened
-the object. Blocking work (file I/O, fsync, SQLite) runs on worker threads.
+the object. Blocking work runs on worker threads (the journal's fsync: io_uring).
 """
 
 from __future__ import annotations
@@ -137,6 +136,7 @@ class ManagedLedgerConfig:
     min_rollover_time_s: float = 600.0
     entry_cache_size: int = 128 * 1024 * 1024
     cache_eviction_threshold_s: float = 1.0  # factory's config only, as the size
+    io_uring_sync: bool = True  # factory's: the journal syncs through uring.py
     retention_time_s: float = 0.0
     retention_size_bytes: int = 0
     cursor_persist_interval_s: float = 1.0

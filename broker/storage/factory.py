@@ -139,6 +139,7 @@ class FileManagedLedgerFactory(ManagedLedgerFactory):
                     files,
                     sync_interval_s=cfg.sync_interval_ms / 1000,
                     write_guard=write_guard,
+                    use_ring=cfg.io_uring_sync,
                 )
             except BaseException:
                 if owns:

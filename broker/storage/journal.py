@@ -44,6 +44,7 @@ from magnetar.broker.storage.segment import (
     fsync_dir,
     sync_filesystem,
 )
+from magnetar.broker.storage.uring import SyncRing
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -81,8 +82,11 @@ class Journal:
         write_guard: Callable[[], str | None] | None,
         max_file_bytes: int,
         files: OpenFiles,
+        ring: SyncRing | None = None,
     ) -> None:
         self.directory = directory
+        # fdatasync without the I/O thread, where io_uring is available.
+        self._ring = ring
         self._lock_fd = lock_fd
         self._file = first
         self._seq = 1
@@ -118,11 +122,11 @@ class Journal:
         sync_interval_s: float = 0.1,
         write_guard: Callable[[], str | None] | None = None,
         max_file_bytes: int = MAX_JOURNAL_FILE_BYTES,
+        use_ring: bool = True,
     ) -> Journal:
         directory = os.path.join(data_dir, JOURNALS_DIR, uuid.uuid4().hex)
-        lock_fd, first = await asyncio.get_running_loop().run_in_executor(
-            executor, _make_journal_dir, directory
-        )
+        loop = asyncio.get_running_loop()
+        lock_fd, first = await loop.run_in_executor(executor, _make_journal_dir, directory)
         return cls(
             directory,
             lock_fd,
@@ -132,6 +136,7 @@ class Journal:
             write_guard,
             max_file_bytes,
             files,
+            SyncRing.open(loop) if use_ring else None,
         )
 
     # --------------------------------------------------------------- interface
@@ -167,6 +172,8 @@ class Journal:
             self._wakeup.set_result(None)
             self._wakeup = None
         await asyncio.wait([self._task])
+        if self._ring is not None:
+            self._ring.close()
         self._sync_task.cancel()
         await asyncio.wait([self._sync_task])
         if self._checkpoints:
@@ -245,6 +252,9 @@ class Journal:
             took = time.monotonic() - started
             if took > INLINE_SLOW_S:
                 self._inline_after = started + took + INLINE_PAUSE_S
+        elif sync and started >= self._inline_after and self._ring_fits(groups):
+            intact = await self._ring_round(groups, started)
+            took = time.monotonic() - started
         else:
             intact = bool(await self._run_blocking(_write_round, self._file, groups, sync))
             took = time.monotonic() - started
@@ -253,6 +263,50 @@ class Journal:
             self._broken = True  # the next round starts a new journal file
         if not sync and any(g.journaled and g.error is None for g in groups):
             self._unsynced = True
+
+    def _ring_fits(self, groups: list[PendingGroup]) -> bool:
+        """A round for the ring: small enough to write on the loop, into
+        journal blocks already allocated (the preallocation's zeros are a
+        large write, left to the thread)."""
+        if self._ring is None:
+            return False
+        nbytes = 0
+        for g in groups:
+            nbytes += g.record_bytes + len(g.header)
+        if nbytes > INLINE_WRITE_MAX_BYTES:
+            return False
+        journal = self._file
+        return journal.allocated_for(journal.write_end + nbytes)
+
+    async def _ring_round(self, groups: list[PendingGroup], started: float) -> bool:
+        """Write the round on the loop (page-cache copies), then fdatasync the
+        journal through the ring while the loop reads the next sends."""
+        ring = self._ring
+        assert ring is not None
+        journal = self._file
+        intact = _write_round(journal, groups, True, defer_sync=True)
+        took = time.monotonic() - started
+        if took > INLINE_SLOW_S:
+            self._inline_after = started + took + INLINE_PAUSE_S
+        journaled = [g for g in groups if g.error is None and g.journaled]
+        if not journaled:
+            return intact
+        metrics.RING_ROUNDS.inc()
+        try:
+            try:
+                waiter = ring.fdatasync(journal.fd)
+            except OSError:  # not submitted (ring full or refused): the thread syncs
+                await self._run_blocking(journal.sync)
+            else:
+                await waiter
+        except OSError as exc:
+            # As after a failed fdatasync on the thread: the journal file is
+            # not trusted any more, the round's groups fail, the next round
+            # starts a new journal file.
+            _fail_journaled(journaled, WriteFailed(f"fsync failed: {exc}", False))
+            return False
+        journal.uncache(journal.write_end)
+        return intact
 
     async def _roll(self) -> None:
         """Start the next journal file; checkpoint the old one in the background."""
@@ -316,9 +370,12 @@ def _take(writer: GroupOwner) -> PendingGroup | None:
     return writer.take()
 
 
-def _write_round(journal: LedgerFile, groups: list[PendingGroup], sync: bool) -> bool:
+def _write_round(
+    journal: LedgerFile, groups: list[PendingGroup], sync: bool, defer_sync: bool = False
+) -> bool:
     """Each group to its ledger file, then the journaled ones to the journal
-    and (``sync``) one fdatasync. *Blocking*. A group whose ledger write fails
+    and (``sync``) one fdatasync, unless ``defer_sync`` (the caller syncs
+    through the ring). *Blocking*. A group whose ledger write fails
     fails alone; a failed journal write fails every group journaled with it,
     their ledger files cut back to where they were. Returns False when the
     journal file itself could not be cut back after a failed write."""
@@ -337,20 +394,26 @@ def _write_round(journal: LedgerFile, groups: list[PendingGroup], sync: bool) ->
     if not journaled:
         return True
     try:
-        end = journal.append_raw(parts, nbytes, sync)
+        end = journal.append_raw(parts, nbytes, sync and not defer_sync)
     except WriteFailed as exc:
-        for g in journaled:
-            try:
-                g.file.cut_back(g.start)
-            except OSError as cut:
-                why = f"journal write failed ({exc}), cut-back failed: {cut}"
-                g.error = WriteFailed(why, False)
-                continue
-            g.error = WriteFailed(f"journal write failed: {exc}", True)
+        _fail_journaled(journaled, exc)
         return exc.recovered
-    if sync:
+    if sync and not defer_sync:
         journal.uncache(end)
     return True
+
+
+def _fail_journaled(journaled: list[PendingGroup], exc: WriteFailed) -> None:
+    """The journal write (or its sync) failed: each group's ledger file is cut
+    back to where the group began, and the group fails."""
+    for g in journaled:
+        try:
+            g.file.cut_back(g.start)
+        except OSError as cut:
+            why = f"journal write failed ({exc}), cut-back failed: {cut}"
+            g.error = WriteFailed(why, False)
+            continue
+        g.error = WriteFailed(f"journal write failed: {exc}", True)
 
 
 def _checkpoint(journal: LedgerFile, dirty: set[LedgerFile], last: bool) -> bool:

@@ -60,6 +60,11 @@ INLINE_ROUNDS = Counter(
     "Journal rounds written on the event loop (small: no hop to the I/O thread)",
     registry=None,
 )
+RING_ROUNDS = Counter(
+    "magnetar_storage_ring_rounds",
+    "Journal rounds written on the event loop and fdatasynced through io_uring",
+    registry=None,
+)
 WRITE_ERRORS = Counter("magnetar_storage_write_errors", "Group commits that failed", registry=None)
 CACHE_READS = Counter(
     "magnetar_storage_cache_reads", "Reads served by the entry cache", registry=None
@@ -106,6 +111,7 @@ ALL: tuple[Collector, ...] = (
     WRITE_TOTALS,
     WRITE_SECONDS,
     INLINE_ROUNDS,
+    RING_ROUNDS,
     WRITE_ERRORS,
     CACHE_READS,
     DISK_READS,

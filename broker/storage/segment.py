@@ -282,6 +282,16 @@ class LedgerFile:
         groups: no index of their own). *Blocking*; see :meth:`write_records`."""
         return self.write_records(parts, array("q", [self._write_end + nbytes]), sync)[-1]
 
+    def allocated_for(self, end: int) -> bool:
+        """Whether blocks are already allocated up to ``end``, so a write that
+        far needs no preallocation before its fdatasync (loop thread)."""
+        return end <= self._alloc_end
+
+    @property
+    def fd(self) -> int:
+        """The open descriptor (-1 once closed)."""
+        return self._fd
+
     def cut_back(self, end: int) -> None:
         """Undo appends after ``end`` (their group failed elsewhere). *Blocking*;
         raises OSError when the file could not be cut."""

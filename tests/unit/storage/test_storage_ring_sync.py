@@ -1,0 +1,140 @@
+"""Issue 50: a journal round of many entries under ``fsync`` is written on
+the loop and fdatasynced through io_uring (storage/uring.py) instead of the
+I/O thread, where the kernel allows it. Every receipt still means the entry
+is on disk (SEM-5.1): the entries are read back after a restart, and a
+failed fdatasync fails the round's appends, never confirms them, with the
+ledger going on in a new journal file."""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from magnetar.broker.storage import (
+    EARLIEST,
+    FileManagedLedgerFactory,
+    ManagedLedgerConfig,
+    StorageError,
+    SyncPolicy,
+    metrics,
+)
+from magnetar.broker.storage.uring import SyncRing
+
+NAME = "public/default/persistent/ring"
+
+_REGISTRY = CollectorRegistry()
+metrics.register(_REGISTRY)
+
+
+def _ring_rounds() -> float:
+    return _REGISTRY.get_sample_value("magnetar_storage_ring_rounds_total") or 0.0
+
+
+async def _ring_available() -> bool:
+    ring = SyncRing.open(asyncio.get_running_loop())
+    if ring is None:
+        return False
+    ring.close()
+    return True
+
+
+async def _reopened(tmp_path: Path) -> list[bytes]:
+    f = await FileManagedLedgerFactory.create(str(tmp_path), ManagedLedgerConfig())
+    try:
+        ml = await f.open_impl(NAME)
+        return [e.data for e in await ml.read_entries(EARLIEST, 1000, 1 << 30)]
+    finally:
+        await f.close()
+
+
+def _fd_of(path: str) -> int:
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            if os.readlink(f"/proc/self/fd/{name}") == path:
+                return int(name)
+        except OSError:
+            continue
+    raise AssertionError(f"{path} is not open")
+
+
+async def test_the_ring_syncs_a_descriptor_and_reports_its_errors() -> None:
+    ring = SyncRing.open(asyncio.get_running_loop())
+    if ring is None:
+        pytest.skip("io_uring is not available on this kernel")
+    with tempfile.TemporaryFile() as tmp:
+        tmp.write(b"x" * 100)
+        tmp.flush()
+        await ring.fdatasync(tmp.fileno())
+    with pytest.raises(OSError) as bad:
+        await ring.fdatasync(_unused_fd())
+    assert bad.value.errno == errno.EBADF
+    ring.close()
+    ring.close()  # idempotent
+    with pytest.raises(OSError, match="closed"):
+        ring.fdatasync(0)
+
+
+def _unused_fd() -> int:
+    fd = os.open(os.devnull, os.O_RDONLY)
+    os.close(fd)
+    return fd
+
+
+@pytest.mark.parametrize("use_ring", [True, False])
+async def test_a_round_of_many_entries_is_synced_through_the_ring(
+    tmp_path: Path, use_ring: bool
+) -> None:
+    if use_ring and not await _ring_available():
+        pytest.skip("io_uring is not available on this kernel")
+    config = ManagedLedgerConfig(sync_policy=SyncPolicy.FSYNC, io_uring_sync=use_ring)
+    f = await FileManagedLedgerFactory.create(str(tmp_path), config)
+    try:
+        ml = await f.open_impl(NAME)
+        await ml.add_entry(b"first")
+        before = _ring_rounds()
+        for r in range(5):
+            # Appended in one loop turn: they share a round.
+            await asyncio.gather(*(ml.add_entry(b"r%d-%d" % (r, i)) for i in range(50)))
+        rounds = _ring_rounds() - before
+        assert rounds >= 5 if use_ring else rounds == 0
+    finally:
+        await f.close()
+    expected = [b"first"] + [b"r%d-%d" % (r, i) for r in range(5) for i in range(50)]
+    assert await _reopened(tmp_path) == expected
+
+
+@pytest.mark.parametrize("use_ring", [True, False])
+async def test_a_failed_fdatasync_fails_the_round_and_the_next_one_goes_on(
+    tmp_path: Path, use_ring: bool
+) -> None:
+    if use_ring and not await _ring_available():
+        pytest.skip("io_uring is not available on this kernel")
+    config = ManagedLedgerConfig(sync_policy=SyncPolicy.FSYNC, io_uring_sync=use_ring)
+    f = await FileManagedLedgerFactory.create(str(tmp_path), config)
+    try:
+        ml = await f.open_impl(NAME)
+        await asyncio.gather(*(ml.add_entry(b"kept-%d" % i) for i in range(10)))
+        first_journal = f.file_journal.current_path
+        # The journal's descriptor now names /dev/null: its writes succeed and
+        # its fdatasync fails (EINVAL), as a failing disk's would.
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, _fd_of(first_journal))
+        os.close(null)
+        before = _ring_rounds()
+        results = await asyncio.gather(
+            *(ml.add_entry(b"lost-%d" % i) for i in range(10)), return_exceptions=True
+        )
+        assert all(isinstance(r, StorageError) for r in results), results
+        assert (_ring_rounds() > before) == use_ring
+        await asyncio.gather(*(ml.add_entry(b"after-%d" % i) for i in range(10)))
+        assert f.file_journal.current_path != first_journal
+    finally:
+        await f.close()
+    expected = [b"kept-%d" % i for i in range(10)] + [b"after-%d" % i for i in range(10)]
+    assert await _reopened(tmp_path) == expected
