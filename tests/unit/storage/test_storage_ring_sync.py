@@ -86,14 +86,18 @@ def _unused_fd() -> int:
     return fd
 
 
+async def _factory(tmp_path: Path, use_ring: bool) -> FileManagedLedgerFactory:
+    if use_ring and not await _ring_available():
+        pytest.skip("io_uring is not available on this kernel")
+    config = ManagedLedgerConfig(sync_policy=SyncPolicy.FSYNC, io_uring_sync=use_ring)
+    return await FileManagedLedgerFactory.create(str(tmp_path), config)
+
+
 @pytest.mark.parametrize("use_ring", [True, False])
 async def test_a_round_of_many_entries_is_synced_through_the_ring(
     tmp_path: Path, use_ring: bool
 ) -> None:
-    if use_ring and not await _ring_available():
-        pytest.skip("io_uring is not available on this kernel")
-    config = ManagedLedgerConfig(sync_policy=SyncPolicy.FSYNC, io_uring_sync=use_ring)
-    f = await FileManagedLedgerFactory.create(str(tmp_path), config)
+    f = await _factory(tmp_path, use_ring)
     try:
         ml = await f.open_impl(NAME)
         await ml.add_entry(b"first")
@@ -113,10 +117,7 @@ async def test_a_round_of_many_entries_is_synced_through_the_ring(
 async def test_a_failed_fdatasync_fails_the_round_and_the_next_one_goes_on(
     tmp_path: Path, use_ring: bool
 ) -> None:
-    if use_ring and not await _ring_available():
-        pytest.skip("io_uring is not available on this kernel")
-    config = ManagedLedgerConfig(sync_policy=SyncPolicy.FSYNC, io_uring_sync=use_ring)
-    f = await FileManagedLedgerFactory.create(str(tmp_path), config)
+    f = await _factory(tmp_path, use_ring)
     try:
         ml = await f.open_impl(NAME)
         await asyncio.gather(*(ml.add_entry(b"kept-%d" % i) for i in range(10)))
