@@ -136,7 +136,7 @@ class Journal:
             write_guard,
             max_file_bytes,
             files,
-            SyncRing.open(loop) if use_ring else None,
+            await _probed_ring(loop, first) if use_ring else None,
         )
 
     # --------------------------------------------------------------- interface
@@ -340,6 +340,21 @@ class Journal:
                     await self._run_blocking(_sync_and_uncache, file, file.write_end)
                 except OSError:
                     log.exception("journal fsync failed", journal=self._file.path)
+
+
+async def _probed_ring(loop: asyncio.AbstractEventLoop, first: LedgerFile) -> SyncRing | None:
+    """A ring whose fdatasync works: one sync of the new journal file first,
+    for kernels and sandboxes that set up a ring but refuse its operations."""
+    ring = SyncRing.open(loop)
+    if ring is None:
+        return None
+    try:
+        await ring.fdatasync(first.fd)
+    except OSError as exc:
+        ring.close()
+        log.info("io_uring fdatasync refused: fdatasync runs on the I/O thread", error=str(exc))
+        return None
+    return ring
 
 
 def _inline(groups: list[PendingGroup], sync: bool) -> bool:
