@@ -284,7 +284,7 @@ class Journal:
         ring = self._ring
         assert ring is not None
         journal = self._file
-        intact = _write_round(journal, groups, True, defer_sync=True)
+        intact = _write_round(journal, groups, False)  # the ring syncs, below
         took = time.monotonic() - started
         if took > INLINE_SLOW_S:
             self._inline_after = started + took + INLINE_PAUSE_S
@@ -385,12 +385,9 @@ def _take(writer: GroupOwner) -> PendingGroup | None:
     return writer.take()
 
 
-def _write_round(
-    journal: LedgerFile, groups: list[PendingGroup], sync: bool, defer_sync: bool = False
-) -> bool:
+def _write_round(journal: LedgerFile, groups: list[PendingGroup], sync: bool) -> bool:
     """Each group to its ledger file, then the journaled ones to the journal
-    and (``sync``) one fdatasync, unless ``defer_sync`` (the caller syncs
-    through the ring). *Blocking*. A group whose ledger write fails
+    and (``sync``) one fdatasync. *Blocking*. A group whose ledger write fails
     fails alone; a failed journal write fails every group journaled with it,
     their ledger files cut back to where they were. Returns False when the
     journal file itself could not be cut back after a failed write."""
@@ -409,11 +406,11 @@ def _write_round(
     if not journaled:
         return True
     try:
-        end = journal.append_raw(parts, nbytes, sync and not defer_sync)
+        end = journal.append_raw(parts, nbytes, sync)
     except WriteFailed as exc:
         _fail_journaled(journaled, exc)
         return exc.recovered
-    if sync and not defer_sync:
+    if sync:
         journal.uncache(end)
     return True
 
