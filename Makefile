@@ -13,7 +13,7 @@ venv: $(STAMP)
 
 # setup.py compiles the modules it lists with mypyc into .so files beside
 # their sources, which Python prefers: editing one reinstalls (recompiles).
-$(STAMP): pyproject.toml setup.py proto/batch_walk.py proto/send_scan.py
+$(STAMP): pyproject.toml setup.py proto/batch_walk.py proto/send_scan.py proto/replica_scan.py
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev,spark,cluster,objects]'

@@ -22,6 +22,7 @@ from setuptools import Extension, setup
 COMPILED = {
     "proto/batch_walk.py": "magnetar.proto.batch_walk",
     "proto/send_scan.py": "magnetar.proto.send_scan",
+    "proto/replica_scan.py": "magnetar.proto.replica_scan",
 }
 STAGE = os.path.join("build", "mypyc-src")
 

@@ -1,6 +1,7 @@
-"""Hand-encoded frames for the broker's hottest replies: SEND_RECEIPT and MESSAGE.
+"""Hand-encoded frames for the hottest commands: the broker's SEND_RECEIPT and
+MESSAGE, and the SEND of a geo-replicator's producer.
 
-These run once per entry published or dispatched. Building a protobuf object
+These run once per entry published, dispatched or replicated. Building a protobuf object
 for each and serializing it cost more than writing the few varints directly,
 so the bytes are put together here, field by field in field-number order,
 exactly as protobuf serializes the same values (the tests compare both).
@@ -21,6 +22,7 @@ _ONE_BYTE = [bytes((value,)) for value in range(0x80)]
 # BaseCommand: type (field 1, varint) then the body (field = type, length-delimited).
 _SEND_RECEIPT_HEAD = b"\x08\x07\x3a"  # type SEND_RECEIPT (7), field 7
 _MESSAGE_HEAD = b"\x08\x09\x4a"  # type MESSAGE (9), field 9
+_SEND_HEAD = b"\x08\x06\x32"  # type SEND (6), field 6
 
 
 def varint(value: int) -> bytes:
@@ -33,6 +35,19 @@ def varint(value: int) -> bytes:
         return bytes(((value & 0x7F) | 0x80, value >> 7))
     elif value < 0x200000:  # entry ids up to two million: three bytes
         return bytes(((value & 0x7F) | 0x80, (value >> 7 & 0x7F) | 0x80, value >> 14))
+    elif 0x800000000 <= value < 0x40000000000:
+        # Six bytes: a geo-replicated entry's sequence id (ledger id << 32 |
+        # entry id, ledger ids below 1024), two per receipt.
+        return bytes(
+            (
+                (value & 0x7F) | 0x80,
+                (value >> 7 & 0x7F) | 0x80,
+                (value >> 14 & 0x7F) | 0x80,
+                (value >> 21 & 0x7F) | 0x80,
+                (value >> 28 & 0x7F) | 0x80,
+                value >> 35,
+            )
+        )
     out = bytearray()
     while value > 0x7F:
         out.append((value & 0x7F) | 0x80)
@@ -100,3 +115,19 @@ def message_parts(
         body += b"\x28" + varint(epoch)
     command = b"%b%b%b" % (_MESSAGE_HEAD, varint(len(body)), body)
     return _U32_PAIR.pack(len(command) + 4 + len(data), len(command)) + command, data
+
+
+def send_frame(
+    producer_id: int, sequence_id: int, num_messages: int, highest_sequence_id: int, data: bytes
+) -> bytes:
+    """A SEND frame around a built payload section (checksum block, metadata,
+    messages): CommandSend's producer_id (1), sequence_id (2), num_messages
+    (3) and highest_sequence_id (6), each written (all four set)."""
+    body = b"\x08%b\x10%b\x18%b\x30%b" % (
+        varint(producer_id),
+        varint(sequence_id),
+        varint(num_messages),
+        varint(highest_sequence_id),
+    )
+    command = _SEND_HEAD + varint(len(body)) + body
+    return b"".join((_U32_PAIR.pack(len(command) + 4 + len(data), len(command)), command, data))

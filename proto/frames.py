@@ -21,18 +21,22 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable, Iterator
-from typing import NoReturn
+from typing import NoReturn, TypeVar
 
 import crc32c as _crc32c
 from google.protobuf.message import DecodeError, Message
 
-from magnetar.proto import compiled, pulsar_api_pb2 as pb, send_scan
+from magnetar.proto import compiled, pulsar_api_pb2 as pb, replica_scan, send_scan
 from magnetar.proto.errors import ChecksumMismatch, FrameTooLarge, ProtocolError
+from magnetar.proto.replica_scan import Receipt
 from magnetar.proto.send_scan import SendHead
 
 # True where the build compiled send_scan from its current source: only then
 # is reading a SEND by hand faster than protobuf (see send_scan.py).
 SEND_SCAN_COMPILED = compiled.is_current(send_scan)
+# The same for replica_scan (a replicator's entries and receipts).
+REPLICA_SCAN_COMPILED = compiled.is_current(replica_scan)
+_Head = TypeVar("_Head", SendHead, Receipt)
 # A partial frame up to this size is joined with the next read into new bytes
 # (which the SEND scan reads); a larger one is gathered in a bytearray.
 _JOIN_AS_BYTES = 256 * 1024
@@ -296,9 +300,14 @@ class FrameDecoder:
         shape comes out as a SendHead (the broker's receive path)."""
         return self._next(self._scan)
 
+    def next_frame_or_receipt(self) -> Frame | Receipt | None:
+        """next_frame, except that a SEND_RECEIPT of the plain shape comes out
+        as a Receipt where replica_scan is compiled (a replicator's producer)."""
+        return self._next(replica_scan.scan_receipt if REPLICA_SCAN_COMPILED else None)
+
     def _next(
-        self, scan: Callable[[bytes, int, int, int], SendHead | None] | None
-    ) -> Frame | SendHead | None:
+        self, scan: Callable[[bytes, int, int, int], _Head | None] | None
+    ) -> Frame | _Head | None:
         if self._error is not None:
             raise self._error
         buf = self._buf
@@ -326,9 +335,13 @@ class FrameDecoder:
         self._pos = frame_end
         if scan is not None and type(buf) is bytes:
             head = scan(buf, cmd_start, cmd_end, frame_end)
-            if head is not None and (
-                not self.verify_checksum
-                or _crc32c.crc32c(memoryview(buf)[cmd_end + 6 : frame_end]) == head.checksum
+            if (
+                head is not None
+                and (
+                    not self.verify_checksum
+                    or not isinstance(head, SendHead)  # a receipt has no payload
+                    or _crc32c.crc32c(memoryview(buf)[cmd_end + 6 : frame_end]) == head.checksum
+                )
             ):
                 return head
             # Not the plain shape, or a bad checksum: protobuf decodes it

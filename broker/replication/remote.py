@@ -29,9 +29,10 @@ from urllib.parse import urlsplit
 from google.protobuf.message import Message
 
 from magnetar.broker.storage.api import Position
-from magnetar.proto import pulsar_api_pb2 as pb
+from magnetar.proto import fastpath, pulsar_api_pb2 as pb
 from magnetar.proto.errors import ServerError
-from magnetar.proto.frames import Frame, FrameDecoder, encode_command, encode_payload_command, wrap
+from magnetar.proto.frames import Frame, FrameDecoder, encode_command, wrap
+from magnetar.proto.replica_scan import Receipt
 
 T = pb.BaseCommand
 CLIENT_VERSION = "magnetar-replicator"
@@ -265,17 +266,10 @@ class RemoteProducer:
         either way)."""
         if self.failed.done():
             raise RemoteError("the remote producer failed")
-        command = T(
-            type=T.SEND,
-            send=pb.CommandSend(
-                producer_id=self._producer_id,
-                sequence_id=sequence_id,
-                num_messages=sent.messages,
-                highest_sequence_id=sequence_id,
-            ),
-        )
         self._pending.append((sequence_id, sent))
-        self._out.append(encode_payload_command(command, data))
+        self._out.append(
+            fastpath.send_frame(self._producer_id, sequence_id, sent.messages, sequence_id, data)
+        )
 
     async def schema_version(self, topic: str, schema: pb.Schema) -> bytes:
         """The remote's version of `schema` on `topic`, registering it there
@@ -319,11 +313,15 @@ class RemoteProducer:
                 data = await self._reader.read(65536)
                 if not data:
                     raise RemoteError("the remote broker closed the connection")
-                self._decoder.feed(data)
+                decoder = self._decoder
+                decoder.feed(data)
                 stored: list[Sent] = []
                 try:
-                    for frame in self._decoder:
-                        self._handle(frame, stored)
+                    while (frame := decoder.next_frame_or_receipt()) is not None:
+                        if isinstance(frame, Receipt):
+                            self._receipt(frame.sequence_id, stored)
+                        else:
+                            self._handle(frame, stored)
                 finally:
                     if stored:  # also those before a failing frame
                         self.on_stored(stored)
@@ -333,13 +331,17 @@ class RemoteProducer:
         except Exception as exc:  # whatever ends the reading fails the producer
             self._fail(exc if isinstance(exc, RemoteError) else RemoteError(repr(exc)))
 
+    def _receipt(self, sequence_id: int, stored: list[Sent]) -> None:
+        """What the receipt for `sequence_id` confirms (the connection has
+        this one producer)."""
+        pending = self._pending
+        while pending and pending[0][0] <= sequence_id:
+            stored.append(pending.popleft()[1])
+
     def _handle(self, frame: Frame, stored: list[Sent]) -> None:
         kind = frame.type
         if kind == T.SEND_RECEIPT:
-            sequence_id = frame.command.send_receipt.sequence_id
-            pending = self._pending
-            while pending and pending[0][0] <= sequence_id:
-                stored.append(pending.popleft()[1])
+            self._receipt(frame.command.send_receipt.sequence_id, stored)
         elif kind == T.SEND_ERROR:
             refused = frame.command.send_error
             raise RemoteError(f"send refused: {refused.message}", refused.error)
