@@ -313,6 +313,13 @@ class ManagedCursorImpl(ManagedCursor):
         md = self._md
         layout = self._layout
         ranges = self._ranges
+        if (
+            not ranges
+            and type(positions) is list
+            and len(positions) > 1
+            and self._delete_run(positions)
+        ):
+            return
         changed = False
         for p in positions:
             if p <= md or not layout.exists(p):
@@ -329,6 +336,31 @@ class ManagedCursorImpl(ManagedCursor):
         if changed:
             self._advance_mark_delete()
             self._mark_dirty()
+
+    def _delete_run(self, positions: list[Position]) -> bool:
+        """delete() of consecutive entries of one ledger starting right after
+        mark-delete (a replicator's receipts or skipped entries, an in-order
+        burst of acks): mark-delete moves to the last in one step. False when
+        `positions` is not such a run."""
+        layout = self._layout
+        first, last = positions[0], positions[-1]
+        ledger_id, entry_id = first
+        count = len(positions)
+        if (
+            first != layout.next_position(self._md)
+            or last != (ledger_id, entry_id + count - 1)
+            or not layout.exists(last)
+            or [p[1] for p in positions] != list(range(entry_id, entry_id + count))
+            or [p[0] for p in positions].count(ledger_id) != count
+        ):
+            return False
+        self._md = Position(ledger_id, entry_id + count - 1)
+        if self._ack_sets:
+            for p in positions:
+                self._ack_sets.pop(p, None)
+        self._advance_mark_delete()
+        self._mark_dirty()
+        return True
 
     def delete_batch_indexes(self, position: Position, ack_set: Sequence[int]) -> None:
         self._check_open()

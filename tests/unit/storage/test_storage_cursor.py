@@ -87,6 +87,34 @@ async def test_individual_acks_close_gaps_and_move_mark_delete(
     assert c.mark_delete_position == p[3]
 
 
+async def test_a_run_of_acks_after_mark_delete_moves_it_at_once(
+    factory: FileManagedLedgerFactory,
+) -> None:
+    """SEM-3.1: acks handed over as a list of consecutive positions (a
+    replicator's receipts) move mark-delete to the last in one step, and
+    lists that only look like a run (same ends and length, a gap or a
+    repeat inside, one past the end) are taken position by position."""
+    ml, p = await _ledger_with(factory, 12)
+    c = await ml.open_cursor("s", InitialPosition.EARLIEST)
+    c.delete(p[0:4])
+    assert c.mark_delete_position == p[3] and c.backlog_entries == 8
+    c.delete([p[4], p[4], p[6]])  # ends 4 and 6, three long: not a run
+    assert c.mark_delete_position == p[4]
+    assert c.is_deleted(p[6]) and not c.is_deleted(p[5])
+    c.delete([p[5], p[7]])  # closes the gap at 5 (through the ranges)
+    assert c.mark_delete_position == p[7]
+    c.delete([p[9], p[10]])  # not right after mark-delete: ranges
+    assert c.mark_delete_position == p[7] and c.is_deleted(p[10])
+    c.delete([p[8]])
+    assert c.mark_delete_position == p[10]
+    beyond = Position(p[11].ledger_id, p[11].entry_id + 1)
+    c.delete([p[11], beyond])  # ends past the last entry: not a run
+    assert c.mark_delete_position == p[11] and c.backlog_entries == 0
+    await c.close()
+    reopened = await ml.open_cursor("s")
+    assert reopened.mark_delete_position == p[11]  # the run was persisted
+
+
 async def test_gap_closes_across_a_ledger_boundary(factory: FileManagedLedgerFactory) -> None:
     ml, p = await _ledger_with(factory, 12, max_segment_size=1024)
     c = await ml.open_cursor("keep", InitialPosition.EARLIEST)
