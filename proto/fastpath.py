@@ -35,19 +35,6 @@ def varint(value: int) -> bytes:
         return bytes(((value & 0x7F) | 0x80, value >> 7))
     elif value < 0x200000:  # entry ids up to two million: three bytes
         return bytes(((value & 0x7F) | 0x80, (value >> 7 & 0x7F) | 0x80, value >> 14))
-    elif 0x800000000 <= value < 0x40000000000:
-        # Six bytes: a geo-replicated entry's sequence id (ledger id << 32 |
-        # entry id, ledger ids below 1024), two per receipt.
-        return bytes(
-            (
-                (value & 0x7F) | 0x80,
-                (value >> 7 & 0x7F) | 0x80,
-                (value >> 14 & 0x7F) | 0x80,
-                (value >> 21 & 0x7F) | 0x80,
-                (value >> 28 & 0x7F) | 0x80,
-                value >> 35,
-            )
-        )
     out = bytearray()
     while value > 0x7F:
         out.append((value & 0x7F) | 0x80)

@@ -46,6 +46,7 @@ from magnetar.broker.storage.api import (
     StorageError,
 )
 from magnetar.broker.topics.base import StoredTopic
+from magnetar.proto import pulsar_api_pb2 as pb
 from magnetar.proto.errors import ProtocolError
 from magnetar.proto.frames import REPLICA_SCAN_COMPILED, Payload
 from magnetar.proto.naming import TopicName
@@ -292,16 +293,14 @@ class Replicator:
         decide (protobuf reads it)."""
         position = entry.position
         sequence = sequence_id(position)
-        data = entry.data
-        head = scan_entry(data, self._local_name, sequence)
+        head = scan_entry(entry.data, self._local_name, sequence)
         if head is None:
             return False
         if head.replicated or sequence <= already:
             skipped.append(position)
-            return True
-        data = Payload.build(head.metadata, data[head.payload_start :]).data
-        self._unacknowledged.setdefault(position, head.publish_time)
-        producer.send(sequence, data, Sent(position, entry.num_messages, len(data)))
+        else:
+            payload = entry.data[head.payload_start :]
+            self._send(producer, entry, sequence, head.metadata, payload, head.publish_time)
         return True
 
     async def _forward(
@@ -344,9 +343,21 @@ class Replicator:
         metadata.sequence_id = sequence
         if metadata.HasField("highest_sequence_id"):
             metadata.highest_sequence_id = sequence
-        data = Payload.build(metadata, payload.payload).data
-        self._unacknowledged.setdefault(position, metadata.publish_time)
-        producer.send(sequence, data, Sent(position, entry.num_messages, len(data)))
+        self._send(producer, entry, sequence, metadata, payload.payload, metadata.publish_time)
+
+    def _send(
+        self,
+        producer: RemoteProducer,
+        entry: Entry,
+        sequence: int,
+        metadata: pb.MessageMetadata | bytes,
+        payload: bytes,
+        publish_time: int,
+    ) -> None:
+        """Queue `entry` on the remote producer with its metadata as rewritten."""
+        data = Payload.build(metadata, payload).data
+        self._unacknowledged.setdefault(entry.position, publish_time)
+        producer.send(sequence, data, Sent(entry.position, entry.num_messages, len(data)))
 
     async def _remote_schema(self, producer: RemoteProducer, local: bytes) -> bytes:
         """The remote's version of the schema `local` names here: registered

@@ -183,6 +183,12 @@ def test_receipts_read_as_protobuf_reads_them(
         assert (receipt.producer_id, receipt.sequence_id) == (producer_id, sequence_id)
 
 
+def _raw_receipt(body: bytes) -> bytes:
+    """A SEND_RECEIPT frame around a CommandSendReceipt body written by hand."""
+    command = b"\x08\x07\x3a" + bytes([len(body)]) + body
+    return struct.pack(">II", len(command) + 4, len(command)) + command
+
+
 def test_other_frames_are_not_receipts(module: ModuleType) -> None:
     send = encode_payload_command(
         pb.BaseCommand(type=pb.BaseCommand.SEND, send=pb.CommandSend(producer_id=1, sequence_id=2)),
@@ -190,16 +196,11 @@ def test_other_frames_are_not_receipts(module: ModuleType) -> None:
     )
     ping = encode_command(wrap(pb.CommandPing()))
     # A receipt with a field 9 (varint) protobuf would skip: protobuf decides.
-    body = b"\x08\x01\x10\x02\x48\x01"
-    command = b"\x08\x07\x3a" + bytes([len(body)]) + body
-    unknown = struct.pack(">II", len(command) + 4, len(command)) + command
-    assert _receipt_scan(module, unknown) is None
+    assert _receipt_scan(module, _raw_receipt(b"\x08\x01\x10\x02\x48\x01")) is None
     assert _receipt_scan(module, send) is None
     assert _receipt_scan(module, ping) is None
-    body = b"\x08\x01"  # producer_id alone: the required sequence_id is missing
-    command = b"\x08\x07\x3a" + bytes([len(body)]) + body
-    no_sequence = struct.pack(">II", len(command) + 4, len(command)) + command
-    assert _receipt_scan(module, no_sequence) is None
+    # producer_id alone: the required sequence_id is missing.
+    assert _receipt_scan(module, _raw_receipt(b"\x08\x01")) is None
 
 
 def test_the_decoder_hands_out_receipts_among_frames() -> None:
