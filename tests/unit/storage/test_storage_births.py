@@ -28,6 +28,14 @@ async def _stored(f: FileManagedLedgerFactory, name: str) -> bool:
     return await f.store.exists(ledger_meta_path(name))
 
 
+async def _born(ledgers: list[ManagedLedgerImpl]) -> None:
+    """Until the background job has made the ledgers' files (1 s at most)."""
+    for _ in range(100):
+        if not any(ml.record_pending for ml in ledgers):
+            return
+        await asyncio.sleep(0.01)
+
+
 async def test_records_of_new_ledgers_are_stored_together_after_the_delay(
     factory: FileManagedLedgerFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -47,10 +55,7 @@ async def test_records_of_new_ledgers_are_stored_together_after_the_delay(
     assert all([await _stored(factory, n) for n in names])
     assert commits == [5]
     # No append yet: the files follow the record, in one background job.
-    for _ in range(100):
-        if not any(factory._ledgers[n].record_pending for n in names):
-            break
-        await asyncio.sleep(0.01)
+    await _born([factory._ledgers[n] for n in names])
     assert all(len(list(_dir(factory, n).iterdir())) == 1 for n in names)
     assert not any(factory._ledgers[n].record_pending for n in names)
 
@@ -74,10 +79,7 @@ async def test_a_cursor_stores_the_record_at_once_and_the_files_follow(
     ml = await factory.open_impl("t/ns/persistent/sub")
     await asyncio.wait_for(ml.open_cursor("s"), births_module.FLUSH_DELAY_S / 2)
     assert await _stored(factory, ml.name)
-    for _ in range(100):
-        if not ml.record_pending:
-            break
-        await asyncio.sleep(0.01)
+    await _born([ml])
     assert not ml.record_pending
     assert [p.name for p in _dir(factory, ml.name).iterdir()] == [
         f"{ml.layout.current.ledger_id}.log"

@@ -45,7 +45,7 @@ def test_files_in_use_stay_open_past_capacity(tmp_path: Path) -> None:
         for lf in files:
             lru.acquire(lf)
         assert _open(files) == [0, 1, 2, 3, 4]
-        lru.release(files[4])  # the newest: the oldest idle one is the one to go
+        lru.release(files[4])  # the only idle one: it goes, though the newest
         assert _open(files) == [0, 1, 2, 3]
         for lf in files[:4]:
             lru.release(lf)
