@@ -76,11 +76,13 @@ class LedgerContext:
     # Sealed ledgers' index files mapped at once (index_file.py).
     indexes: IndexMaps = field(default_factory=IndexMaps)
     write_guard: WriteGuard | None = None
+    # New ledgers' files made through io_uring where it works (births.py).
+    use_ring: bool = False
     # New ledgers whose files and first records are stored in batches.
     births: Births = field(init=False)
 
     def __post_init__(self) -> None:
-        self.births = Births(self.executor, self.store)
+        self.births = Births(self.executor, self.store, self.use_ring)
 
 
 class OwningLedger(Protocol):

@@ -80,6 +80,7 @@ class FileManagedLedgerFactory(ManagedLedgerFactory):
             journal=journal,
             files=journal.files,
             write_guard=write_guard,
+            use_ring=config.io_uring_sync,
         )
         self._ledgers: dict[str, ManagedLedgerImpl] = {}
         self._opening: dict[str, asyncio.Future[ManagedLedgerImpl]] = {}
@@ -245,6 +246,7 @@ class FileManagedLedgerFactory(ManagedLedgerFactory):
                 await ml.close()
             except StorageError:
                 log.exception("closing a managed ledger failed", ledger=ml.name)
+        await self._ctx.births.close()
         await self.journal.close()
         await asyncio.to_thread(self._executor.shutdown, True)
         if self._owns_store:

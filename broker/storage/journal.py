@@ -44,7 +44,7 @@ from magnetar.broker.storage.segment import (
     fsync_dir,
     sync_filesystem,
 )
-from magnetar.broker.storage.uring import SyncRing
+from magnetar.broker.storage.uring import IoRing
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -82,7 +82,7 @@ class Journal:
         write_guard: Callable[[], str | None] | None,
         max_file_bytes: int,
         files: OpenFiles,
-        ring: SyncRing | None = None,
+        ring: IoRing | None = None,
     ) -> None:
         self.directory = directory
         # fdatasync without the I/O thread, where io_uring is available.
@@ -342,10 +342,10 @@ class Journal:
                     log.exception("journal fsync failed", journal=self._file.path)
 
 
-async def _probed_ring(loop: asyncio.AbstractEventLoop, first: LedgerFile) -> SyncRing | None:
+async def _probed_ring(loop: asyncio.AbstractEventLoop, first: LedgerFile) -> IoRing | None:
     """A ring whose fdatasync works: one sync of the new journal file first,
     for kernels and sandboxes that set up a ring but refuse its operations."""
-    ring = SyncRing.open(loop)
+    ring = IoRing.open(loop)
     if ring is None:
         return None
     try:

@@ -222,10 +222,12 @@ class ManagedLedgerImpl(ManagedLedger):
                 if not w.done():
                     w.set_result(None)
 
-    def store_first_record(self, make_files: Callable[[], None]) -> None:
-        """A new ledger: its record stored soon, its files made by its first
-        append (births.py; see recovery)."""
-        self._birth = self._ctx.births.add(self, make_files)
+    def store_first_record(
+        self, make_files: Callable[[], None], paths: tuple[str, str] | None = None
+    ) -> None:
+        """A new ledger: its record stored soon, its files made after it or
+        by its first append (births.py; see recovery)."""
+        self._birth = self._ctx.births.add(self, make_files, paths)
 
     def birth_done(self, error: BaseException | None) -> None:
         """Record and files are made (appends go), or one failed (fenced)."""

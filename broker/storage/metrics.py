@@ -65,6 +65,12 @@ RING_ROUNDS = Counter(
     "Journal rounds written on the event loop and fdatasynced through io_uring",
     registry=None,
 )
+NEW_LEDGER_FILES = Counter(
+    "magnetar_storage_new_ledger_files",
+    "New ledgers' directories and first files made, by way (ring: io_uring; thread)",
+    ["via"],
+    registry=None,
+)
 WRITE_ERRORS = Counter("magnetar_storage_write_errors", "Group commits that failed", registry=None)
 CACHE_READS = Counter(
     "magnetar_storage_cache_reads", "Reads served by the entry cache", registry=None
@@ -112,6 +118,7 @@ ALL: tuple[Collector, ...] = (
     WRITE_SECONDS,
     INLINE_ROUNDS,
     RING_ROUNDS,
+    NEW_LEDGER_FILES,
     WRITE_ERRORS,
     CACHE_READS,
     DISK_READS,

@@ -92,7 +92,7 @@ async def open_ledger(
             lac = Position(new_id, -1)
         if got is None:
             ml.start(lac)
-            ml.store_first_record(partial(_prepare_new, ml.dir, new_id))
+            ml.store_first_record(partial(_prepare_new, ml.dir, new_id), (ml.dir, path))
             return ml
         await ml.write_ledger_list()
         await restore_cursors(ml)

@@ -8,16 +8,35 @@ import asyncio
 from pathlib import Path
 
 import pytest
+from prometheus_client import CollectorRegistry
 
 from magnetar.broker.storage import (
     FileManagedLedgerFactory,
     births as births_module,
+    metrics,
 )
 from magnetar.broker.storage.api import StorageError
 from magnetar.broker.storage.ledger import ManagedLedgerImpl
 from magnetar.broker.storage.metadata_api import Put
 from magnetar.broker.storage.paths import ledger_dir, ledger_meta_path
+from magnetar.broker.storage.uring import IoRing
 from tests.unit.storage.storage_support import OpenFactory
+
+_REGISTRY = CollectorRegistry()
+metrics.register(_REGISTRY)
+
+
+def _made(via: str) -> float:
+    sample = "magnetar_storage_new_ledger_files_total"
+    return _REGISTRY.get_sample_value(sample, {"via": via}) or 0.0
+
+
+async def _ring_available() -> bool:
+    ring = IoRing.open(asyncio.get_running_loop())
+    if ring is None:
+        return False
+    ring.close()
+    return True
 
 
 def _dir(f: FileManagedLedgerFactory, name: str) -> Path:
@@ -132,3 +151,45 @@ async def test_more_new_ledgers_than_one_commit_takes(
     factory._ctx.births.store_records()
     await asyncio.gather(*(ml.wait_first_record() for ml in ledgers))
     assert all([await _stored(factory, ml.name) for ml in ledgers])
+
+
+@pytest.mark.parametrize("use_ring", [True, False])
+async def test_new_ledgers_files_are_made_through_the_ring_where_it_works(
+    open_factory: OpenFactory, use_ring: bool
+) -> None:
+    """With the ring, no I/O thread makes them (issue 43: its GIL hand-offs
+    slowed topic creation); with the setting off, the thread does."""
+    if use_ring and not await _ring_available():
+        pytest.skip("io_uring is not available on this kernel")
+    f = await open_factory(io_uring_sync=use_ring)
+    ring, thread = _made("ring"), _made("thread")
+    ledgers = [await f.open_impl(f"t/ns/persistent/r{i}") for i in range(5)]
+    await _born(ledgers)
+    assert (_made("ring") - ring, _made("thread") - thread) == ((5, 0) if use_ring else (0, 5))
+    for ml in ledgers:
+        assert [p.name for p in _dir(f, ml.name).iterdir()] == [
+            f"{ml.layout.current.ledger_id}.log"
+        ]
+        position = await ml.add_entry(b"in " + ml.name.encode())
+        assert [e.data for e in await ml.read_entries(position, 1)] == [b"in " + ml.name.encode()]
+
+
+async def test_a_directory_left_by_a_crash_is_emptied_before_the_ledger_writes(
+    factory: FileManagedLedgerFactory,
+) -> None:
+    """A crash between a ledger's directory and its record leaves the
+    directory: the ring's mkdir finds it, and the maker on the I/O thread
+    removes what is in it and makes the new file."""
+    name = "t/ns/persistent/leftover"
+    stale = _dir(factory, name)
+    stale.mkdir(parents=True)
+    (stale / "7.log").write_bytes(b"old bytes")
+    thread = _made("thread")
+    ml = await factory.open_impl(name)
+    await _born([ml])
+    assert not ml.record_pending
+    assert [p.name for p in stale.iterdir()] == [f"{ml.layout.current.ledger_id}.log"]
+    if await _ring_available():
+        assert _made("thread") - thread == 1  # the ring's attempt fell back
+    position = await ml.add_entry(b"new")
+    assert [e.data for e in await ml.read_entries(position, 1)] == [b"new"]

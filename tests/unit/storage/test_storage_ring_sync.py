@@ -3,7 +3,8 @@ the loop and fdatasynced through io_uring (storage/uring.py) instead of the
 I/O thread, where the kernel allows it. Every receipt still means the entry
 is on disk (SEM-5.1): the entries are read back after a restart, and a
 failed fdatasync fails the round's appends, never confirms them, with the
-ledger going on in a new journal file."""
+ledger going on in a new journal file. The same ring makes new ledgers'
+directories and first files (births.py, issue 43)."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from magnetar.broker.storage import (
     SyncPolicy,
     metrics,
 )
-from magnetar.broker.storage.uring import SyncRing
+from magnetar.broker.storage.uring import IoRing
 
 NAME = "public/default/persistent/ring"
 
@@ -37,7 +38,7 @@ def _ring_rounds() -> float:
 
 
 async def _ring_available() -> bool:
-    ring = SyncRing.open(asyncio.get_running_loop())
+    ring = IoRing.open(asyncio.get_running_loop())
     if ring is None:
         return False
     ring.close()
@@ -64,7 +65,7 @@ def _fd_of(path: str) -> int:
 
 
 async def test_the_ring_syncs_a_descriptor_and_reports_its_errors() -> None:
-    ring = SyncRing.open(asyncio.get_running_loop())
+    ring = IoRing.open(asyncio.get_running_loop())
     if ring is None:
         pytest.skip("io_uring is not available on this kernel")
     with tempfile.TemporaryFile() as tmp:
@@ -78,6 +79,38 @@ async def test_the_ring_syncs_a_descriptor_and_reports_its_errors() -> None:
     ring.close()  # idempotent
     with pytest.raises(OSError, match="closed"):
         ring.fdatasync(0)
+
+
+async def test_the_ring_makes_directories_and_files_in_one_chain(tmp_path: Path) -> None:
+    ring = IoRing.open(asyncio.get_running_loop())
+    if ring is None:
+        pytest.skip("io_uring is not available on this kernel")
+    try:
+        (tmp_path / "b").mkdir()  # left by a crash: its mkdir fails, the chain goes on
+        paths = [(str(tmp_path / d), str(tmp_path / d / "1.log")) for d in ("a", "b", "c")]
+        results = []
+        for mkdir, create in ring.make_dirs_and_files(paths):
+            outcome: list[object] = []
+            for step in (mkdir, create):
+                try:
+                    outcome.append(await step)
+                except OSError as exc:
+                    outcome.append(exc.errno)
+            results.append(outcome)
+        assert results[0][0] == 0 and results[2][0] == 0
+        assert results[1][0] == errno.EEXIST
+        for _mkdir, fd in results:
+            assert isinstance(fd, int) and fd >= 0  # the create ran all the same
+            os.close(fd)
+        assert [sorted(p.name for p in (tmp_path / d).iterdir()) for d in "abc"] == [["1.log"]] * 3
+        # More than the ring holds: refused whole, nothing made.
+        many = [(str(tmp_path / f"m{i}"), str(tmp_path / f"m{i}" / "1.log")) for i in range(9)]
+        with pytest.raises(OSError) as full:
+            ring.make_dirs_and_files(many)
+        assert full.value.errno == errno.EAGAIN
+        assert not (tmp_path / "m0").exists()
+    finally:
+        ring.close()
 
 
 def _unused_fd() -> int:
