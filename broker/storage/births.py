@@ -25,7 +25,7 @@ Where io_uring is there (uring.py) the directories and files are made by
 a chain of mkdirat and openat run by one kernel worker: on the I/O
 thread, the worker took the GIL back after each of its syscalls from a loop
 busy creating topics, and creating 1,000 topics ran at 870-1,170 a second
-against 1,360-1,500 with no file made; through the ring, 1,350-1,480. A
+against 1,360-1,500 with no file made; through the ring, 1,320-1,480. A
 ledger the ring could not serve (no room, a directory left by a crash, a
 kernel without the operations) has its maker run on the I/O thread.
 

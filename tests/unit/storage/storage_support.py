@@ -1,9 +1,13 @@
-"""Helpers shared by the storage tests (types and a settable clock)."""
+"""Helpers shared by the storage tests (types, a settable clock, whether
+io_uring works here)."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Any
+
+from magnetar.broker.storage.uring import IoRing
 
 OpenFactory = Callable[..., Any]
 """``await open_factory(**config)`` (the fixture of that name)."""
@@ -17,3 +21,12 @@ class Clock:
 
     def __call__(self) -> float:
         return self.now
+
+
+async def ring_available() -> bool:
+    """Whether this kernel lets the broker set up an io_uring."""
+    ring = IoRing.open(asyncio.get_running_loop())
+    if ring is None:
+        return False
+    ring.close()
+    return True

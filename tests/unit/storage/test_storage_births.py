@@ -19,8 +19,7 @@ from magnetar.broker.storage.api import StorageError
 from magnetar.broker.storage.ledger import ManagedLedgerImpl
 from magnetar.broker.storage.metadata_api import Put
 from magnetar.broker.storage.paths import ledger_dir, ledger_meta_path
-from magnetar.broker.storage.uring import IoRing
-from tests.unit.storage.storage_support import OpenFactory
+from tests.unit.storage.storage_support import OpenFactory, ring_available
 
 _REGISTRY = CollectorRegistry()
 metrics.register(_REGISTRY)
@@ -29,14 +28,6 @@ metrics.register(_REGISTRY)
 def _made(via: str) -> float:
     sample = "magnetar_storage_new_ledger_files_total"
     return _REGISTRY.get_sample_value(sample, {"via": via}) or 0.0
-
-
-async def _ring_available() -> bool:
-    ring = IoRing.open(asyncio.get_running_loop())
-    if ring is None:
-        return False
-    ring.close()
-    return True
 
 
 def _dir(f: FileManagedLedgerFactory, name: str) -> Path:
@@ -159,7 +150,7 @@ async def test_new_ledgers_files_are_made_through_the_ring_where_it_works(
 ) -> None:
     """With the ring, no I/O thread makes them (issue 43: its GIL hand-offs
     slowed topic creation); with the setting off, the thread does."""
-    if use_ring and not await _ring_available():
+    if use_ring and not await ring_available():
         pytest.skip("io_uring is not available on this kernel")
     f = await open_factory(io_uring_sync=use_ring)
     ring, thread = _made("ring"), _made("thread")
@@ -189,7 +180,7 @@ async def test_a_directory_left_by_a_crash_is_emptied_before_the_ledger_writes(
     await _born([ml])
     assert not ml.record_pending
     assert [p.name for p in stale.iterdir()] == [f"{ml.layout.current.ledger_id}.log"]
-    if await _ring_available():
+    if await ring_available():
         assert _made("thread") - thread == 1  # the ring's attempt fell back
     position = await ml.add_entry(b"new")
     assert [e.data for e in await ml.read_entries(position, 1)] == [b"new"]

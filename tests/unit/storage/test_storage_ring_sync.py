@@ -26,6 +26,7 @@ from magnetar.broker.storage import (
     metrics,
 )
 from magnetar.broker.storage.uring import IoRing
+from tests.unit.storage.storage_support import ring_available
 
 NAME = "public/default/persistent/ring"
 
@@ -35,14 +36,6 @@ metrics.register(_REGISTRY)
 
 def _ring_rounds() -> float:
     return _REGISTRY.get_sample_value("magnetar_storage_ring_rounds_total") or 0.0
-
-
-async def _ring_available() -> bool:
-    ring = IoRing.open(asyncio.get_running_loop())
-    if ring is None:
-        return False
-    ring.close()
-    return True
 
 
 async def _reopened(tmp_path: Path) -> list[bytes]:
@@ -120,7 +113,7 @@ def _unused_fd() -> int:
 
 
 async def _factory(tmp_path: Path, use_ring: bool) -> FileManagedLedgerFactory:
-    if use_ring and not await _ring_available():
+    if use_ring and not await ring_available():
         pytest.skip("io_uring is not available on this kernel")
     config = ManagedLedgerConfig(sync_policy=SyncPolicy.FSYNC, io_uring_sync=use_ring)
     return await FileManagedLedgerFactory.create(str(tmp_path), config)
