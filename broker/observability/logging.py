@@ -38,5 +38,8 @@ def configure_logging(
         processors=processors,
         wrapper_class=structlog.make_filtering_bound_logger(_LEVELS[level]),
         logger_factory=structlog.PrintLoggerFactory(out),
-        cache_logger_on_first_use=False,
+        # A module's logger is built on its first call, not on every call
+        # (3 us each, a filtered one included); the daemon configures once,
+        # before anything logs.
+        cache_logger_on_first_use=True,
     )

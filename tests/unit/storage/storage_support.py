@@ -4,7 +4,10 @@ io_uring works here)."""
 from __future__ import annotations
 
 import asyncio
+import os
+import shutil
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from magnetar.broker.storage.uring import IoRing
@@ -29,4 +32,24 @@ async def ring_available() -> bool:
     if ring is None:
         return False
     ring.close()
+    return True
+
+
+async def ring_makes_files(scratch: Path) -> bool:
+    """Whether this kernel's io_uring makes directories and files (mkdirat
+    needs Linux 5.15; a sandbox may refuse it): tried in ``scratch``."""
+    ring = IoRing.open(asyncio.get_running_loop())
+    if ring is None:
+        return False
+    probe = scratch / "ring-probe"
+    try:
+        ((mkdir, create),) = ring.make_dirs_and_files([(str(probe), str(probe / "f"))])
+        try:
+            await mkdir
+            os.close(await create)
+        except OSError:
+            return False
+    finally:
+        ring.close()
+    shutil.rmtree(probe, ignore_errors=True)
     return True

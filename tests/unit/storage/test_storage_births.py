@@ -19,7 +19,7 @@ from magnetar.broker.storage.api import StorageError
 from magnetar.broker.storage.ledger import ManagedLedgerImpl
 from magnetar.broker.storage.metadata_api import Put
 from magnetar.broker.storage.paths import ledger_dir, ledger_meta_path
-from tests.unit.storage.storage_support import OpenFactory, ring_available
+from tests.unit.storage.storage_support import OpenFactory, ring_available, ring_makes_files
 
 _REGISTRY = CollectorRegistry()
 metrics.register(_REGISTRY)
@@ -146,12 +146,12 @@ async def test_more_new_ledgers_than_one_commit_takes(
 
 @pytest.mark.parametrize("use_ring", [True, False])
 async def test_new_ledgers_files_are_made_through_the_ring_where_it_works(
-    open_factory: OpenFactory, use_ring: bool
+    open_factory: OpenFactory, tmp_path: Path, use_ring: bool
 ) -> None:
     """With the ring, no I/O thread makes them (issue 43: its GIL hand-offs
     slowed topic creation); with the setting off, the thread does."""
-    if use_ring and not await ring_available():
-        pytest.skip("io_uring is not available on this kernel")
+    if use_ring and not await ring_makes_files(tmp_path):
+        pytest.skip("io_uring does not make directories and files on this kernel")
     f = await open_factory(io_uring_sync=use_ring)
     ring, thread = _made("ring"), _made("thread")
     ledgers = [await f.open_impl(f"t/ns/persistent/r{i}") for i in range(5)]

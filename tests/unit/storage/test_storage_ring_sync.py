@@ -26,7 +26,7 @@ from magnetar.broker.storage import (
     metrics,
 )
 from magnetar.broker.storage.uring import IoRing
-from tests.unit.storage.storage_support import ring_available
+from tests.unit.storage.storage_support import ring_available, ring_makes_files
 
 NAME = "public/default/persistent/ring"
 
@@ -75,9 +75,10 @@ async def test_the_ring_syncs_a_descriptor_and_reports_its_errors() -> None:
 
 
 async def test_the_ring_makes_directories_and_files_in_one_chain(tmp_path: Path) -> None:
+    if not await ring_makes_files(tmp_path):
+        pytest.skip("io_uring does not make directories and files on this kernel")
     ring = IoRing.open(asyncio.get_running_loop())
-    if ring is None:
-        pytest.skip("io_uring is not available on this kernel")
+    assert ring is not None
     try:
         (tmp_path / "b").mkdir()  # left by a crash: its mkdir fails, the chain goes on
         paths = [(str(tmp_path / d), str(tmp_path / d / "1.log")) for d in ("a", "b", "c")]
