@@ -93,7 +93,7 @@ class Birth:
     def __init__(
         self,
         make_files: Callable[[], None],
-        paths: tuple[str, str] | None,
+        paths: tuple[str, str],
         record: asyncio.Future[None],
     ) -> None:
         # The blocking maker, until the files are asked for.
@@ -131,15 +131,10 @@ class Births:
         self._files_soon = False
         self._tasks: set[asyncio.Task[None]] = set()
 
-    def add(
-        self,
-        ml: NewLedger,
-        make_files: Callable[[], None],
-        paths: tuple[str, str] | None = None,
-    ) -> Birth:
-        """``ml`` is new: its record is stored soon, its files (``make_files``,
-        blocking; or ``paths``, its new directory and empty file, through the
-        ring) made when asked for."""
+    def add(self, ml: NewLedger, make_files: Callable[[], None], paths: tuple[str, str]) -> Birth:
+        """``ml`` is new: its record is stored soon, its files made when
+        asked for: ``paths`` (its new directory and empty file) through the
+        ring, else ``make_files`` (blocking) on the I/O thread."""
         loop = asyncio.get_running_loop()
         birth = Birth(make_files, paths, loop.create_future())
         self._records[ml] = birth
@@ -243,37 +238,37 @@ class Births:
             birth.files.set_result(None)
             birth.progress(ml)
 
-    async def _made_by_ring(self, paths: list[tuple[str, str] | None]) -> list[bool]:
-        """Which of these were made through the ring; the others are left
-        to their makers (any failure here: the maker says what it is)."""
+    async def _made_by_ring(self, paths: list[tuple[str, str]]) -> list[bool]:
+        """Which of these were made through the ring (those it had room
+        for); the others are left to their makers, which also say what any
+        failure here was."""
         made = [False] * len(paths)
         ring = self._file_ring()
         if ring is None:
             return made
-        chosen = [i for i, where in enumerate(paths) if where is not None][: ring.room // 2]
         try:
-            waits = ring.make_dirs_and_files([where for i in chosen if (where := paths[i])])
+            waits = ring.make_dirs_and_files(paths[: ring.room // 2])
         except OSError:
             return made
-        for i, (mkdir, create) in zip(chosen, waits, strict=True):
+        for i, (mkdir, create) in enumerate(waits):
             errors: list[OSError] = []
-            for step in (mkdir, create):
-                try:
-                    fd = await step
-                except OSError as exc:
-                    errors.append(exc)
-                else:
-                    if step is create:
-                        os.close(fd)
+            try:
+                await mkdir
+            except OSError as exc:
+                errors.append(exc)
+            try:
+                os.close(await create)
+            except OSError as exc:
+                errors.append(exc)
             # A directory left by a crash, or any other failure: the maker.
             made[i] = not errors
-            if any(exc.errno in _REFUSED for exc in errors):
-                self._give_up_ring(errors[0])
+            for error in errors:
+                if error.errno in _REFUSED:
+                    self._give_up_ring(error)
         return made
 
     def _file_ring(self) -> IoRing | None:
         if self._use_ring and self._ring is None:
-            self._use_ring = False  # one try
             self._ring = IoRing.open(asyncio.get_running_loop(), RING_ENTRIES)
             self._use_ring = self._ring is not None
         return self._ring if self._use_ring else None

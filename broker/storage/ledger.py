@@ -222,9 +222,7 @@ class ManagedLedgerImpl(ManagedLedger):
                 if not w.done():
                     w.set_result(None)
 
-    def store_first_record(
-        self, make_files: Callable[[], None], paths: tuple[str, str] | None = None
-    ) -> None:
+    def store_first_record(self, make_files: Callable[[], None], paths: tuple[str, str]) -> None:
         """A new ledger: its record stored soon, its files made after it or
         by its first append (births.py; see recovery)."""
         self._birth = self._ctx.births.add(self, make_files, paths)

@@ -9,8 +9,8 @@ ring shared with the kernel; a kernel worker runs the sync and posts its
 completion, which an eventfd registered with the ring reports to the event
 loop like any readable socket. No Python thread runs for it.
 
-Only what the journal needs: fdatasync of one descriptor, a handful in
-flight. ``IoRing.open`` returns None where io_uring is missing or
+Only what storage needs: fdatasync of one descriptor, and chains of
+mkdirat and openat. ``IoRing.open`` returns None where io_uring is missing or
 refused (old kernels, seccomp profiles that forbid it, other
 architectures), and the journal keeps its thread. The ring's memory is read
 and written with plain loads and stores, which is enough on x86-64's
@@ -18,8 +18,8 @@ ordering (the kernel publishes with release stores, and io_uring_enter is a
 full barrier); on other architectures the ring is not used.
 
 New ledgers' directories and first files are made the same way
-(births.py): a linked mkdirat and openat per ledger, run by kernel
-workers. On the I/O thread the same three calls per topic took the GIL
+(births.py): one chain of mkdirat and openat per batch of new ledgers,
+run in order by one kernel worker. On the I/O thread the same three calls per topic took the GIL
 after each syscall from a loop that was busy creating topics, which cut
 the creation rate by a quarter to a third (issue 43).
 """
@@ -71,9 +71,9 @@ _L = ctypes.c_long
 
 ENTRIES = 16
 
-# One submission: opcode, flags, fd, addr (a kept buffer's address), len,
-# the op's flags word; and the buffer the kernel reads from until done.
-_Op = tuple[int, int, int, ctypes.Array[ctypes.c_char] | None, int, int]
+# One submission: opcode, fd, the buffer the kernel reads from until done
+# (its address goes in addr), len, the op's flags word.
+_Op = tuple[int, int, ctypes.Array[ctypes.c_char] | None, int, int]
 
 
 class IoRing:
@@ -147,7 +147,7 @@ class IoRing:
     def fdatasync(self, fd: int) -> asyncio.Future[int]:
         """fdatasync ``fd``: the future fails with the sync's OSError. Raises
         OSError at once when the request could not be submitted (nothing ran)."""
-        sync = (_IORING_OP_FSYNC, 0, fd, None, 0, _IORING_FSYNC_DATASYNC)
+        sync = (_IORING_OP_FSYNC, fd, None, 0, _IORING_FSYNC_DATASYNC)
         (fut,) = self._submit([("fdatasync", sync)])
         return fut
 
@@ -165,30 +165,9 @@ class IoRing:
         flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
         ops: list[tuple[str, _Op]] = []
         for directory, file in paths:
-            ops.append(
-                (
-                    "mkdir",
-                    (_IORING_OP_MKDIRAT, _IOSQE_IO_HARDLINK, _AT_FDCWD, _path(directory), 0o755, 0),
-                )
-            )
-            ops.append(
-                (
-                    "create",
-                    (
-                        _IORING_OP_OPENAT,
-                        _IOSQE_IO_HARDLINK,
-                        _AT_FDCWD,
-                        _path(file),
-                        file_mode,
-                        flags,
-                    ),
-                )
-            )
-        if not ops:
-            return []
-        what, (opcode, _link, fd, buf, length, op_flags) = ops[-1]
-        ops[-1] = (what, (opcode, 0, fd, buf, length, op_flags))  # the chain ends
-        futures = self._submit(ops)
+            ops.append(("mkdir", (_IORING_OP_MKDIRAT, _AT_FDCWD, _path(directory), 0o755, 0)))
+            ops.append(("create", (_IORING_OP_OPENAT, _AT_FDCWD, _path(file), file_mode, flags)))
+        futures = self._submit(ops, chained=True) if ops else []
         return list(zip(futures[::2], futures[1::2], strict=True))
 
     @property
@@ -196,14 +175,20 @@ class IoRing:
         """How many more operations can be in flight."""
         return 0 if self._closed else self._capacity - len(self._pending)
 
-    def _submit(self, ops: list[tuple[str, _Op]]) -> list[asyncio.Future[int]]:
+    def _submit(
+        self, ops: list[tuple[str, _Op]], chained: bool = False
+    ) -> list[asyncio.Future[int]]:
+        """Submit ``ops`` with one io_uring_enter; ``chained``: each hard-linked
+        to the next, so they run in order and a failure does not stop the rest."""
         if self._closed:
             raise OSError(errno.EBADF, "the ring is closed")
         if len(self._pending) + len(ops) > self._capacity:
             raise OSError(errno.EAGAIN, "the ring is full")
         first_id = self._next_id
         start = tail = self._sq_tail
-        for i, (_what, (opcode, flags, fd, buf, length, op_flags)) in enumerate(ops):
+        last = len(ops) - 1
+        for i, (_what, (opcode, fd, buf, length, op_flags)) in enumerate(ops):
+            flags = _IOSQE_IO_HARDLINK if chained and i < last else 0
             index = tail & self._sq_mask
             addr = ctypes.addressof(buf) if buf is not None else 0
             _SQE.pack_into(
@@ -248,7 +233,7 @@ class IoRing:
         for i, (what, op) in enumerate(ops):
             fut: asyncio.Future[int] = self._loop.create_future()
             if i < taken:
-                self._pending[first_id + i] = (what, fut, op[3])
+                self._pending[first_id + i] = (what, fut, op[2])
             else:
                 fut.set_exception(OSError(err.errno, f"{what}: {err.strerror}"))
             futures.append(fut)
