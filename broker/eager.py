@@ -42,13 +42,16 @@ def start_eagerly(coro: Coroutine[Any, Any, T]) -> asyncio.Task[T] | Done[T]:
 
 def run_request(
     tasks: set[asyncio.Task[None]], coro: Coroutine[Any, Any, None], eager: bool
-) -> None:
+) -> asyncio.Task[None] | None:
     """Start a request handler (one that catches its own errors): in a task,
-    or (`eager`) at once; a task is kept in `tasks` until it is done."""
+    or (`eager`) at once; a task is kept in `tasks` until it is done. The
+    task that runs it on, None when it finished at once."""
     task = start_eagerly(coro) if eager else asyncio.get_running_loop().create_task(coro)
-    if isinstance(task, asyncio.Task):
-        tasks.add(task)
-        task.add_done_callback(tasks.discard)
+    if isinstance(task, Done):
+        return None
+    tasks.add(task)
+    task.add_done_callback(tasks.discard)
+    return task
 
 
 async def _step_on(coro: Coroutine[Any, Any, T], waiting: Any) -> T:

@@ -460,8 +460,8 @@ class ServerCnx(asyncio.Protocol):
 
     def spawn(
         self, coro: Coroutine[Any, Any, None], request_id: int, what: str, eager: bool = False
-    ) -> None:
-        run_request(self._tasks, self._guard(coro, request_id, what), eager)
+    ) -> asyncio.Task[None] | None:
+        return run_request(self._tasks, self._guard(coro, request_id, what), eager)
 
     async def _guard(self, coro: Coroutine[Any, Any, None], request_id: int, what: str) -> None:
         try:

@@ -6,6 +6,7 @@ against this protocol, so neither imports the connection (no cycle).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Coroutine
 from typing import Any, Protocol
 
@@ -40,10 +41,11 @@ class CommandContext(ClientConnection, Protocol):
 
     def spawn(
         self, coro: Coroutine[Any, Any, None], request_id: int, what: str, eager: bool = False
-    ) -> None:
+    ) -> asyncio.Task[None] | None:
         """Run a request that waits; a BrokerServiceError it raises becomes an
         ERROR frame for `request_id`. `eager`: run it now, up to its first
-        wait (broker/eager.py), rather than in a task from the next turn."""
+        wait (broker/eager.py), rather than in a task from the next turn.
+        The task that runs it on; None when it finished at once."""
         ...
 
     async def authorize(self, action: str, topic: str, denied: str = "") -> None:

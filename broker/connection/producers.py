@@ -50,7 +50,18 @@ class ProducerCommands:
 
     def handle_producer(self, frame: Frame) -> None:
         cmd = frame.command.producer
-        self.cnx.spawn(self._create_producer(cmd), cmd.request_id, "PRODUCER")
+        pid = cmd.producer_id
+        # Run at once (broker/eager.py): a new topic's load nearly always
+        # finishes without waiting, and a task would add a turn of the loop
+        # to every topic's creation (issue 43).
+        task = self.cnx.spawn(self._create_producer(cmd), cmd.request_id, "PRODUCER", eager=True)
+        if task is not None:
+            self._requests[pid] = task
+            task.add_done_callback(partial(self._request_done, pid))
+
+    def _request_done(self, pid: int, task: asyncio.Task[Any]) -> None:
+        if self._requests.get(pid) is task:
+            del self._requests[pid]
 
     async def _create_producer(self, cmd: pb.CommandProducer) -> None:
         cnx = self.cnx
@@ -70,40 +81,34 @@ class ProducerCommands:
                 return
             raise ProducerIdInUse(pid)
         check_name(validate_producer_name, cmd.producer_name)
-        current = asyncio.current_task()
-        assert current is not None
-        self._requests[pid] = current
-        try:
-            await cnx.authorize("produce", cmd.topic)
-            topic = await cnx.service.get_topic(cmd.topic)
-            policies = await cnx.service.policies.resolve(topic.topic_name)
-            if policies.encryption_required and not cmd.encrypted:
-                raise BrokerServiceError(
-                    ServerError.NotAllowedError,
-                    f"encryption is required in namespace {topic.topic_name.namespace_name}"
-                    " (encryptionRequired) and this producer does not encrypt",
-                )
-            schema_version = await self._register_schema(cmd, topic, policies)
-            if cmd.initial_subscription_name:
-                await self._create_initial_subscription(topic, cmd.initial_subscription_name)
-            name = cmd.producer_name or cnx.service.generate_producer_name()
-            if is_replication_name(name):
-                await topic.accept_replicator(name)
-            if cmd.producer_access_mode == AccessMode.WaitForExclusive:
-                await topic.wait_for_exclusive_access(
-                    partial(self._producer_queued, cmd.request_id, name, topic.name)
-                )
-            check_producer_limit(topic, policies.max_producers)
-            producer = topic.add_producer(
-                cnx,
-                pid,
-                name,
-                access_mode=cmd.producer_access_mode,
-                user_provided_name=cmd.user_provided_producer_name and bool(cmd.producer_name),
-                epoch=cmd.epoch,
+        await cnx.authorize("produce", cmd.topic)
+        topic = await cnx.service.get_topic(cmd.topic)
+        policies = await cnx.service.policies.resolve(topic.topic_name)
+        if policies.encryption_required and not cmd.encrypted:
+            raise BrokerServiceError(
+                ServerError.NotAllowedError,
+                f"encryption is required in namespace {topic.topic_name.namespace_name}"
+                " (encryptionRequired) and this producer does not encrypt",
             )
-        finally:
-            self._requests.pop(pid, None)
+        schema_version = await self._register_schema(cmd, topic, policies)
+        if cmd.initial_subscription_name:
+            await self._create_initial_subscription(topic, cmd.initial_subscription_name)
+        name = cmd.producer_name or cnx.service.generate_producer_name()
+        if is_replication_name(name):
+            await topic.accept_replicator(name)
+        if cmd.producer_access_mode == AccessMode.WaitForExclusive:
+            await topic.wait_for_exclusive_access(
+                partial(self._producer_queued, cmd.request_id, name, topic.name)
+            )
+        check_producer_limit(topic, policies.max_producers)
+        producer = topic.add_producer(
+            cnx,
+            pid,
+            name,
+            access_mode=cmd.producer_access_mode,
+            user_provided_name=cmd.user_provided_producer_name and bool(cmd.producer_name),
+            epoch=cmd.epoch,
+        )
         if cnx.is_closed:
             topic.remove_producer(producer)
             return
