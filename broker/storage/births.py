@@ -10,9 +10,10 @@ broker's CPU on this machine's ext4, and the threads' wake-ups and GIL
 hand-offs (133 futex calls per topic) slowed the loop, whose CPU per topic
 fell from 1,140 to 830 us without them.
 
-So the records of the ledgers created within FLUSH_DELAY_S go to the
-metadata store in one commit, and once it is stored the open ledgers of the
-batch get their directories and first files in one I/O job; an append that
+So the records of new ledgers wait until none has come for FLUSH_DELAY_S
+(a burst of new topics is over; MAX_WAIT_S at most) and go to the metadata
+store in commits of MAX_COMMIT, and once stored the open ledgers get their
+directories and first files in one I/O job; an append that
 comes first has them made at once (the ledgers whose appends wait in one
 loop turn share one I/O job). Making the files only when a first append
 needed them (issue 43's first version) left the inodes of a thousand new
@@ -61,8 +62,10 @@ from magnetar.broker.storage.uring import IoRing
 
 log = structlog.get_logger(__name__)
 
-# How long a new ledger's record may wait for others to share its commit.
+# New ledgers' records wait until none was born for this long (a burst of
+# new topics is over), or until the first of them waited MAX_WAIT_S.
 FLUSH_DELAY_S = 0.05
+MAX_WAIT_S = 1.0
 # Records per commit (etcd refuses transactions of more than 128 operations).
 MAX_COMMIT = 64
 # The file ring's size: a commit's ledgers, two operations each.
@@ -128,6 +131,8 @@ class Births:
         self._records: dict[NewLedger, Birth] = {}  # records not handed to the store
         self._files: dict[NewLedger, Birth] = {}  # files asked for in this loop turn
         self._timer: asyncio.TimerHandle | None = None
+        self._first_pending = 0.0  # when the oldest of `_records` came
+        self._last_birth = 0.0
         self._files_soon = False
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -138,9 +143,25 @@ class Births:
         loop = asyncio.get_running_loop()
         birth = Birth(make_files, paths, loop.create_future())
         self._records[ml] = birth
+        self._last_birth = now = loop.time()
         if self._timer is None:
-            self._timer = loop.call_later(FLUSH_DELAY_S, self.store_records)
+            self._first_pending = now
+            self._timer = loop.call_at(now + FLUSH_DELAY_S, self._store_when_quiet)
         return birth
+
+    def _store_when_quiet(self) -> None:
+        """Store the records once new ledgers stop coming. Stored (and their
+        files made) amid a burst of new topics, they took the CPU that the
+        burst's own requests needed: on two cores, creating 100 topics one
+        by one ran at 1,590-1,700 a second with the records stored 50 ms
+        after the first, 1,810-1,850 with them stored after the burst."""
+        loop = asyncio.get_running_loop()
+        due = min(self._last_birth + FLUSH_DELAY_S, self._first_pending + MAX_WAIT_S)
+        if loop.time() < due:
+            self._timer = loop.call_at(due, self._store_when_quiet)
+            return
+        self._timer = None
+        self.store_records()
 
     def hurry(self, ml: NewLedger, birth: Birth, files: bool) -> None:
         """Something waits for ``ml``'s record (and, with ``files``, for its
@@ -239,17 +260,27 @@ class Births:
             birth.progress(ml)
 
     async def _made_by_ring(self, paths: list[tuple[str, str]]) -> list[bool]:
-        """Which of these were made through the ring (those it had room
-        for); the others are left to their makers, which also say what any
-        failure here was."""
+        """Which of these were made through the ring (chain after chain,
+        while it has room); the others are left to their makers, which also
+        say what any failure here was."""
+        made: list[bool] = []
+        while len(made) < len(paths):
+            ring = self._file_ring()
+            chain = paths[len(made) : len(made) + ring.room // 2] if ring is not None else []
+            done = await self._chain(ring, chain) if ring is not None and chain else []
+            if not done:
+                break
+            made += done
+        return made + [False] * (len(paths) - len(made))
+
+    async def _chain(self, ring: IoRing, paths: list[tuple[str, str]]) -> list[bool]:
+        """One chain through the ring: which were made ([] when the ring
+        took none)."""
         made = [False] * len(paths)
-        ring = self._file_ring()
-        if ring is None:
-            return made
         try:
-            waits = ring.make_dirs_and_files(paths[: ring.room // 2])
+            waits = ring.make_dirs_and_files(paths)
         except OSError:
-            return made
+            return []
         for i, (mkdir, create) in enumerate(waits):
             errors: list[OSError] = []
             try:

@@ -70,6 +70,57 @@ async def test_records_of_new_ledgers_are_stored_together_after_the_delay(
     assert not any(factory._ledgers[n].record_pending for n in names)
 
 
+async def _open_every(
+    factory: FileManagedLedgerFactory, prefix: str, count: int, every_s: float
+) -> list[str]:
+    names = [f"t/ns/persistent/{prefix}{i}" for i in range(count)]
+    for name in names:
+        await factory.open_impl(name)
+        await asyncio.sleep(every_s)
+    return names
+
+
+def _count_commits(factory: FileManagedLedgerFactory, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    commits: list[int] = []
+    commit = factory.store.commit
+
+    async def counting(ops: list[Put]) -> object:
+        commits.append(len(ops))
+        return await commit(ops)
+
+    monkeypatch.setattr(factory.store, "commit", counting)
+    return commits
+
+
+async def test_records_wait_while_new_ledgers_keep_coming(
+    factory: FileManagedLedgerFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A burst of new topics: their records (and then files) are stored once
+    it is over, not amid it (issue 43: that work took the burst's CPU)."""
+    monkeypatch.setattr(births_module, "FLUSH_DELAY_S", 0.2)
+    monkeypatch.setattr(births_module, "MAX_WAIT_S", 10.0)
+    commits = _count_commits(factory, monkeypatch)
+    names = await _open_every(factory, "q", 10, 0.03)  # 0.3 s, gaps of 0.03
+    assert commits == []
+    assert not any([await _stored(factory, n) for n in names])
+    await _born([factory._ledgers[n] for n in names])
+    assert commits == [10]
+    assert all([await _stored(factory, n) for n in names])
+
+
+async def test_records_wait_no_longer_than_the_longest_wait(
+    factory: FileManagedLedgerFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Births that never stop still have their records stored, MAX_WAIT_S
+    after the first waited."""
+    monkeypatch.setattr(births_module, "FLUSH_DELAY_S", 0.2)
+    monkeypatch.setattr(births_module, "MAX_WAIT_S", 0.3)
+    commits = _count_commits(factory, monkeypatch)
+    names = await _open_every(factory, "w", 20, 0.03)  # 0.6 s, never quiet
+    assert commits and commits[0] < 20
+    assert await _stored(factory, names[0])
+
+
 async def test_the_first_append_makes_the_files_and_stores_the_record_at_once(
     factory: FileManagedLedgerFactory,
 ) -> None:
@@ -142,6 +193,21 @@ async def test_more_new_ledgers_than_one_commit_takes(
     factory._ctx.births.store_records()
     await asyncio.gather(*(ml.wait_first_record() for ml in ledgers))
     assert all([await _stored(factory, ml.name) for ml in ledgers])
+
+
+async def test_more_new_ledgers_than_the_ring_holds_are_all_made_through_it(
+    open_factory: OpenFactory, tmp_path: Path
+) -> None:
+    """Chain after chain: the ring holds MAX_COMMIT ledgers' operations."""
+    if not await ring_makes_files(tmp_path):
+        pytest.skip("io_uring does not make directories and files on this kernel")
+    f = await open_factory(io_uring_sync=True)
+    ring, thread = _made("ring"), _made("thread")
+    n = births_module.MAX_COMMIT * 2 + 3
+    ledgers = [await f.open_impl(f"t/ns/persistent/c{i}") for i in range(n)]
+    await _born(ledgers)
+    assert (_made("ring") - ring, _made("thread") - thread) == (n, 0)
+    assert all(len(list(_dir(f, ml.name).iterdir())) == 1 for ml in ledgers)
 
 
 @pytest.mark.parametrize("use_ring", [True, False])
