@@ -53,8 +53,13 @@ class ProducerCommands:
         pid = cmd.producer_id
         # Run at once (broker/eager.py): a new topic's load nearly always
         # finishes without waiting, and a task would add a turn of the loop
-        # to every topic's creation (issue 43).
-        task = self.cnx.spawn(self._create_producer(cmd), cmd.request_id, "PRODUCER", eager=True)
+        # to every topic's creation (issue 43). Not a replicator's (it waits
+        # under asyncio.timeout, which needs a task from the start) nor one
+        # that may queue for exclusive access.
+        eager = cmd.producer_access_mode != AccessMode.WaitForExclusive and not (
+            is_replication_name(cmd.producer_name)
+        )
+        task = self.cnx.spawn(self._create_producer(cmd), cmd.request_id, "PRODUCER", eager)
         if task is not None:
             self._requests[pid] = task
             task.add_done_callback(partial(self._request_done, pid))
