@@ -144,6 +144,8 @@ class Replicators:
         if not is_persistent(topic) or topic.is_closed:
             return
         wanted = clusters - {self.local_cluster}
+        if not wanted and not self._lock.locked() and not self._has_any(topic):
+            return  # nothing to start or stop: most topics, and each new one
         async with self._lock:
             current = self._by_topic.get(topic.name, {})
             if any(r.topic is not topic for r in current.values()):
@@ -180,6 +182,15 @@ class Replicators:
                 stopped = self._subscriptions.pop(topic.name, None)
                 if stopped is not None:
                     await stopped.stop()
+
+    def _has_any(self, topic: StoredTopic) -> bool:
+        """Whether the topic has replicators, or cursors of ones it had."""
+        name = topic.name
+        return (
+            name in self._by_topic
+            or name in self._subscriptions
+            or any(is_replication_name(cursor.name) for cursor in topic.ledger.cursors)
+        )
 
     @staticmethod
     async def _drop_stale_cursors(topic: StoredTopic, kept: AbstractSet[str]) -> None:
