@@ -42,6 +42,7 @@ class LookupCommands:
             self.cnx.write(commands.lookup_failed(request_id, ServerError.MetadataError, str(exc)))
             return
         self.cnx.write(commands.lookup_connect(request_id, url, url_tls, redirect))
+        self.cnx.service.prefetch_topic(topic)  # after the answer is on its way
 
     def handle_partitioned_metadata(self, frame: Frame) -> None:
         cmd = frame.command.partitionMetadata

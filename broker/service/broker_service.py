@@ -52,11 +52,12 @@ from magnetar.broker.service.apply import apply_policies
 from magnetar.broker.service.expiry import ExpiryMonitor
 from magnetar.broker.service.inactivity import InactivitySweep
 from magnetar.broker.service.lookup import LookupAnswer, Ownership
+from magnetar.broker.service.prefetch import TopicPrefetch
 from magnetar.broker.service.schema_registry import SchemaRegistry
 from magnetar.broker.service.topic_watchers import TopicListWatchers
 from magnetar.broker.storage.api import ManagedLedgerFactory, MetadataStore, Position
 from magnetar.broker.storage_setup import ledger_config
-from magnetar.broker.topics.base import Topic
+from magnetar.broker.topics.base import Topic, is_persistent
 from magnetar.broker.topics.loader import (
     TopicSettings,
     delete_topic_data,
@@ -102,6 +103,7 @@ class BrokerService:
         self.metrics = metrics
         self.topics: dict[str, Topic] = {}
         self._loading: dict[str, asyncio.Task[Topic]] = {}
+        self.prefetch = TopicPrefetch(self._load_ahead, lambda: self.policies.changes)
         self._topic_settings = TopicSettings(
             ledger_config=ledger_config(config),
             max_read_batch_size=config.dispatcher_max_read_batch_size,
@@ -381,6 +383,13 @@ class BrokerService:
         if loaded is not None:
             return loaded
         await self.check_namespace(name)
+        await self.prefetch.wait(key)
+        held = await self.prefetch.take(key, create or explicit)
+        if held is not None:
+            return self._loaded(name, held)
+        loaded = self.topics.get(key)  # loaded while the prefetch ran
+        if loaded is not None:
+            return loaded
         task = self._loading.get(key)
         if task is None:
             # Started here: a topic nearly always loads without waiting, and
@@ -393,9 +402,34 @@ class BrokerService:
             task.add_done_callback(lambda _t: self._loading.pop(key, None))
         return await asyncio.shield(task)
 
-    async def _load(self, name: TopicName, create: bool, explicit: bool = False) -> Topic:
+    def prefetch_topic(self, topic: str) -> None:
+        """A LOOKUP was answered with this broker: load the topic while its
+        client gets ready to attach (prefetch.py). Standalone only: in a
+        cluster the answer may name another broker."""
+        if self.ownership is not None or self.is_closed:
+            return
+        name = parse_topic(topic)
+        key = str(name)
+        if name.persistent and key not in self.topics and key not in self._loading:
+            self.prefetch.start(name)
+
+    async def _load_ahead(self, name: TopicName) -> Topic | None:
+        """The prefetch's load: the new topic with its record held, or None
+        when it existed (then loaded as any other)."""
+        topic = await self._load(name, True, ahead=True)
+        return None if self.topics.get(str(name)) is topic else topic
+
+    async def _load(
+        self, name: TopicName, create: bool, explicit: bool = False, ahead: bool = False
+    ) -> Topic:
         seen = self.policies.changes
         policies = await self.policies.resolve(name)
+        if ahead and (
+            policies.max_topics_per_namespace
+            or policies.replication_clusters - {self.config.cluster_name}
+        ):
+            # A count not to exceed, cursors to make: left to the request.
+            raise ServiceNotReadyError(f"{name} is not loaded ahead")
         # A partition name stays under its partitioned topic's count.
         may_create = (explicit and name.partition_index < 0) or await self._may_create(
             name, create or explicit, policies.auto_topic_creation
@@ -410,6 +444,7 @@ class BrokerService:
         if self.ownership is not None:
             await self.ownership.check_owner(name)
         topic = await open_topic(name, self.factory, self._settings_for(policies))
+        held = ahead and is_persistent(topic) and topic.ledger.hold_first_record()
         try:
             await apply_policies(topic, policies)
             terminated = await self.resources.get_terminated(name)
@@ -434,6 +469,9 @@ class BrokerService:
         if self.ownership is not None and not self.ownership.still_owns(name):
             await self._discard(topic)
             raise ServiceNotReadyError(f"topic {name} moved to another broker while loading")
+        return topic if held else self._loaded(name, topic)
+
+    def _loaded(self, name: TopicName, topic: Topic) -> Topic:
         self.topics[str(name)] = topic
         log.info("topic loaded", topic=str(name))
         self._topics_changed(name)
@@ -565,6 +603,7 @@ class BrokerService:
         await self.expiry.stop()
         await self.topic_watchers.stop()
         await self.stats_updater.stop()
+        await self.prefetch.close()
         for task in list(self._loading.values()):
             task.cancel()
         await asyncio.gather(*self._loading.values(), return_exceptions=True)

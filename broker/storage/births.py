@@ -142,12 +142,23 @@ class Births:
         ring, else ``make_files`` (blocking) on the I/O thread."""
         loop = asyncio.get_running_loop()
         birth = Birth(make_files, paths, loop.create_future())
+        self.give_back(ml, birth)
+        return birth
+
+    def take_back(self, ml: NewLedger) -> bool:
+        """Withdraw ``ml``'s record while it waits for its commit (a topic
+        loaded ahead of its first client: nothing of it is stored unless
+        one comes); False once it went to the store."""
+        return self._records.pop(ml, None) is not None
+
+    def give_back(self, ml: NewLedger, birth: Birth) -> None:
+        """Queue ``ml``'s record (again) for the next commit."""
+        loop = asyncio.get_running_loop()
         self._records[ml] = birth
         self._last_birth = now = loop.time()
         if self._timer is None:
             self._first_pending = now
             self._timer = loop.call_at(now + FLUSH_DELAY_S, self._store_when_quiet)
-        return birth
 
     def _store_when_quiet(self) -> None:
         """Store the records once new ledgers stop coming. Stored (and their

@@ -250,3 +250,24 @@ async def test_a_directory_left_by_a_crash_is_emptied_before_the_ledger_writes(
         assert _made("thread") - thread == 1  # the ring's attempt fell back
     position = await ml.add_entry(b"new")
     assert [e.data for e in await ml.read_entries(position, 1)] == [b"new"]
+
+
+async def test_a_held_record_is_stored_only_once_released(
+    factory: FileManagedLedgerFactory,
+) -> None:
+    """A new ledger of a topic loaded ahead (broker/service/prefetch.py):
+    held, closed, it leaves nothing; held, released, it is stored as any."""
+    dropped = await factory.open_impl("t/ns/persistent/held-dropped")
+    kept = await factory.open_impl("t/ns/persistent/held-kept")
+    assert dropped.hold_first_record() and kept.hold_first_record()
+    assert not dropped.hold_first_record()  # once
+    await asyncio.sleep(births_module.FLUSH_DELAY_S * 4)
+    assert not await _stored(factory, dropped.name)
+    assert not await _stored(factory, kept.name)
+    await dropped.close()
+    kept.release_first_record()
+    await _born([kept])
+    assert not await _stored(factory, dropped.name)
+    assert not _dir(factory, dropped.name).exists()
+    assert await _stored(factory, kept.name)
+    assert await kept.add_entry(b"x")
