@@ -70,3 +70,5 @@ class LookupCommands:
             )
             return
         self.cnx.write(commands.partitioned_metadata(request_id, partitions))
+        if partitions == 0:  # not partitioned: the client attaches to this name next
+            self.cnx.service.prefetch_topic(topic)

@@ -403,7 +403,7 @@ class BrokerService:
         return await asyncio.shield(task)
 
     def prefetch_topic(self, topic: str) -> None:
-        """A LOOKUP was answered with this broker: load the topic while its
+        """A PARTITIONED_METADATA or LOOKUP was answered: load the topic while its
         client gets ready to attach (prefetch.py). Standalone only: in a
         cluster the answer may name another broker."""
         if self.ownership is not None or self.is_closed:

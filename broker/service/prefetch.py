@@ -1,12 +1,14 @@
-"""Topics loaded on a LOOKUP, ahead of the PRODUCER or SUBSCRIBE that follows.
+"""Topics loaded on a PARTITIONED_METADATA or LOOKUP, ahead of the PRODUCER or
+SUBSCRIBE that follows.
 
 The official clients ask PARTITIONED_METADATA, then LOOKUP, then attach, one
 round trip after the other. A new topic's load (its ledger and topic built,
 its policies applied) took most of the broker's time for the three (issue
-43: about 120 of 190 us in the PRODUCER); started when the LOOKUP is
-answered, it runs while the client reads the answer and sends its PRODUCER.
+43: about 125 of 195 us in the PRODUCER); started once the first answer is
+written (a topic that is not partitioned), it runs while the client reads
+it and asks the next.
 
-A LOOKUP creates nothing, in Pulsar and here: a new topic loaded this way
+Neither request creates a topic, in Pulsar or here: a new topic loaded this way
 keeps its ledger's record back (ManagedLedger.hold_first_record), is not
 among the broker's topics, and is dropped, leaving nothing stored, unless a
 request that may create it comes (a PRODUCER, a SUBSCRIBE with
@@ -30,7 +32,7 @@ from magnetar.proto.naming import TopicName
 
 log = structlog.get_logger(__name__)
 
-# How long a new topic loaded by a LOOKUP waits for its first client.
+# How long a new topic loaded ahead waits for its first client.
 HOLD_S = 5.0
 # At most this many wait at once (a client that looks up and never attaches).
 MAX_HELD = 1000
@@ -38,7 +40,7 @@ MAX_HELD = 1000
 
 @dataclass(slots=True)
 class Held:
-    """A new topic loaded by a LOOKUP, not created yet."""
+    """A new topic loaded ahead, not created yet."""
 
     topic: Topic
     # The policy changes counted when its load started: any change since
@@ -48,7 +50,7 @@ class Held:
 
 
 class TopicPrefetch:
-    """The topics of LOOKUPs loaded ahead; owned by the broker service."""
+    """The topics of lookups loaded ahead; owned by the broker service."""
 
     def __init__(
         self,

@@ -1,10 +1,12 @@
-"""A topic loaded when its LOOKUP is answered (broker/service/prefetch.py):
-the load runs while the client gets ready to attach, and creates nothing on
-its own, as a LOOKUP creates nothing in Pulsar."""
+"""A topic loaded when its LOOKUP or PARTITIONED_METADATA is answered
+(broker/service/prefetch.py): the load runs while the client gets ready to
+attach, and creates nothing on its own, as neither creates a topic in
+Pulsar."""
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 
 import pytest
 
@@ -42,16 +44,24 @@ def _held(broker: BrokerThread) -> int:
     return len(broker.server.service.prefetch._held)
 
 
+def _partitioned_metadata(client: RawClient, topic: str) -> None:
+    client.send(pb.CommandPartitionedTopicMetadata(topic=topic, request_id=client.request_id()))
+    answer = client.expect(T.PARTITIONED_METADATA_RESPONSE).command.partitionMetadataResponse
+    assert answer.partitions == 0
+
+
+@pytest.mark.parametrize("ask", [_lookup, _partitioned_metadata])
 def test_a_lookup_alone_creates_no_topic(
-    broker: BrokerThread, monkeypatch: pytest.MonkeyPatch
+    broker: BrokerThread, monkeypatch: pytest.MonkeyPatch, ask: Callable[[RawClient, str], None]
 ) -> None:
-    """The topic loaded for a LOOKUP is not listed, nothing of it is stored,
-    and it is dropped when no client comes within HOLD_S."""
+    """The topic loaded for a LOOKUP (or a PARTITIONED_METADATA that finds
+    it not partitioned) is not listed, nothing of it is stored, and it is
+    dropped when no client comes within HOLD_S."""
     monkeypatch.setattr(prefetch, "HOLD_S", 0.3)
     topic = _topic()
     with RawClient.for_broker(broker) as client:
         client.connect()
-        _lookup(client, topic)
+        ask(client, topic)
         eventually("the topic loaded ahead", lambda: _held(broker) == 1)
         assert not _listed(broker, topic)
         eventually("the topic dropped", lambda: _held(broker) == 0)
