@@ -14,8 +14,7 @@ import asyncio
 import contextlib
 import dataclasses
 import itertools
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable
 
 import structlog
 
@@ -31,7 +30,6 @@ from magnetar.broker.errors import (
 from magnetar.broker.observability.metrics import BrokerMetrics
 from magnetar.broker.observability.stats_update import StatsUpdater
 from magnetar.broker.observability.topic_metrics import TopicMetricsCollector
-from magnetar.broker.policies.catalog import AUTO_TOPIC_CREATION
 from magnetar.broker.policies.inactive import InactiveTopicPolicy
 from magnetar.broker.policies.resolver import (
     PolicyChange,
@@ -46,13 +44,13 @@ from magnetar.broker.resources import (
     PulsarResources,
     ResourceError,
     ResourceExists,
-    ResourceNotFound,
 )
 from magnetar.broker.service.apply import apply_policies
+from magnetar.broker.service.creation import AutoCreation
 from magnetar.broker.service.expiry import ExpiryMonitor
 from magnetar.broker.service.inactivity import InactivitySweep
 from magnetar.broker.service.lookup import LookupAnswer, Ownership
-from magnetar.broker.service.prefetch import TopicPrefetch
+from magnetar.broker.service.prefetch import HoldsFirstRecord, TopicPrefetch
 from magnetar.broker.service.schema_registry import SchemaRegistry
 from magnetar.broker.service.topic_watchers import TopicListWatchers
 from magnetar.broker.storage.api import ManagedLedgerFactory, MetadataStore, Position
@@ -115,6 +113,7 @@ class BrokerService:
             compaction_dir=config.data_dir / "compacted",
         )
         self.resources = PulsarResources(metadata_store, config.cluster_name)
+        self.creation = AutoCreation(self.resources, config)
         # Set when authorization is enabled (SECURITY.md).
         self.authorization: AuthorizationService | None = (
             AuthorizationService(self.resources, config.superusers())
@@ -259,7 +258,7 @@ class BrokerService:
             partitions == 0
             and name.persistent
             and str(name) not in self.topics
-            and (creation := await self._auto_creation(name))[1] == "partitioned"
+            and (creation := await self.creation.rule(name))[1] == "partitioned"
             and creation[0]
             and not await topic_exists(name, self.factory)
         ):
@@ -431,7 +430,7 @@ class BrokerService:
             # A count not to exceed, cursors to make: left to the request.
             raise ServiceNotReadyError(f"{name} is not loaded ahead")
         # A partition name stays under its partitioned topic's count.
-        may_create = (explicit and name.partition_index < 0) or await self._may_create(
+        may_create = (explicit and name.partition_index < 0) or await self.creation.may_create(
             name, create or explicit, policies.auto_topic_creation
         )
         exists: bool | None = None
@@ -444,7 +443,8 @@ class BrokerService:
         if self.ownership is not None:
             await self.ownership.check_owner(name)
         topic = await open_topic(name, self.factory, self._settings_for(policies))
-        held = ahead and is_persistent(topic) and topic.ledger.hold_first_record()
+        ledger = topic.ledger if ahead and is_persistent(topic) else None
+        held = isinstance(ledger, HoldsFirstRecord) and ledger.hold_first_record()
         try:
             await apply_policies(topic, policies)
             terminated = await self.resources.get_terminated(name)
@@ -506,45 +506,6 @@ class BrokerService:
             raise NotAllowedError(
                 f"namespace {ns} has reached its limit of {limit} topics (maxTopicsPerNamespace)"
             )
-
-    async def _auto_creation(self, name: TopicName) -> tuple[bool, str, int]:
-        """(allowed, topic type, partitions) for a topic created by being
-        used: the namespace's autoTopicCreation override, else the broker's."""
-        override = None
-        with contextlib.suppress(ResourceNotFound):
-            policies = await self.resources.get_policies(name.tenant, name.namespace)
-            found = policies.get(AUTO_TOPIC_CREATION.namespace_field or "")
-            override = found if isinstance(found, dict) else None
-        return self._creation_rule(override)
-
-    def _creation_rule(self, override: Mapping[str, Any] | None) -> tuple[bool, str, int]:
-        if override is not None:
-            return (
-                bool(override.get("allowAutoTopicCreation")),
-                str(override.get("topicType", "non-partitioned")),
-                int(override.get("defaultNumPartitions") or 1),
-            )
-        config = self.config
-        return (
-            config.allow_auto_topic_creation,
-            config.allow_auto_topic_creation_type,
-            config.default_num_partitions,
-        )
-
-    async def _may_create(
-        self, name: TopicName, create: bool, override: Mapping[str, Any] | None
-    ) -> bool:
-        if not create:
-            return False
-        index = name.partition_index
-        if index >= 0:
-            # A partition of a declared partitioned topic may always be
-            # created, one past its count never (as in Pulsar: a client that
-            # thinks the topic has more partitions gets TopicNotFound).
-            partitions = await self.resources.get_partitions(name.partitioned_base)
-            if partitions:
-                return index < partitions
-        return self._creation_rule(override)[0]
 
     async def topics_of_namespace(self, namespace: str, domains: tuple[str, ...]) -> list[str]:
         """The topics of `tenant/ns` in the given domains, as Pulsar lists them:

@@ -9,7 +9,7 @@ written (a topic that is not partitioned), it runs while the client reads
 it and asks the next.
 
 Neither request creates a topic, in Pulsar or here: a new topic loaded this way
-keeps its ledger's record back (ManagedLedger.hold_first_record), is not
+keeps its ledger's record back (HoldsFirstRecord), is not
 among the broker's topics, and is dropped, leaving nothing stored, unless a
 request that may create it comes (a PRODUCER, a SUBSCRIBE with
 force_topic_creation, an admin's create) before HOLD_S. A request that may
@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
 
 import structlog
 
@@ -36,6 +37,15 @@ log = structlog.get_logger(__name__)
 HOLD_S = 5.0
 # At most this many wait at once (a client that looks up and never attaches).
 MAX_HELD = 1000
+
+
+@runtime_checkable
+class HoldsFirstRecord(Protocol):
+    """A managed ledger that can keep a new ledger's record back (the file
+    engine's: storage/births.py)."""
+
+    def hold_first_record(self) -> bool: ...
+    def release_first_record(self) -> None: ...
 
 
 @dataclass(slots=True)
@@ -110,7 +120,7 @@ class TopicPrefetch:
         if not may_create or held.changes != self._changes() or self._closed:
             await held.topic.close(notify_clients=False)
             return None
-        if is_persistent(held.topic):
+        if is_persistent(held.topic) and isinstance(held.topic.ledger, HoldsFirstRecord):
             held.topic.ledger.release_first_record()
         return held.topic
 

@@ -369,15 +369,6 @@ class ManagedLedger(ABC):
     @abstractmethod
     def is_closed(self) -> bool: ...
 
-    def hold_first_record(self) -> bool:
-        """A new ledger keeps its record back until release_first_record;
-        closed before, it leaves nothing stored. False: it was not new (or
-        the engine stores it at once)."""
-        return False
-
-    def release_first_record(self) -> None:  # noqa: B027 (nothing held by default)
-        """Store the held record after all."""
-
     @abstractmethod
     def add_entry(self, data: bytes, num_messages: int = 1) -> asyncio.Future[Position]:
         """Append one entry; await the result for its position once it is durable

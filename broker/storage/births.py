@@ -130,6 +130,7 @@ class Births:
         self._ring: IoRing | None = None
         self._records: dict[NewLedger, Birth] = {}  # records not handed to the store
         self._files: dict[NewLedger, Birth] = {}  # files asked for in this loop turn
+        self._held: dict[NewLedger, Birth] = {}  # records kept back (hold)
         self._timer: asyncio.TimerHandle | None = None
         self._first_pending = 0.0  # when the oldest of `_records` came
         self._last_birth = 0.0
@@ -142,17 +143,30 @@ class Births:
         ring, else ``make_files`` (blocking) on the I/O thread."""
         loop = asyncio.get_running_loop()
         birth = Birth(make_files, paths, loop.create_future())
-        self.give_back(ml, birth)
+        self._queue(ml, birth)
         return birth
 
-    def take_back(self, ml: NewLedger) -> bool:
-        """Withdraw ``ml``'s record while it waits for its commit (a topic
-        loaded ahead of its first client: nothing of it is stored unless
-        one comes); False once it went to the store."""
-        return self._records.pop(ml, None) is not None
+    def hold(self, ml: NewLedger) -> bool:
+        """Keep ``ml``'s record back, if it is still waiting for its commit:
+        a topic loaded ahead of its first client (broker/service/prefetch.py)
+        leaves nothing stored unless one comes. Whatever needs the record
+        (hurry: an append, a cursor) releases it; closed first, it is
+        dropped (drop_held)."""
+        birth = self._records.pop(ml, None)
+        if birth is not None:
+            self._held[ml] = birth
+        return birth is not None
 
-    def give_back(self, ml: NewLedger, birth: Birth) -> None:
-        """Queue ``ml``'s record (again) for the next commit."""
+    def release(self, ml: NewLedger) -> None:
+        """The held record goes to the next commit after all."""
+        birth = self._held.pop(ml, None)
+        if birth is not None:
+            self._queue(ml, birth)
+
+    def drop_held(self, ml: NewLedger) -> bool:
+        return self._held.pop(ml, None) is not None
+
+    def _queue(self, ml: NewLedger, birth: Birth) -> None:
         loop = asyncio.get_running_loop()
         self._records[ml] = birth
         self._last_birth = now = loop.time()
@@ -177,6 +191,7 @@ class Births:
     def hurry(self, ml: NewLedger, birth: Birth, files: bool) -> None:
         """Something waits for ``ml``'s record (and, with ``files``, for its
         files: an append): store and make them now."""
+        self.release(ml)
         if ml in self._records:
             self.store_records()
         if files and birth.make_files is not None:

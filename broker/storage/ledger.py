@@ -88,7 +88,6 @@ class ManagedLedgerImpl(ManagedLedger):
         self._sealer = IndexSealer(self)
         # A new ledger's record or files not made yet (births.py).
         self._birth: Birth | None = None
-        self._birth_held = False  # withdrawn until a client comes (hold_first_record)
         self.stats = LedgerStats()
 
     # ------------------------------------------------------------------ accessors
@@ -229,20 +228,11 @@ class ManagedLedgerImpl(ManagedLedger):
         self._birth = self._ctx.births.add(self, make_files, paths)
 
     def hold_first_record(self) -> bool:
-        """A new ledger opened for a topic loaded ahead of its first client
-        (broker/service/prefetch.py): its record is not stored, nor its
-        files made, until release_first_record (or anything that needs
-        them); closed before, it leaves nothing. False when not new."""
-        if self._birth is None or self._birth_held or not self._ctx.births.take_back(self):
-            return False
-        self._birth_held = True
-        return True
+        """New: nothing of it stored until anything needs it (births.hold)."""
+        return self._birth is not None and self._ctx.births.hold(self)
 
     def release_first_record(self) -> None:
-        """The held record goes to the store after all (a client came)."""
-        if self._birth_held and self._birth is not None:
-            self._birth_held = False
-            self._ctx.births.give_back(self, self._birth)
+        self._ctx.births.release(self)
 
     def birth_done(self, error: BaseException | None) -> None:
         """Record and files are made (appends go), or one failed (fenced)."""
@@ -263,13 +253,11 @@ class ManagedLedgerImpl(ManagedLedger):
     def hurry_birth(self) -> None:
         """Appends wait: the record and the files now."""
         if self._birth is not None:
-            self.release_first_record()
             self._ctx.births.hurry(self, self._birth, files=True)
 
     async def wait_first_record(self) -> None:
         birth = self._birth
         if birth is not None:
-            self.release_first_record()
             self._ctx.births.hurry(self, birth, files=False)
             await asyncio.shield(birth.record)
         if self._state == _FENCED:
@@ -557,8 +545,7 @@ class ManagedLedgerImpl(ManagedLedger):
         fenced = self._state == _FENCED
         self._state = _CLOSING
         err = ManagedLedgerClosed(f"managed ledger {self._name} is closed")
-        if self._birth_held:  # never stored: nothing to leave
-            self._birth_held = False
+        if self._ctx.births.drop_held(self):  # never stored: nothing is left
             self._birth = None
         birth = self._birth
         if birth is not None:  # files never asked for are not made
