@@ -46,9 +46,7 @@ async def _born(ledgers: list[ManagedLedgerImpl]) -> None:
         await asyncio.sleep(0.01)
 
 
-async def test_records_of_new_ledgers_are_stored_together_after_the_delay(
-    factory: FileManagedLedgerFactory, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _count_commits(factory: FileManagedLedgerFactory, monkeypatch: pytest.MonkeyPatch) -> list[int]:
     commits: list[int] = []
     commit = factory.store.commit
 
@@ -57,6 +55,13 @@ async def test_records_of_new_ledgers_are_stored_together_after_the_delay(
         return await commit(ops)
 
     monkeypatch.setattr(factory.store, "commit", counting)
+    return commits
+
+
+async def test_records_of_new_ledgers_are_stored_together_after_the_delay(
+    factory: FileManagedLedgerFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    commits = _count_commits(factory, monkeypatch)
     names = [f"t/ns/persistent/b{i}" for i in range(5)]
     for name in names:
         await factory.open_impl(name)
@@ -78,18 +83,6 @@ async def _open_every(
         await factory.open_impl(name)
         await asyncio.sleep(every_s)
     return names
-
-
-def _count_commits(factory: FileManagedLedgerFactory, monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    commits: list[int] = []
-    commit = factory.store.commit
-
-    async def counting(ops: list[Put]) -> object:
-        commits.append(len(ops))
-        return await commit(ops)
-
-    monkeypatch.setattr(factory.store, "commit", counting)
-    return commits
 
 
 async def test_records_wait_while_new_ledgers_keep_coming(
