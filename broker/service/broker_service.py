@@ -50,12 +50,12 @@ from magnetar.broker.service.creation import AutoCreation
 from magnetar.broker.service.expiry import ExpiryMonitor
 from magnetar.broker.service.inactivity import InactivitySweep
 from magnetar.broker.service.lookup import LookupAnswer, Ownership
-from magnetar.broker.service.prefetch import HoldsFirstRecord, TopicPrefetch
+from magnetar.broker.service.prefetch import TopicPrefetch, hold_first_record
 from magnetar.broker.service.schema_registry import SchemaRegistry
 from magnetar.broker.service.topic_watchers import TopicListWatchers
 from magnetar.broker.storage.api import ManagedLedgerFactory, MetadataStore, Position
 from magnetar.broker.storage_setup import ledger_config
-from magnetar.broker.topics.base import Topic, is_persistent
+from magnetar.broker.topics.base import Topic
 from magnetar.broker.topics.loader import (
     TopicSettings,
     delete_topic_data,
@@ -443,8 +443,7 @@ class BrokerService:
         if self.ownership is not None:
             await self.ownership.check_owner(name)
         topic = await open_topic(name, self.factory, self._settings_for(policies))
-        ledger = topic.ledger if ahead and is_persistent(topic) else None
-        held = isinstance(ledger, HoldsFirstRecord) and ledger.hold_first_record()
+        held = ahead and hold_first_record(topic)
         try:
             await apply_policies(topic, policies)
             terminated = await self.resources.get_terminated(name)

@@ -146,3 +146,10 @@ class TopicPrefetch:
             self._expire(key)
         while self._closing:
             await asyncio.gather(*self._closing, return_exceptions=True)
+
+
+def hold_first_record(topic: Topic) -> bool:
+    """Keep a new topic's ledger record back (False: not new, or its engine
+    cannot): the topic is then held, not created."""
+    ledger = topic.ledger if is_persistent(topic) else None
+    return isinstance(ledger, HoldsFirstRecord) and ledger.hold_first_record()

@@ -290,10 +290,9 @@ class Births:
         while it has room); the others are left to their makers, which also
         say what any failure here was."""
         made: list[bool] = []
-        while len(made) < len(paths):
-            ring = self._file_ring()
-            chain = paths[len(made) : len(made) + ring.room // 2] if ring is not None else []
-            done = await self._chain(ring, chain) if ring is not None and chain else []
+        while len(made) < len(paths) and (ring := self._file_ring()) is not None:
+            chain = paths[len(made) : len(made) + ring.room // 2]
+            done = await self._chain(ring, chain) if chain else []
             if not done:
                 break
             made += done
