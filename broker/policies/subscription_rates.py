@@ -25,7 +25,8 @@ DISPATCH_RATE_KEY = "dispatchRate"
 def subscription_overrides(stored: object) -> dict[str, DispatchRate]:
     """The per-subscription dispatch rates in a stored subscriptionPolicies
     map; entries that are not one (another policy, a bad value) are skipped."""
-    if not isinstance(stored, Mapping):
+    # None first: a first isinstance against an ABC walks its registry.
+    if stored is None or not isinstance(stored, Mapping):
         return {}
     found = {}
     for name, entry in stored.items():

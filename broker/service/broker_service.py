@@ -212,6 +212,8 @@ class BrokerService:
         self._name_prefix = f"{config.cluster_name}-{await self.resources.next_instance_id()}"
         self.expiry.start()
         self.stats_updater.start()
+        if self.ownership is None:
+            await self.prefetch.warm_up()
 
     def generate_producer_name(self) -> str:
         return f"{self._name_prefix}-{next(self._name_counter)}"

@@ -103,3 +103,21 @@ def test_a_subscribe_that_may_not_create_finds_no_topic_after_a_lookup(
         assert client.publish(1, 0, b"kept").message_id.entryId == 0
     assert _listed(broker, topic)
     assert _held(broker) == 0
+
+
+def test_the_warm_up_at_start_leaves_no_topic(broker: BrokerThread) -> None:
+    """A standalone broker loads a few new topics ahead at start and drops
+    them (prefetch.warm_up): each load ran, and none of them is listed,
+    stored or open."""
+    assert broker.server is not None and broker.server.service is not None
+    service = broker.server.service
+    assert service.prefetch.warmed == prefetch.WARM_UP_LOADS
+    factory = service.factory
+    assert isinstance(factory, FileManagedLedgerFactory)
+    for i in range(prefetch.WARM_UP_LOADS):
+        topic = f"persistent://{prefetch.WARM_UP_NAMESPACE}/{prefetch.WARM_UP_PREFIX}{i}"
+        name = ledger_name(TopicName.parse(topic))
+        assert topic not in service.topics
+        assert not broker.call(factory.exists(name))
+        assert name not in factory.open_ledgers
+        assert not _listed(broker, topic)
