@@ -45,7 +45,7 @@ from magnetar.broker.resources import (
     ResourceError,
     ResourceExists,
 )
-from magnetar.broker.service.apply import apply_policies
+from magnetar.broker.service.apply import SharedPolicies, apply_policies
 from magnetar.broker.service.creation import AutoCreation
 from magnetar.broker.service.expiry import ExpiryMonitor
 from magnetar.broker.service.inactivity import InactivitySweep
@@ -101,6 +101,7 @@ class BrokerService:
         self.metrics = metrics
         self.topics: dict[str, Topic] = {}
         self._loading: dict[str, asyncio.Task[Topic]] = {}
+        self._shared_policies = SharedPolicies()
         self.prefetch = TopicPrefetch(self._load_ahead, lambda: self.policies.changes)
         self._topic_settings = TopicSettings(
             ledger_config=ledger_config(config),
@@ -447,7 +448,7 @@ class BrokerService:
         topic = await open_topic(name, self.factory, self._settings_for(policies))
         held = ahead and hold_first_record(topic)
         try:
-            await apply_policies(topic, policies)
+            await apply_policies(topic, policies, self._shared_policies)
             terminated = await self.resources.get_terminated(name)
             if terminated is not None:
                 topic.terminate(Position(*terminated))
@@ -456,7 +457,7 @@ class BrokerService:
             while self.policies.changes != seen:
                 seen = self.policies.changes
                 policies = await self.policies.resolve(name)
-                await apply_policies(topic, policies)
+                await apply_policies(topic, policies, self._shared_policies)
             # Before any publish: the replication cursors start at the end.
             await self.replicators.update(
                 topic, policies.replication_clusters, policies.replicator_dispatch_rate
@@ -532,7 +533,7 @@ class BrokerService:
         for topic in list(self.topics.values()):
             if change.covers(topic.topic_name):
                 policies = await self.policies.resolve(topic.topic_name)
-                await apply_policies(topic, policies)
+                await apply_policies(topic, policies, self._shared_policies)
                 await self.replicators.update(
                     topic, policies.replication_clusters, policies.replicator_dispatch_rate
                 )

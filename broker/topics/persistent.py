@@ -169,6 +169,8 @@ class PersistentTopic(TopicProducers):
 
     async def set_deduplication(self, enabled: bool) -> None:
         """Switch deduplication; connected producers see it from their next SEND."""
+        if not self._dedup_lock.locked() and enabled == (self.deduplication is not None):
+            return  # as it is, and no switch under way (most loads)
         async with self._dedup_lock:
             if enabled and self.deduplication is None:
                 await self._enable_dedup("enable deduplication on")
@@ -223,6 +225,8 @@ class PersistentTopic(TopicProducers):
 
     async def set_key_window(self, policy: KeyWindowPolicy | None) -> None:
         """Apply the dedupKeyWindow policy; a changed policy reopens the index."""
+        if policy is None and self.key_window is None and not self._dedup_lock.locked():
+            return  # none, and none being opened (most loads)
         async with self._dedup_lock:
             current = self.key_window
             if current is not None and current.policy == policy:
