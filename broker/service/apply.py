@@ -92,7 +92,7 @@ class SharedPolicies:
         if len(self._by_namespace) >= _SHARED_LIMIT:
             self._by_namespace.clear()
         # The resolver reads a namespace's policies afresh for each topic:
-        # nothing else holds this map, so it cannot change under the copy kept.
+        # nothing else holds this map, so the one kept here cannot change.
         self._by_namespace[key] = (policies.namespace, policies.defaults, applied)
         return applied
 
