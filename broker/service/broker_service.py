@@ -50,7 +50,11 @@ from magnetar.broker.service.creation import AutoCreation
 from magnetar.broker.service.expiry import ExpiryMonitor
 from magnetar.broker.service.inactivity import InactivitySweep
 from magnetar.broker.service.lookup import LookupAnswer, Ownership
-from magnetar.broker.service.prefetch import TopicPrefetch, hold_first_record
+from magnetar.broker.service.prefetch import (
+    WARM_UP_NAMESPACE,
+    TopicPrefetch,
+    hold_first_record,
+)
 from magnetar.broker.service.schema_registry import SchemaRegistry
 from magnetar.broker.service.topic_watchers import TopicListWatchers
 from magnetar.broker.storage.api import ManagedLedgerFactory, MetadataStore, Position
@@ -213,7 +217,8 @@ class BrokerService:
         self._name_prefix = f"{config.cluster_name}-{await self.resources.next_instance_id()}"
         self.expiry.start()
         self.stats_updater.start()
-        if self.ownership is None:
+        tenant, namespace = WARM_UP_NAMESPACE.split("/")
+        if self.ownership is None and await self.resources.namespace_exists(tenant, namespace):
             await self.prefetch.warm_up()
 
     def generate_producer_name(self) -> str:
