@@ -83,7 +83,7 @@ def test_entries_older_than_the_threshold_leave() -> None:
 
 
 # Run in a fresh interpreter: tracemalloc counts every thread's allocations,
-# and in the whole suite a thread left by an earlier test added 160 KB.
+# and in the whole suite the same loop once measured 160 KB more than alone.
 _BUDGET_PROBE = """
 import gc, json, random, tracemalloc
 from magnetar.broker.storage import Position
