@@ -323,11 +323,6 @@ class Births:
                     self._give_up_ring(error)
         return made
 
-    def open_ring(self) -> None:
-        """Open the ring now (in the running loop) rather than on the first
-        new ledger, whose PRODUCER would wait for its setup."""
-        self._file_ring()
-
     def _file_ring(self) -> IoRing | None:
         if self._use_ring and self._ring is None:
             self._ring = IoRing.open(asyncio.get_running_loop(), RING_ENTRIES)

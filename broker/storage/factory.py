@@ -82,7 +82,6 @@ class FileManagedLedgerFactory(ManagedLedgerFactory):
             write_guard=write_guard,
             use_ring=config.io_uring_sync,
         )
-        self._ctx.births.open_ring()
         self._ledgers: dict[str, ManagedLedgerImpl] = {}
         self._opening: dict[str, asyncio.Future[ManagedLedgerImpl]] = {}
         self._id_lock = asyncio.Lock()
