@@ -107,10 +107,8 @@ def apply_operations_policies(topic: Topic, applied: AppliedPolicies) -> None:
     topic.quota.quotas = applied.backlog_quotas
 
 
-async def apply_policies(
-    topic: Topic, policies: TopicPolicies, shared: SharedPolicies | None = None
-) -> None:
-    applied = shared.of(policies) if shared is not None else AppliedPolicies.of(policies)
+async def apply_policies(topic: Topic, policies: TopicPolicies, shared: SharedPolicies) -> None:
+    applied = shared.of(policies)
     apply_operations_policies(topic, applied)
     await topic.set_deduplication(applied.deduplication_enabled)
     await topic.set_key_window(applied.key_window)
