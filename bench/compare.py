@@ -83,9 +83,14 @@ def _lite_binary() -> str:
 
 @contextlib.contextmanager
 def start_broker(
-    kind: str, workdir: Path, settings: dict[str, str] | None = None
+    kind: str, workdir: Path, settings: dict[str, str] | None = None, discard: bool = False
 ) -> Iterator[Broker]:
-    """A broker subprocess; `settings` are extra MAGNETAR_* variables."""
+    """A broker subprocess; `settings` are extra MAGNETAR_* variables. With
+    `discard`, its data goes once it has stopped, and the filesystem is
+    synced: where brokers alternate, the next one measured neither pays for
+    this one's write-back nor works in a filesystem filled by every earlier
+    round (thousands of topics' files left from earlier rounds halved a
+    later round's topic creation rate here)."""
     port = _free_port()
     http_port = 0
     data = workdir / kind
@@ -130,6 +135,9 @@ def start_broker(
             proc.kill()
             proc.wait()
         log.close()
+        if discard:
+            shutil.rmtree(data, ignore_errors=True)
+            os.sync()
 
 
 _PEAK_RSS_MIB: dict[str, float] = {}
@@ -409,7 +417,7 @@ def run(scale: float, rounds: int) -> list[Row]:
         # machine touches every broker alike; medians over the rounds.
         for rnd in range(rounds):
             for kind in BROKERS:
-                with start_broker(kind, workdir / f"r{rnd}") as broker:
+                with start_broker(kind, workdir / f"r{rnd}", discard=True) as broker:
                     url = broker.url
                     tag = f"{kind}-{rnd}"
                     throughput: list[tuple[str, Callable[..., float], str, int, bool, bool]] = [

@@ -235,7 +235,7 @@ def run(
     try:
         for rnd in range(rounds):
             for kind in BROKERS:
-                with start_broker(kind, workdir / f"r{rnd}") as broker:
+                with start_broker(kind, workdir / f"r{rnd}", discard=True) as broker:
                     pid = broker.proc.pid
                     first_ms = first_topic_ms(broker.url, pid)
                     record("first topic of a fresh broker", "ms", False, kind, first_ms)

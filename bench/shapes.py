@@ -117,7 +117,7 @@ def run(count: int, rounds: int) -> None:
     workdir = Path(tempfile.mkdtemp(prefix="magnetar-bench-shapes-"))
     for rnd in range(rounds):
         for kind in KINDS:
-            with compare.start_broker(kind, workdir / f"r{rnd}") as broker:
+            with compare.start_broker(kind, workdir / f"r{rnd}", discard=True) as broker:
                 for n, shape in enumerate(SHAPES):
                     before = compare._cpu_seconds(broker.proc.pid)
                     value = produce(broker.url, f"shape-{n}-{rnd}", count, shape)

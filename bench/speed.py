@@ -178,7 +178,7 @@ def run(
         for kind in BROKERS:
             for workload in workloads:
                 # A broker per workload: none inherits another's files or cache.
-                with start_broker(kind, workdir / f"s{rnd}{workload}") as broker:
+                with start_broker(kind, workdir / f"s{rnd}{workload}", discard=True) as broker:
                     count = max(1, int(COUNTS[workload] * (scale if workload in "AB" else 1.0)))
                     topic = f"speed-{workload}-{rnd}"
                     figures = _in_process_of_its_own(
