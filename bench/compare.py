@@ -85,12 +85,17 @@ def _lite_binary() -> str:
 def start_broker(
     kind: str, workdir: Path, settings: dict[str, str] | None = None, discard: bool = False
 ) -> Iterator[Broker]:
-    """A broker subprocess; `settings` are extra MAGNETAR_* variables. With
-    `discard`, its data goes once it has stopped, and the filesystem is
-    synced: where brokers alternate, the next one measured neither pays for
-    this one's write-back nor works in a filesystem filled by every earlier
-    round (thousands of topics' files left from earlier rounds halved a
-    later round's topic creation rate here)."""
+    """A broker subprocess; `settings` are extra MAGNETAR_* variables.
+
+    With `discard`, once it has stopped its data is set aside (renamed into
+    `.discarded` beside `workdir`; callers pass a directory inside their
+    run's temporary one, deleted after the run) and the filesystem is
+    synced, so the next broker measured does not pay for this one's
+    write-back. Set aside, not deleted: on an ext4 without a journal (this
+    machine's) the kernel passes over every inode freed in the last 60 s
+    (360 s while its block is dirty) when it allocates one, and deleting a
+    round's topic files made the next Magnetar's inodes cost many times
+    more kernel time (README, Performance, "Deleting a run's data")."""
     port = _free_port()
     http_port = 0
     data = workdir / kind
@@ -136,7 +141,9 @@ def start_broker(
             proc.wait()
         log.close()
         if discard:
-            shutil.rmtree(data, ignore_errors=True)
+            aside = workdir.parent / ".discarded"
+            aside.mkdir(exist_ok=True)
+            data.rename(aside / f"{workdir.name}-{kind}-{time.monotonic_ns()}")
             os.sync()
 
 
