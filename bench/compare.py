@@ -95,7 +95,7 @@ def start_broker(
     machine's) the kernel passes over every inode freed in the last 60 s
     (360 s while its block is dirty) when it allocates one, and deleting a
     round's topic files made the next Magnetar's inodes cost many times
-    more kernel time (README, Performance, "Deleting a run's data")."""
+    more kernel time (README, Performance, "Deleting a round's data")."""
     port = _free_port()
     http_port = 0
     data = workdir / kind
