@@ -185,22 +185,37 @@ def run(service_url: str, admin_urls: list[str], out: Path, topics: int, rate: f
     # off, a new owner takes writes from new producers while the old ones'
     # sends wait in the old owner's socket: the split the fence must settle.
     epochs: list[tuple[Any, list[Any], list[str]]] = []
+    # Clients (and producers) of epochs that failed to start, kept referenced
+    # for good. One left to the garbage collector is destroyed with the GIL
+    # held (the binding releases it around its blocking calls, not in a
+    # destructor), and its C++ shutdown takes locks that the client's own
+    # threads may hold while waiting for the GIL to run a callback or log.
+    # A workload froze whole (every callback, every consumer) right after
+    # "epoch 15 not started" in a `make test` run; this is the likeliest
+    # cause (not reproduced alone). The process ends with os._exit, so
+    # nothing is left behind.
+    stranded: list[tuple[Any, list[Any]]] = []
 
     def new_epoch(number: int) -> tuple[Any, list[Any], list[str]]:
         fresh = pulsar.Client(
             service_url, operation_timeout_seconds=30, connection_timeout_ms=3000, logger=_LOGGER
         )
         labels = [f"p{i}e{number}" for i in range(topics)]
-        made = [
-            fresh.create_producer(
-                name,
-                producer_name=label,
-                send_timeout_millis=0,
-                batching_enabled=False,
-                block_if_queue_full=True,
-            )
-            for name, label in zip(names, labels, strict=True)
-        ]
+        made: list[Any] = []
+        try:
+            for name, label in zip(names, labels, strict=True):
+                made.append(
+                    fresh.create_producer(
+                        name,
+                        producer_name=label,
+                        send_timeout_millis=0,
+                        batching_enabled=False,
+                        block_if_queue_full=True,
+                    )
+                )
+        except Exception:
+            stranded.append((fresh, made))
+            raise
         return fresh, made, labels
 
     epochs.append(new_epoch(0))
