@@ -174,6 +174,12 @@ def loop_floor(frames: int) -> float:
     return cpu[0] / frames
 
 
+def _storage_in_new_dir(groups: int, sync: bool = True, gap_s: float = 0.0) -> float:
+    """storage_floor in a fresh temporary directory (no earlier run's files)."""
+    with tempfile.TemporaryDirectory(prefix="magnetar-floor-") as directory:
+        return storage_floor(groups, directory, sync, gap_s)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench floor", description=__doc__)
     parser.add_argument("--groups", type=int, default=1000, help="groups/frames per run")
@@ -185,14 +191,10 @@ def main(argv: list[str] | None = None) -> int:
     paced: list[tuple[float, float]] = []
     loop: list[float] = []
     for _ in range(args.rounds):
-        with tempfile.TemporaryDirectory(prefix="magnetar-floor-") as directory:
-            storage.append(storage_floor(args.groups, directory) * per_message)
-        pair = []
-        for sync in (True, False):
-            with tempfile.TemporaryDirectory(prefix="magnetar-floor-") as directory:
-                cpu = storage_floor(PACED_GROUPS, directory, sync, PACED_GAP_S)
-                pair.append(cpu * per_message)
-        paced.append((pair[0], pair[1]))
+        storage.append(_storage_in_new_dir(args.groups) * per_message)
+        synced = _storage_in_new_dir(PACED_GROUPS, True, PACED_GAP_S)
+        bare = _storage_in_new_dir(PACED_GROUPS, False, PACED_GAP_S)
+        paced.append((synced * per_message, bare * per_message))
         loop.append(loop_floor(args.groups) * per_message)
     storage.sort()
     paced.sort(key=lambda p: p[0] - p[1])
