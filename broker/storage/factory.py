@@ -272,11 +272,10 @@ class FileManagedLedgerFactory(ManagedLedgerFactory):
                 ml.schedule_trim()
 
     async def _evict_loop(self) -> None:
-        # A tenth of the threshold: an entry stays at most 1.1 times it.
-        interval = min(1.0, max(0.01, self.cache.time_threshold_s / 10))
+        cache = self.cache
         while True:
-            await asyncio.sleep(interval)
-            self.cache.evict()
+            await asyncio.sleep(cache.sweep_interval())
+            cache.evict()
 
     def _check_open(self) -> None:
         if self._closed:

@@ -103,7 +103,9 @@ class Journal:
         # Ledger files written since the current journal file began.
         self._dirty: set[LedgerFile] = set()
         self._broken = False
-        self._unsynced = False
+        # Set by a round written without its fdatasync (policy `interval`):
+        # the sync task sleeps on it, so an idle broker has no timer to wake.
+        self._unsynced = asyncio.Event()
         self._inline_after = 0.0  # loop time before which no round is inlined
         self._closing = False
         self._checkpoints: set[asyncio.Task[None]] = set()
@@ -262,7 +264,7 @@ class Journal:
         if not intact:
             self._broken = True  # the next round starts a new journal file
         if not sync and any(g.journaled and g.error is None for g in groups):
-            self._unsynced = True
+            self._unsynced.set()
 
     def _ring_fits(self, groups: list[PendingGroup]) -> bool:
         """A round for the ring: small enough to write on the loop, into
@@ -330,11 +332,15 @@ class Journal:
             log.error("journal file kept: a ledger file could not be synced", journal=old.path)
 
     async def _sync_loop(self, interval_s: float) -> None:
-        """``interval``: the journal is synced at most this long after a write."""
+        """``interval``: the journal is synced at most this long after a write.
+        It waits for one first: ticking every interval while idle cost an
+        idle broker a wake-up each (about 150 us of CPU on a virtual machine)."""
+        unsynced = self._unsynced
         while True:
+            await unsynced.wait()
             await asyncio.sleep(interval_s)
-            if self._unsynced:
-                self._unsynced = False
+            if unsynced.is_set():
+                unsynced.clear()  # a write from here on waits for the next sync
                 file = self._file
                 try:
                     await self._run_blocking(_sync_and_uncache, file, file.write_end)

@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from magnetar.broker.storage import FileManagedLedgerFactory, ManagedLedgerConfig, Position
 from magnetar.broker.storage.api import Entry
 from magnetar.broker.storage.cache import CHUNK_OVERHEAD, ENTRY_OVERHEAD, EntryCacheManager
@@ -80,6 +82,42 @@ def test_entries_older_than_the_threshold_leave() -> None:
     now[0] += 1.0
     manager.evict()
     assert (len(one), len(two)) == (0, 0) and manager.size == 0
+
+
+def test_an_idle_cache_is_swept_rarely_and_its_first_entry_still_leaves_in_time() -> None:
+    """The sweep looks at an empty cache once a threshold (an idle broker's
+    timer wake-ups cost CPU), and an entry added right after that look still
+    leaves by 1.1 times the threshold, as with the short step throughout."""
+    now = [100.0]
+    manager = EntryCacheManager(1 << 30, time_threshold_s=1.0, clock=lambda: now[0])
+    cache = manager.new_cache(1)
+    assert manager.sweep_interval() == 1.0
+    now[0] += 0.001  # right after an idle look
+    added = now[0]
+    cache.append(*_chunk(1, 0, [10]))
+    assert manager.sweep_interval() == pytest.approx(0.1)
+    now[0] += 1.0 - 0.001  # the next look: 0.999 s old, it stays
+    manager.evict()
+    assert len(cache) == 1
+    while len(cache):
+        now[0] += manager.sweep_interval()
+        manager.evict()
+    assert now[0] - added <= 1.1 + 1e-9
+    assert manager.sweep_interval() == 1.0  # empty again
+
+
+@pytest.mark.parametrize("threshold", [0.001, 0.05, 0.5, 1.0, 7.5, 3600.0])
+def test_the_sweep_steps_keep_the_age_bound(threshold: float) -> None:
+    """The short step is a tenth of the threshold (at least 10 ms, at most
+    1 s); the idle one never exceeds the threshold, so no entry added while
+    the sweep waits can be old enough to leave before the short step resumes."""
+    manager = EntryCacheManager(1 << 30, time_threshold_s=threshold)
+    idle = manager.sweep_interval()
+    manager.new_cache(1).append(*_chunk(1, 0, [10]))
+    busy = manager.sweep_interval()
+    assert busy == min(1.0, max(0.01, threshold / 10))
+    assert busy <= idle <= max(busy, threshold)
+    assert idle <= 1.0
 
 
 # Run in a fresh interpreter: tracemalloc counts every thread's allocations,
