@@ -72,7 +72,7 @@ class EntryCacheManager:
 
         A tenth of the threshold, so an entry stays at most 1.1 times it. An
         empty cache is looked at once a threshold instead (each wake-up of
-        an idle broker cost about 150 us of CPU on a virtual machine, at
+        an idle broker cost about 200 us of CPU on a virtual machine, at
         ten a second): an entry added right after such a look is not old
         enough to go at the next one, which is back to the short step."""
         busy = min(1.0, max(0.01, self.time_threshold_s / 10))

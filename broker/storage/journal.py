@@ -334,7 +334,7 @@ class Journal:
     async def _sync_loop(self, interval_s: float) -> None:
         """``interval``: the journal is synced at most this long after a write.
         It waits for one first: ticking every interval while idle cost an
-        idle broker a wake-up each (about 150 us of CPU on a virtual machine)."""
+        idle broker a wake-up each (about 200 us of CPU on a virtual machine)."""
         unsynced = self._unsynced
         while True:
             await unsynced.wait()
