@@ -1,6 +1,7 @@
 """``python -m bench [NAME ...] [-- ARGS]``: run the named benchmarks.
 
-The default is all but the long ones (soak, backlog, objstore, spark-cluster).
+The default is all but the long ones (soak, backlog, objstore, spark-cluster)
+and `wire`, which needs root to watch loopback.
 
 A short dispatcher: each benchmark is a module with ``main(argv) -> int``.
 """
@@ -31,9 +32,10 @@ BENCHMARKS = {
     "backlog": "bench.backlog",
     "objstore": "bench.objstore",
     "georep": "bench.georep",
+    "wire": "bench.wire",
 }
 # Runs of many minutes: only when named.
-ON_REQUEST = {"soak", "backlog", "objstore", "spark-cluster"}
+ON_REQUEST = {"soak", "backlog", "objstore", "spark-cluster", "wire"}
 
 
 def main(argv: list[str]) -> int:
