@@ -32,7 +32,7 @@ from collections import defaultdict
 from pathlib import Path
 from types import FrameType
 
-from bench.compare import BROKERS, LIKE_FOR_LIKE, LITE, _client, _producer, start_broker
+from bench.compare import LIKE_FOR_LIKE, LITE, _client, _producer, start_broker
 from bench.scale import _REPO, first_topic_ms
 from magnetar.proto import pulsar_api_pb2 as pb
 
@@ -44,7 +44,9 @@ _REQUESTS = ("PARTITIONED_METADATA", "LOOKUP", "PRODUCER")
 
 def _capture(port: int, out: Path) -> None:
     """Write "time direction command-type" per TCP segment with a payload
-    to or from ``port`` on loopback, until SIGTERM."""
+    to or from ``port`` on loopback. Says "ready" on stdout once bound; on
+    SIGTERM it reads what the socket already holds (loopback hands a packet
+    to it as it is sent), writes ``out`` and ends."""
     sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.ntohs(_ETH_P_ALL))
     sock.bind(("lo", 0))
     sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
@@ -52,12 +54,16 @@ def _capture(port: int, out: Path) -> None:
     lines: list[str] = []
 
     def stop(_sig: int, _frame: FrameType | None) -> None:
-        out.write_text("".join(lines))
-        sys.exit(0)
+        sock.setblocking(False)  # the interrupted read resumes, then drains
 
     signal.signal(signal.SIGTERM, stop)
+    print("ready", flush=True)
     while True:
-        data, ancillary, _flags, address = sock.recvmsg(65536, 1024)
+        try:
+            data, ancillary, _flags, address = sock.recvmsg(65536, 1024)
+        except BlockingIOError:
+            out.write_text("".join(lines))
+            return
         if address[2] == socket.PACKET_OUTGOING:
             continue  # loopback shows each packet twice
         if len(data) < _ETH_HEADER + 20 or data[12:14] != b"\x08\x00":
@@ -97,17 +103,19 @@ def split(events: list[tuple[float, str, int]]) -> dict[str, list[float]]:
     answer out) and "client NAME" (the previous answer out to the request)."""
     spans: dict[str, list[float]] = defaultdict(list)
     last_out: float | None = None
-    for i, (stamp, direction, kind) in enumerate(events):
+    unanswered: list[tuple[str, float]] = []  # requests in since the last answer
+    for stamp, direction, kind in events:
         if direction == "out":
             last_out = stamp
+            for name, came in unanswered:
+                spans[f"broker {name}"].append((stamp - came) * 1e6)
+            unanswered.clear()
             continue
         known = kind in pb.BaseCommand.Type.values()
         name = pb.BaseCommand.Type.Name(pb.BaseCommand.Type.ValueType(kind)) if known else "?"
         if last_out is not None:
             spans[f"client {name}"].append((stamp - last_out) * 1e6)
-        answer = next((e[0] for e in events[i + 1 :] if e[1] == "out"), None)
-        if answer is not None:
-            spans[f"broker {name}"].append((answer - stamp) * 1e6)
+        unanswered.append((name, stamp))
     return spans
 
 
@@ -119,10 +127,10 @@ def one_run(kind: str, workdir: Path, topics: int) -> tuple[float, dict[str, flo
         port = int(broker.url.rsplit(":", 1)[1])
         trace = workdir / f"{kind}.trace"
         capture = [sys.executable, "-m", "bench.wire", "--capture", str(port), str(trace)]
-        sniffer = subprocess.Popen(capture, cwd=_REPO)
+        sniffer = subprocess.Popen(capture, cwd=_REPO, stdout=subprocess.PIPE, text=True)
         try:
-            time.sleep(0.5)  # its socket is bound before the first request
-            if sniffer.poll() is not None:
+            assert sniffer.stdout is not None
+            if sniffer.stdout.readline().strip() != "ready":  # bound before the first request
                 raise RuntimeError("the capture stopped: it needs CAP_NET_RAW (run as root)")
             client = _client(broker.url)
             try:
@@ -135,7 +143,6 @@ def one_run(kind: str, workdir: Path, topics: int) -> tuple[float, dict[str, flo
                     producer.close()
             finally:
                 client.close()
-            time.sleep(0.2)
         finally:
             sniffer.terminate()
             sniffer.wait(timeout=10)
@@ -162,7 +169,6 @@ def main(argv: list[str]) -> int:
         print("bench wire needs CAP_NET_RAW to watch loopback (run it as root)", file=sys.stderr)
         return 2
     kinds = (LIKE_FOR_LIKE, LITE)
-    assert set(kinds) <= set(BROKERS)
     results: dict[str, list[tuple[float, dict[str, float]]]] = defaultdict(list)
     with tempfile.TemporaryDirectory(prefix="magnetar-wire-") as tmp:
         for rnd in range(args.rounds):
