@@ -35,6 +35,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from bench.compare import _cpu_seconds
+
 
 def _free_port() -> int:
     with socket.socket() as sock:
@@ -52,13 +54,6 @@ def _wait_port(port: int, proc: subprocess.Popen[bytes], what: str) -> None:
             return
         time.sleep(0.05)
     raise TimeoutError(f"{what} did not start")
-
-
-def _cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process, from /proc (Linux)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    ticks = os.sysconf("SC_CLK_TCK")
-    return (int(fields[11]) + int(fields[12])) / ticks
 
 
 @contextlib.contextmanager

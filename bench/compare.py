@@ -163,13 +163,39 @@ def _peak_rss_mib(pid: int) -> float:
 
 
 def _cpu_seconds(pid: int) -> float:
-    """User plus system CPU time of a process and all its threads, from /proc."""
+    """CPU time (user plus system, all threads, those that ended included)
+    of another process, in seconds to the nanosecond: the kernel's
+    per-process CPU clock for that pid (clock_getcpuclockid's id). /proc's
+    stat counts in clock ticks (10 ms), which for a row of 150 ms of broker
+    CPU (B: 300,000 messages at 0.5 us) was a step of 7%. Falls back to
+    /proc where the clock cannot be read."""
+    try:
+        return time.clock_gettime(((~pid) << 3) | _CPUCLOCK_SCHED)
+    except OSError:
+        pass
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return float("nan")
     fields = stat.rpartition(")")[2].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+# A broker at rest still wakes for its timers (Magnetar: about 3 ms of CPU a
+# second); a window in which a process used less than this share of it is
+# quiet (with /proc's 10 ms ticks, "unchanged" meant about the same).
+IDLE_CPU_SHARE = 0.05
+
+
+def cpu_quiet(before: float, after: float, window_s: float) -> bool:
+    """Whether CPU seconds went from `before` to `after` over a window of
+    `window_s` as a process at rest would."""
+    return after - before < IDLE_CPU_SHARE * window_s
+
+
+# Linux's encoding of a process CPU clock id: the pid inverted, shifted by
+# three, and the clock kind (2: scheduler runtime).
+_CPUCLOCK_SCHED = 2
 
 
 def _client(url: str) -> pulsar.Client:

@@ -14,7 +14,6 @@ the issue's target (>= 0.8).
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import statistics
 import tempfile
@@ -25,7 +24,7 @@ from typing import Any
 
 import pulsar
 
-from bench.compare import PAYLOAD_100B, _client, start_broker
+from bench.compare import PAYLOAD_100B, _client, _cpu_seconds, start_broker
 
 CONSUMERS = 3
 KEYS = 1000
@@ -48,12 +47,6 @@ def _produce(url: str, topic: str, count: int) -> None:
         producer.close()
     finally:
         client.close()
-
-
-def _cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process so far, from /proc on Linux."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def drain(url: str, pid: int, topic: str, count: int, key_shared: bool) -> tuple[float, float]:

@@ -20,7 +20,15 @@ from pathlib import Path
 
 import pulsar
 
-from bench.compare import LITE, PAYLOAD_100B, _client, _cpu_seconds, _producer, start_broker
+from bench.compare import (
+    LITE,
+    PAYLOAD_100B,
+    _client,
+    _cpu_seconds,
+    _producer,
+    cpu_quiet,
+    start_broker,
+)
 
 RECEIVER_QUEUE = 1000
 
@@ -28,15 +36,15 @@ RECEIVER_QUEUE = 1000
 def _wait_until_idle(pid: int, quiet_polls: int = 5, poll_s: float = 0.05) -> None:
     """Until the broker process stops working: what it is going to send, it
     has sent. Neither broker signals that (and the official client shows no
-    queue length), so its CPU time is watched: unchanged over ``quiet_polls``
-    polls in a row (one clock tick is the resolution), at most 30 s."""
+    queue length), so its CPU time is watched: next to none used in
+    ``quiet_polls`` polls in a row (compare.cpu_quiet), at most 30 s."""
     deadline = time.monotonic() + 30.0
     last = _cpu_seconds(pid)
     quiet = 0
     while quiet < quiet_polls and time.monotonic() < deadline:
         time.sleep(poll_s)
         now = _cpu_seconds(pid)
-        quiet = quiet + 1 if now == last else 0
+        quiet = quiet + 1 if cpu_quiet(last, now, poll_s) else 0
         last = now
 
 

@@ -50,6 +50,7 @@ from bench.compare import (
     _peak_rss_mib,
     _producer,
     _wait_for_port,
+    cpu_quiet,
     start_broker,
 )
 
@@ -74,14 +75,14 @@ def _producers(client: pulsar.Client, prefix: str, n: int, batched: bool) -> lis
 
 
 def wait_idle(pid: int, quiet_s: float = 0.2, timeout_s: float = 10.0) -> None:
-    """Until the process's CPU time stood still for `quiet_s` (its start-up is
+    """Until the process used next to no CPU for `quiet_s` (its start-up is
     over: a broker may listen before it has finished starting)."""
     deadline = time.monotonic() + timeout_s
     last = _cpu_seconds(pid)
     while time.monotonic() < deadline:
         time.sleep(quiet_s)
         now = _cpu_seconds(pid)
-        if now == last:
+        if cpu_quiet(last, now, quiet_s):
             return
         last = now
 
