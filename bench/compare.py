@@ -162,6 +162,11 @@ def _peak_rss_mib(pid: int) -> float:
     return 0.0
 
 
+# Linux's encoding of a process CPU clock id: the pid inverted, shifted by
+# three, and the clock kind (2: scheduler runtime).
+_CPUCLOCK_SCHED = 2
+
+
 def _cpu_seconds(pid: int) -> float:
     """CPU time (user plus system, all threads, those that ended included)
     of another process, in seconds to the nanosecond: the kernel's
@@ -191,11 +196,6 @@ def cpu_quiet(before: float, after: float, window_s: float) -> bool:
     """Whether CPU seconds went from `before` to `after` over a window of
     `window_s` as a process at rest would."""
     return after - before < IDLE_CPU_SHARE * window_s
-
-
-# Linux's encoding of a process CPU clock id: the pid inverted, shifted by
-# three, and the clock kind (2: scheduler runtime).
-_CPUCLOCK_SCHED = 2
 
 
 def _client(url: str) -> pulsar.Client:

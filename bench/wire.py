@@ -32,8 +32,8 @@ from collections import defaultdict
 from pathlib import Path
 from types import FrameType
 
-from bench.compare import LIKE_FOR_LIKE, LITE, _client, _producer, start_broker
-from bench.scale import _REPO, first_topic_ms
+from bench.compare import LIKE_FOR_LIKE, LITE, _client, start_broker
+from bench.scale import _REPO, _producers, first_topic_ms
 from magnetar.proto import pulsar_api_pb2 as pb
 
 _ETH_P_ALL = 0x0003
@@ -135,9 +135,7 @@ def one_run(kind: str, workdir: Path, topics: int) -> tuple[float, dict[str, flo
             client = _client(broker.url)
             try:
                 started = time.perf_counter()
-                producers = [
-                    _producer(client, f"wire-{i}", False, max_pending=2000) for i in range(topics)
-                ]
+                producers = _producers(client, "wire", topics, False)
                 rate = topics / (time.perf_counter() - started)
                 for producer in producers:
                     producer.close()

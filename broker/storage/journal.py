@@ -339,13 +339,12 @@ class Journal:
         while True:
             await unsynced.wait()
             await asyncio.sleep(interval_s)
-            if unsynced.is_set():
-                unsynced.clear()  # a write from here on waits for the next sync
-                file = self._file
-                try:
-                    await self._run_blocking(_sync_and_uncache, file, file.write_end)
-                except OSError:
-                    log.exception("journal fsync failed", journal=self._file.path)
+            unsynced.clear()  # a write from here on waits for the next sync
+            file = self._file
+            try:
+                await self._run_blocking(_sync_and_uncache, file, file.write_end)
+            except OSError:
+                log.exception("journal fsync failed", journal=self._file.path)
 
 
 async def _probed_ring(loop: asyncio.AbstractEventLoop, first: LedgerFile) -> IoRing | None:
