@@ -10,6 +10,7 @@ import argparse
 import asyncio
 import gc
 import os
+import resource
 import sys
 from collections.abc import Coroutine, Sequence
 from pathlib import Path
@@ -127,6 +128,25 @@ def tune_gc() -> None:
     gc.set_threshold(*GC_THRESHOLDS)
 
 
+# Where an unlimited hard descriptor limit still stops (the kernel's nr_open).
+NR_OPEN_DEFAULT = 1 << 20
+
+
+def raise_open_files_limit() -> int:
+    """The soft descriptor limit up to the hard one (often 1,024 against
+    hundreds of thousands): ledger files stay open by the thousand when the
+    limit allows (storage/handles.py). Returns the soft limit in force."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = NR_OPEN_DEFAULT if hard == resource.RLIM_INFINITY else hard
+    if soft == resource.RLIM_INFINITY or soft >= target:
+        return soft
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+    except (OSError, ValueError):
+        return soft
+    return target
+
+
 def _run(coro: Coroutine[Any, Any, None]) -> None:
     try:
         import uvloop
@@ -149,6 +169,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure_logging(config.log_format, config.log_level)
     for warning in warnings:
         structlog.get_logger("magnetar.broker").warning(warning)
+    raise_open_files_limit()
     server = BrokerServer(config)
     tune_gc()
     try:

@@ -29,7 +29,7 @@ from magnetar.broker.storage.api import (
 from magnetar.broker.storage.cache import EntryCacheManager
 from magnetar.broker.storage.context import LedgerContext, OwningLedger, WriteGuard
 from magnetar.broker.storage.group import RoundWriter
-from magnetar.broker.storage.handles import DEFAULT_MAX_OPEN_FILES, OpenFiles
+from magnetar.broker.storage.handles import OpenFiles, capacity_for_limit
 from magnetar.broker.storage.journal import Journal
 from magnetar.broker.storage.ledger import ManagedLedgerImpl
 from magnetar.broker.storage.metadata import SqliteMetadataStore
@@ -112,7 +112,7 @@ class FileManagedLedgerFactory(ManagedLedgerFactory):
         trim_interval_s: float = 60.0,
         shared: bool = False,
         write_guard: WriteGuard | None = None,
-        max_open_files: int = DEFAULT_MAX_OPEN_FILES,
+        max_open_files: int | None = None,
     ) -> FileManagedLedgerFactory:
         """Lock ``data_dir`` and open (or create) it.
 
@@ -122,6 +122,8 @@ class FileManagedLedgerFactory(ManagedLedgerFactory):
         ``shared`` (cluster mode): several processes use the directory, each
         writing only the ledgers it owns, so it is not locked; ``write_guard``
         then says whether a write may still be confirmed (ledger.py).
+        ``max_open_files`` bounds the ledger files kept open (default: from
+        the descriptor limit, handles.py).
         """
         os.makedirs(os.path.join(data_dir, "ledgers"), exist_ok=True)
         lock_fd = -1 if shared else await asyncio.to_thread(_lock_dir, data_dir)
@@ -133,7 +135,9 @@ class FileManagedLedgerFactory(ManagedLedgerFactory):
             try:
                 await replay_journals(data_dir, store, executor)
                 cfg = config or ManagedLedgerConfig()
-                files = OpenFiles(max_open_files)
+                files = OpenFiles(
+                    capacity_for_limit() if max_open_files is None else max_open_files
+                )
                 journal = await Journal.open(
                     data_dir,
                     executor,

@@ -1,12 +1,27 @@
 """The open-file LRU (storage/handles.py) over real ledger files: it closes
-the least recently used idle descriptors past its capacity, never one in use."""
+the least recently used idle descriptors past its capacity, never one in use;
+its capacity comes from the descriptor limit, which the daemon raises."""
 
 from __future__ import annotations
 
+import asyncio
+import resource
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
-from magnetar.broker.storage.handles import OpenFiles
+import pytest
+
+from magnetar.broker.__main__ import NR_OPEN_DEFAULT, raise_open_files_limit
+from magnetar.broker.storage import FileManagedLedgerFactory, ManagedLedgerConfig
+from magnetar.broker.storage.handles import (
+    MAX_OPEN_FILES,
+    MIN_OPEN_FILES,
+    OpenFiles,
+    capacity_for_limit,
+)
 from magnetar.broker.storage.segment import LedgerFile
+from tests.unit.storage.test_storage_ledger import _open_ledger_files
 
 
 def _files(tmp_path: Path, n: int) -> list[LedgerFile]:
@@ -57,3 +72,57 @@ def test_files_in_use_stay_open_past_capacity(tmp_path: Path) -> None:
     finally:
         for lf in files:
             lru.close(lf)
+
+
+@contextmanager
+def _soft_limit(soft: int) -> Iterator[None]:
+    """This process's soft descriptor limit lowered for a while (never
+    above the hard one, so it can be restored)."""
+    old = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (soft, old[1]))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, old)
+
+
+def test_capacity_is_half_the_descriptor_limit_within_bounds() -> None:
+    """Half the soft limit is for ledger files; never under MIN_OPEN_FILES,
+    never over MAX_OPEN_FILES."""
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    with _soft_limit(1000):
+        assert capacity_for_limit() == 500
+    with _soft_limit(200):
+        assert capacity_for_limit() == MIN_OPEN_FILES
+    if hard == resource.RLIM_INFINITY or hard >= 2 * MAX_OPEN_FILES + 2:
+        with _soft_limit(2 * MAX_OPEN_FILES + 2):
+            assert capacity_for_limit() == MAX_OPEN_FILES
+
+
+def test_the_daemon_raises_its_soft_limit_to_the_hard_one() -> None:
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    if hard != resource.RLIM_INFINITY and hard <= 512:
+        pytest.skip(f"hard descriptor limit {hard}: nothing to raise")
+    with _soft_limit(256):
+        raised = raise_open_files_limit()
+        soft_now = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        assert raised == soft_now > 256
+        assert soft_now == (NR_OPEN_DEFAULT if hard == resource.RLIM_INFINITY else hard)
+        assert raise_open_files_limit() == soft_now  # already there: unchanged
+
+
+async def test_ledgers_written_in_turn_keep_their_files_open(tmp_path: Path) -> None:
+    """With the default capacity (half the descriptor limit) a ledger written
+    round after round keeps its descriptor: 200 ledgers, three appends each
+    in turn, and every one of their files is still open afterwards (issue 48:
+    a reopened file cost an open and a close per message)."""
+    if capacity_for_limit() < 200:
+        pytest.skip("descriptor limit under 400")
+    f = await FileManagedLedgerFactory.create(str(tmp_path), ManagedLedgerConfig())
+    try:
+        ledgers = [await f.open_impl(f"t/n/persistent/turn-{i}") for i in range(200)]
+        for k in range(3):
+            await asyncio.gather(*[ml.add_entry(b"%d-%d" % (i, k)) for i, ml in enumerate(ledgers)])
+        assert _open_ledger_files(tmp_path) == 200
+    finally:
+        await f.close()
