@@ -45,6 +45,12 @@ def encode_group(datas: Sequence[bytes], nmsgs: Sequence[int]) -> list[bytes]:
     return parts
 
 
+def encode_record(data: bytes, nmsgs: int) -> list[bytes]:
+    """``encode_group`` of one record."""
+    head = _LEN_NMSGS.pack(len(data), nmsgs)
+    return [_CRC.pack(crc32c(data, crc32c(head))), head, data]
+
+
 class ScanResult:
     """Where each valid record starts, and where the valid part of the file ends.
 

@@ -29,6 +29,7 @@ from magnetar.broker.storage.records import (
     ScanResult,
     decode_range,
     encode_group,
+    encode_record,
     scan,
 )
 from magnetar.broker.storage.tail_index import TailIndex, spill_if_long
@@ -248,6 +249,10 @@ class LedgerFile:
         """The buffers of a group's records and the end offset of each, for
         :meth:`write_records`. Loop thread: the encoding holds the GIL wherever
         it runs, so the I/O thread is left with the syscalls alone."""
+        if len(datas) == 1:  # a group per message over many topics: no iterators
+            return encode_record(datas[0], nmsgs[0]), array(
+                "q", (self._write_end + HEADER_SIZE + len(datas[0]),)
+            )
         ends = array("q", accumulate(map(_PLUS_HEADER, map(len, datas)), initial=self._write_end))
         del ends[0]
         return encode_group(datas, nmsgs), ends

@@ -224,20 +224,29 @@ class LedgerWriter:
             health.recovered()
         n = len(datas)
         first_id = group.first_id
-        # Built by C-level map(): no per-entry Python frame on the hot path.
-        positions: list[Position] = list(
-            map(
-                _new_tuple,
-                repeat(Position, n),
-                zip(repeat(info.ledger_id, n), range(first_id, first_id + n), strict=True),
-            )
-        )
         nbytes = group.nbytes
-        if ml.has_active_cursors:
-            entries: list[Entry] = list(
-                map(_new_tuple, repeat(Entry, n), zip(positions, datas, nmsgs, strict=True))
+        if n == 1:
+            # One entry (an unbatched send over many topics: a group per
+            # message): no iterator machinery.
+            last: Position = _new_tuple(Position, (info.ledger_id, first_id))
+            positions = [last]
+            if ml.has_active_cursors:
+                info.cache.append([_new_tuple(Entry, (last, datas[0], nmsgs[0]))], nbytes)
+        else:
+            # Built by C-level map(): no per-entry Python frame on the hot path.
+            positions = list(
+                map(
+                    _new_tuple,
+                    repeat(Position, n),
+                    zip(repeat(info.ledger_id, n), range(first_id, first_id + n), strict=True),
+                )
             )
-            info.cache.append(entries, nbytes)
+            last = positions[-1]
+            if ml.has_active_cursors:
+                entries: list[Entry] = list(
+                    map(_new_tuple, repeat(Entry, n), zip(positions, datas, nmsgs, strict=True))
+                )
+                info.cache.append(entries, nbytes)
         stats = ml.stats
         stats.groups_written += 1
         stats.entries_written += n
@@ -247,7 +256,7 @@ class LedgerWriter:
         totals.groups += 1
         totals.entries += n
         totals.bytes += nbytes
-        ml.entries_added(positions[-1], n, nbytes)
+        ml.entries_added(last, n, nbytes)
         try:
             list(map(_set_result, futs, positions))
         except asyncio.InvalidStateError:  # a caller cancelled its await

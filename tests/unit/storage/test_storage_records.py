@@ -10,6 +10,7 @@ from magnetar.broker.storage.records import (
     CorruptEntryError,
     decode_range,
     encode_group,
+    encode_record,
     scan,
 )
 
@@ -26,6 +27,13 @@ def test_scan_indexes_every_record() -> None:
     sizes = [result.offsets[i + 1] - result.offsets[i] - HEADER_SIZE for i in range(len(DATAS))]
     assert sizes == [len(d) for d in DATAS]
     assert not result.corrupt
+
+
+def test_one_record_encodes_as_a_group_of_one() -> None:
+    """The single-entry fast path writes the very bytes the group path does."""
+    for data, nmsgs in zip(DATAS, NMSGS, strict=True):
+        assert encode_record(data, nmsgs) == encode_group([data], [nmsgs])
+    assert scan(b"".join(encode_record(b"x" * 100, 7))).cum_messages.tolist() == [0, 7]
 
 
 def test_decode_range_returns_identical_bytes() -> None:
