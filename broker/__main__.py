@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import gc
 import os
 import resource
@@ -128,23 +129,24 @@ def tune_gc() -> None:
     gc.set_threshold(*GC_THRESHOLDS)
 
 
-# Where an unlimited hard descriptor limit still stops (the kernel's nr_open).
-NR_OPEN_DEFAULT = 1 << 20
+# The soft descriptor limit is raised at most this far: a hard limit of a
+# billion (systemd's LimitNOFILE=infinity) buys nothing past it.
+MAX_RAISED_NOFILE = 1 << 20
 
 
-def raise_open_files_limit() -> int:
+def raise_open_files_limit() -> tuple[int, int]:
     """The soft descriptor limit up to the hard one (often 1,024 against
-    hundreds of thousands): ledger files stay open by the thousand when the
-    limit allows (storage/handles.py). Returns the soft limit in force."""
+    hundreds of thousands), at most MAX_RAISED_NOFILE: ledger files stay
+    open by the thousand when the limit allows (storage/handles.py).
+    Returns the limits (soft, hard) in force."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    target = NR_OPEN_DEFAULT if hard == resource.RLIM_INFINITY else hard
-    if soft == resource.RLIM_INFINITY or soft >= target:
-        return soft
-    try:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
-    except (OSError, ValueError):
-        return soft
-    return target
+    target = MAX_RAISED_NOFILE if hard == resource.RLIM_INFINITY else min(hard, MAX_RAISED_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < target:
+        # A platform that refuses the value keeps the limit as it was.
+        with contextlib.suppress(OSError, ValueError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return soft, hard
 
 
 def _run(coro: Coroutine[Any, Any, None]) -> None:
@@ -169,7 +171,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure_logging(config.log_format, config.log_level)
     for warning in warnings:
         structlog.get_logger("magnetar.broker").warning(warning)
-    raise_open_files_limit()
+    soft, hard = raise_open_files_limit()
+    structlog.get_logger("magnetar.broker").info("descriptor limit", soft=soft, hard=hard)
     server = BrokerServer(config)
     tune_gc()
     try:

@@ -138,6 +138,7 @@ class FileManagedLedgerFactory(ManagedLedgerFactory):
                 files = OpenFiles(
                     capacity_for_limit() if max_open_files is None else max_open_files
                 )
+                log.info("ledger files kept open at most", capacity=files.capacity)
                 journal = await Journal.open(
                     data_dir,
                     executor,

@@ -11,14 +11,21 @@ only, so a worker thread never sees one closed under it.
 
 from __future__ import annotations
 
+import errno
 import resource
 from collections import OrderedDict
 
+import structlog
+
 from magnetar.broker.storage.segment import LedgerFile
+
+log = structlog.get_logger(__name__)
 
 # What the LRU holds at least, whatever the descriptor limit.
 MIN_OPEN_FILES = 128
-# And at most: past this many ledgers written in turn, files are reopened.
+# And at most (a descriptor is about a kilobyte of kernel memory, and tools
+# that list a process's files slow down past tens of thousands): past this
+# many ledgers written in turn, files are reopened.
 MAX_OPEN_FILES = 16384
 
 
@@ -60,8 +67,16 @@ class OpenFiles:
         self._evict()
 
     def acquire(self, lf: LedgerFile) -> None:
-        """Open ``lf`` if needed and mark it in use; pair with :meth:`release`."""
-        lf.open_fd()
+        """Open ``lf`` if needed and mark it in use; pair with :meth:`release`.
+        Out of descriptors (the other half of the limit taken by sockets,
+        say), the idle half of the LRU closes for good and the open is tried
+        once more: a full table otherwise fails a whole journal round."""
+        try:
+            lf.open_fd()
+        except OSError as exc:
+            if exc.errno not in (errno.EMFILE, errno.ENFILE) or not self._shrink():
+                raise
+            lf.open_fd()
         lf.refs += 1
         lru = self._lru
         if lf in lru:
@@ -79,6 +94,20 @@ class OpenFiles:
         """Close ``lf`` for good (trimmed, deleted, its ledger closed)."""
         self._lru.pop(lf, None)
         lf.close()
+
+    def _shrink(self) -> bool:
+        """Halve the capacity to what is open now and close idle files down
+        to it. False when nothing could be closed."""
+        before = len(self._lru)
+        self._capacity = max(1, before // 2)
+        self._evict()
+        log.warning(
+            "out of descriptors: fewer ledger files kept open",
+            open_before=before,
+            open_now=len(self._lru),
+            capacity=self._capacity,
+        )
+        return len(self._lru) < before
 
     def _evict(self) -> None:
         lru = self._lru

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import resource
-from collections.abc import Iterator
-from contextlib import contextmanager
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 import pytest
 
-from magnetar.broker.__main__ import NR_OPEN_DEFAULT, raise_open_files_limit
+from magnetar.broker.__main__ import MAX_RAISED_NOFILE
 from magnetar.broker.storage import FileManagedLedgerFactory, ManagedLedgerConfig
 from magnetar.broker.storage.handles import (
     MAX_OPEN_FILES,
@@ -74,41 +75,85 @@ def test_files_in_use_stay_open_past_capacity(tmp_path: Path) -> None:
             lru.close(lf)
 
 
-@contextmanager
-def _soft_limit(soft: int) -> Iterator[None]:
-    """This process's soft descriptor limit lowered for a while (never
-    above the hard one, so it can be restored)."""
-    old = resource.getrlimit(resource.RLIMIT_NOFILE)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (soft, old[1]))
-    try:
-        yield
-    finally:
-        resource.setrlimit(resource.RLIMIT_NOFILE, old)
+def _run_child(code: str) -> str:
+    """``code`` in a Python process of its own (descriptor limits are
+    process-wide: the test process keeps its own); its stdout."""
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
 
 
-def test_capacity_is_half_the_descriptor_limit_within_bounds() -> None:
+def test_capacity_is_half_the_descriptor_limit_within_bounds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """Half the soft limit is for ledger files; never under MIN_OPEN_FILES,
     never over MAX_OPEN_FILES."""
-    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
-    with _soft_limit(1000):
-        assert capacity_for_limit() == 500
-    with _soft_limit(200):
-        assert capacity_for_limit() == MIN_OPEN_FILES
-    if hard == resource.RLIM_INFINITY or hard >= 2 * MAX_OPEN_FILES + 2:
-        with _soft_limit(2 * MAX_OPEN_FILES + 2):
-            assert capacity_for_limit() == MAX_OPEN_FILES
+    for soft, expected in (
+        (1000, 500),
+        (200, MIN_OPEN_FILES),
+        (2 * MAX_OPEN_FILES + 2, MAX_OPEN_FILES),
+        (resource.RLIM_INFINITY, MAX_OPEN_FILES),
+    ):
+        monkeypatch.setattr(resource, "getrlimit", lambda _which, s=soft: (s, s))
+        assert capacity_for_limit() == expected, soft
 
 
 def test_the_daemon_raises_its_soft_limit_to_the_hard_one() -> None:
     hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
     if hard != resource.RLIM_INFINITY and hard <= 512:
         pytest.skip(f"hard descriptor limit {hard}: nothing to raise")
-    with _soft_limit(256):
-        raised = raise_open_files_limit()
-        soft_now = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-        assert raised == soft_now > 256
-        assert soft_now == (NR_OPEN_DEFAULT if hard == resource.RLIM_INFINITY else hard)
-        assert raise_open_files_limit() == soft_now  # already there: unchanged
+    out = _run_child(
+        """
+        import resource
+        from magnetar.broker.__main__ import raise_open_files_limit
+        hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+        resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))
+        print(*raise_open_files_limit(), *resource.getrlimit(resource.RLIMIT_NOFILE))
+        print(*raise_open_files_limit())
+        """
+    )
+    first, again = (list(map(int, line.split())) for line in out.splitlines())
+    soft_now = first[2]
+    assert first[:2] == first[2:]  # what it returns is what is in force
+    assert soft_now == (
+        MAX_RAISED_NOFILE if hard == resource.RLIM_INFINITY else min(hard, MAX_RAISED_NOFILE)
+    )
+    assert again[0] == soft_now  # already there: unchanged
+
+
+def test_out_of_descriptors_the_lru_shrinks_instead_of_failing(tmp_path: Path) -> None:
+    """The descriptor table fills (here a limit 16 above what the process
+    holds) while the LRU believes it may keep 1,000 files: instead of EMFILE,
+    the idle half closes and the open goes through; every one of 40 files
+    is acquired and released in turn."""
+    out = _run_child(
+        f"""
+        import os, resource
+        from magnetar.broker.storage.handles import OpenFiles
+        from magnetar.broker.storage.segment import LedgerFile
+        files = [LedgerFile.create(f"{tmp_path}/{{i}}.log", i, sync_dir=False) for i in range(40)]
+        for lf in files:
+            lf.release_fd()
+        held = len(os.listdir("/proc/self/fd"))
+        hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+        resource.setrlimit(resource.RLIMIT_NOFILE, (held + 16, hard))
+        lru = OpenFiles(1000)
+        for lf in files:
+            lru.acquire(lf)
+            lru.release(lf)
+        print(lru.capacity, len(lru), sum(lf.fd >= 0 for lf in files))
+        """
+    )
+    assert "out of descriptors" in out  # the shrink says so in the log
+    capacity, kept, open_now = map(int, out.splitlines()[-1].split())
+    assert capacity < 16
+    assert 0 < kept == open_now <= 16
 
 
 async def test_ledgers_written_in_turn_keep_their_files_open(tmp_path: Path) -> None:
