@@ -24,6 +24,7 @@ of file descriptors while its N producers are still connected.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import random
 import shutil
@@ -276,7 +277,7 @@ def run(
                     if consume_topics and not creation_only:
                         rate = consume_over(broker.url, "c", consume_topics, 30)
                         name = f"consume {consume_topics:,} topics x 30, Shared, ack each"
-                        if rate == rate:  # a round that timed out leaves no sample
+                        if not math.isnan(rate):  # a round that timed out leaves no sample
                             record(name, "msg/s", True, kind, rate)
                         print(f"  [{kind} round {rnd}] {name}: {rate:,.0f} msg/s", flush=True)
     finally:

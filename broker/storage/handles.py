@@ -23,9 +23,9 @@ log = structlog.get_logger(__name__)
 
 # What the LRU holds at least, whatever the descriptor limit.
 MIN_OPEN_FILES = 128
-# And at most (a descriptor is about a kilobyte of kernel memory, and tools
-# that list a process's files slow down past tens of thousands): past this
-# many ledgers written in turn, files are reopened.
+# And at most, so that the descriptors a broker holds stay bounded however
+# many topics it serves: past this many ledgers written in turn, files are
+# reopened.
 MAX_OPEN_FILES = 16384
 
 

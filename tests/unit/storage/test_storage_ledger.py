@@ -29,6 +29,7 @@ from magnetar.broker.storage.segment import (
     SYNCFS_MIN_FILES,
     syncfs_available,
 )
+from tests.support.fds import open_files_under
 from tests.support.polling import eventually_async
 
 NAME = "public/default/persistent/t"
@@ -525,19 +526,6 @@ async def test_a_clean_close_of_many_ledgers_syncs_the_filesystem_once(tmp_path:
         await f.close()
 
 
-def _open_ledger_files(root: Path) -> int:
-    """This process's descriptors open on ledger files under `root`."""
-    count = 0
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            target = os.readlink(f"/proc/self/fd/{fd}")
-        except OSError:
-            continue
-        if target.startswith(str(root / "ledgers")):
-            count += 1
-    return count
-
-
 async def test_thousands_of_ledgers_keep_a_few_files_open(tmp_path: Path) -> None:
     """Appends to and reads from 60 ledgers with room for 4 open files: every
     entry is stored and read back from disk, and at most 4 ledger files are
@@ -547,17 +535,17 @@ async def test_thousands_of_ledgers_keep_a_few_files_open(tmp_path: Path) -> Non
     )
     try:
         ledgers = [await f.open_impl(f"t/n/persistent/many-{i}") for i in range(60)]
-        assert _open_ledger_files(tmp_path) <= 4
+        assert open_files_under(tmp_path / "ledgers") <= 4
         receipts = [
             ml.add_entry(b"%d-%d" % (i, k)) for k in range(3) for i, ml in enumerate(ledgers)
         ]
         positions = await asyncio.gather(*receipts)
-        assert _open_ledger_files(tmp_path) <= 4
+        assert open_files_under(tmp_path / "ledgers") <= 4
         for i, ml in enumerate(ledgers):
             entries = await ml.read_entries(EARLIEST, 10)
             assert [e.data for e in entries] == [b"%d-%d" % (i, k) for k in range(3)]
         assert sum(ml.stats.disk_reads for ml in ledgers) > 0
-        assert _open_ledger_files(tmp_path) <= 4
+        assert open_files_under(tmp_path / "ledgers") <= 4
         assert len(set(positions)) == len(positions)
     finally:
         await f.close()
