@@ -52,7 +52,10 @@ REASONS: tuple[tuple[str, str], ...] = (
         r"antiAffinity|namespaceIsolationPolicies|failureDomains",
         "no broker isolation or anti-affinity placement",
     ),
-    (r"/migrate|/clusters/\{[^}]*\}/peers|replicat|/replication", "geo-replication: issue 45"),
+    (
+        r"/migrate|/clusters/\{[^}]*\}/peers|replicat|/replication",
+        "no cluster migration or peer clusters (replication is set per namespace and topic)",
+    ),
     (r"shadowTopics", "no shadow topics"),
     (r"entryFilters", "no entry filters (broker plugins)"),
     (r"maxUnackedMessages", "no unacked-message limits on consumers or subscriptions"),
