@@ -98,9 +98,6 @@ class Journal:
         self._guard = write_guard
         self._max_file_bytes = max_file_bytes
         self._files = files
-        # A round writes at most this many ledger files: each needs its
-        # descriptor open during the round (the open-file limit).
-        self._max_round = min(MAX_ROUND_GROUPS, max(1, files.capacity - files.capacity // 4))
         self._loop = asyncio.get_running_loop()
         self._ready: dict[GroupOwner, None] = {}
         self._wakeup: asyncio.Future[None] | None = None
@@ -211,11 +208,16 @@ class Journal:
                 await wakeup
                 continue
             ready = self._ready
-            if len(ready) <= self._max_round:
+            # A round writes at most this many ledger files: each needs its
+            # descriptor open during the round, and the open-file limit
+            # shrinks when the descriptor table fills (handles.py).
+            capacity = self._files.capacity
+            max_round = min(MAX_ROUND_GROUPS, max(1, capacity - capacity // 4))
+            if len(ready) <= max_round:
                 writers = list(ready)
                 ready.clear()
             else:
-                writers = list(islice(ready, self._max_round))
+                writers = list(islice(ready, max_round))
                 for w in writers:
                     del ready[w]
             groups = [g for g in map(_take, writers) if g is not None]
@@ -229,10 +231,13 @@ class Journal:
                     acquired.append(g.file)
                 await self._write_round(groups)
             except Exception as exc:  # never leave receipts pending
-                log.exception("journal round failed")
                 for g in groups:
                     if g.error is None:
                         g.error = WriteFailed(f"journal round failed: {exc}", False)
+                # The log must not end the writer: out of descriptors, say,
+                # a renderer that imports on first use fails too.
+                with contextlib.suppress(Exception):
+                    log.exception("journal round failed")
             finally:
                 for lf in acquired:
                     files.release(lf)

@@ -171,3 +171,35 @@ async def test_ledgers_written_in_turn_keep_their_files_open(tmp_path: Path) -> 
         assert open_files_under(tmp_path / "ledgers") == 200
     finally:
         await f.close()
+
+
+def test_rounds_after_a_shrink_fit_the_smaller_lru(tmp_path: Path) -> None:
+    """Once the LRU has shrunk (the descriptor table full), the journal's
+    rounds take no more ledgers than it now holds: 60 ledgers appended to at
+    once, with room for about 24 more descriptors, all get their receipts."""
+    out = _run_child(
+        f"""
+        import asyncio, os, resource
+        from magnetar.broker.storage import FileManagedLedgerFactory, ManagedLedgerConfig
+
+        async def main():
+            f = await FileManagedLedgerFactory.create(
+                "{tmp_path}", ManagedLedgerConfig(), max_open_files=1000
+            )
+            try:
+                ledgers = [await f.open_impl(f"t/n/persistent/l-{{i}}") for i in range(60)]
+                held = len(os.listdir("/proc/self/fd"))
+                hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+                resource.setrlimit(resource.RLIMIT_NOFILE, (held + 24, hard))
+                for ml in ledgers[:30]:  # one by one: the table fills, the LRU shrinks
+                    await ml.add_entry(b"first")
+                await asyncio.gather(*[ml.add_entry(b"second") for ml in ledgers])
+                print("appended", sum(ml.stats.entries_written for ml in ledgers))
+            finally:
+                await f.close()
+
+        asyncio.run(main())
+        """
+    )
+    assert "out of descriptors" in out
+    assert out.splitlines()[-1] == "appended 90"
